@@ -1,0 +1,3 @@
+module dovetail
+
+go 1.26
