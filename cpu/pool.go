@@ -1,0 +1,57 @@
+// Package cpu runs the target model on the CPU.
+package cpu
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Pool runs data-parallel loops on a fixed set of goroutines, so that a
+// decode step does not create goroutines per matrix product.
+type Pool struct {
+	n     int
+	tasks chan func()
+}
+
+// NewPool starts a pool of n workers (n ≤ 0: one per CPU). The caller's
+// goroutine works too, so n−1 goroutines are started.
+func NewPool(n int) *Pool {
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	p := &Pool{n: n, tasks: make(chan func(), n)}
+	for i := 1; i < n; i++ {
+		go func() {
+			for t := range p.tasks {
+				t()
+			}
+		}()
+	}
+	return p
+}
+
+// Threads is the number of goroutines a loop runs on.
+func (p *Pool) Threads() int { return p.n }
+
+// Close stops the workers.
+func (p *Pool) Close() { close(p.tasks) }
+
+// For calls fn over [0, n) split into at most Threads() contiguous chunks
+// and returns when all are done.
+func (p *Pool) For(n int, fn func(lo, hi int)) {
+	chunks := min(p.n, n)
+	if chunks <= 1 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(chunks - 1)
+	for c := 1; c < chunks; c++ {
+		lo, hi := c*n/chunks, (c+1)*n/chunks
+		p.tasks <- func() { fn(lo, hi); wg.Done() }
+	}
+	fn(0, n/chunks)
+	wg.Wait()
+}

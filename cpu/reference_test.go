@@ -1,0 +1,121 @@
+package cpu
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"dovetail/internal/golden"
+	"dovetail/models"
+)
+
+// Bounds on the relative error against llama.cpp (largest difference over
+// the largest magnitude of the vector). The reference performs llama.cpp's
+// arithmetic — f16 KV cache, q and attention weights rounded to f16,
+// activations quantized to Q8_0 for Q8_0/Q4_0 weights — and matches it to
+// about 1e-7 until one value lands differently on an f16 or int8 rounding
+// boundary because the two sum float32 dot products in a different order.
+// Such a flip then persists in the KV cache. The bounds below are a little
+// above what was measured on every file; the first position, where no flip
+// has happened yet, is held to 1e-5, and the median over all positions
+// shows that flips are rare.
+type bounds struct{ first, logits, hidden, median float64 }
+
+func boundsFor(name string) bounds {
+	if strings.Contains(name, "-f32-") || strings.Contains(name, "-F16-") {
+		return bounds{first: 1e-5, logits: 1.5e-3, hidden: 2.5e-2, median: 1e-3}
+	}
+	// llama.cpp groups prompt rows for Q4_0 weights (runtime repacking), so
+	// int8 rounding flips come sooner.
+	return bounds{first: 2e-3, logits: 3e-2, hidden: 3e-2, median: 2e-2}
+}
+
+// nearTie is the top-2 logit gap below which a quantized file may pick the
+// other token; float files must match exactly.
+const nearTie = 0.15
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func TestReferenceGolden(t *testing.T) {
+	cases, err := golden.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != 16 {
+		t.Fatalf("%d golden cases, want 16 (8 model files × 2 prompts)", len(cases))
+	}
+	pool := NewPool(2)
+	defer pool.Close()
+	for _, gc := range cases {
+		t.Run(gc.Name, func(t *testing.T) {
+			m, err := models.LoadLlama(gc.Model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			r := NewReference(m, pool, 0)
+			s := r.NewState()
+			logits := make([]float32, m.Config.Vocab)
+			hidden := make([]float32, m.Config.Hidden)
+			b := boundsFor(gc.Name)
+			quantized := b.first > 1e-5
+			var worstLogit, worstHidden float64
+			var rels []float64
+			check := func(what string, pos int, got, want []float32, worst *float64, tol float64) {
+				abs, rel := golden.Compare(got, want)
+				rels = append(rels, rel)
+				*worst = max(*worst, rel)
+				if pos == 0 {
+					tol = b.first
+				}
+				if rel > tol {
+					t.Errorf("%s at position %d: max abs error %.3g, relative %.3g > %.1e", what, pos, abs, rel, tol)
+				}
+			}
+			for i, tok := range gc.PromptTokens {
+				if err := r.Forward(s, tok, logits, hidden); err != nil {
+					t.Fatal(err)
+				}
+				check("prompt logits", i, logits, gc.PromptLogits[i], &worstLogit, b.logits)
+				check("hidden", i, hidden, gc.Hidden[i], &worstHidden, b.hidden)
+			}
+			mismatches := 0
+			for i, st := range gc.Steps {
+				if i < len(gc.StepLogits) {
+					check("step logits", len(gc.PromptTokens)+i, logits, gc.StepLogits[i], &worstLogit, b.logits)
+				}
+				if got := argmax(logits); got != st.Token {
+					gap := st.Top[0][1] - st.Top[1][1]
+					if quantized && gap < nearTie {
+						t.Logf("step %d: token %d, llama.cpp chose %d: a near-tie (gap %.3g)", i, got, st.Token, gap)
+					} else {
+						t.Errorf("step %d: token %d, llama.cpp chose %d (its top-2 gap %.3g)", i, got, st.Token, gap)
+						if mismatches++; mismatches > 3 {
+							t.FailNow()
+						}
+					}
+				}
+				// Follow llama.cpp's tokens so later positions stay comparable.
+				if err := r.Forward(s, st.Token, logits, hidden); err != nil {
+					t.Fatal(err)
+				}
+				if p := len(gc.PromptTokens) + i; p < len(gc.Hidden) {
+					check("hidden", p, hidden, gc.Hidden[p], &worstHidden, b.hidden)
+				}
+			}
+			slices.Sort(rels)
+			if m := rels[len(rels)/2]; m > b.median {
+				t.Errorf("median relative error %.2e > %.0e", m, b.median)
+			}
+			t.Logf("max relative error: logits %.2e, hidden %.2e; median %.2e", worstLogit, worstHidden, rels[len(rels)/2])
+		})
+	}
+}

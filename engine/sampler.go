@@ -1,0 +1,215 @@
+// Package engine holds the device-agnostic logic of generation: sessions,
+// samplers, and (in later files) draft trees and acceptance. It talks to the
+// target model through the Target interface and imports no device.
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplerParams are the user's sampling settings. The zero value is greedy.
+type SamplerParams struct {
+	Temperature   float32 // ≤ 0: greedy (argmax after penalties)
+	TopK          int     // ≤ 0: off
+	TopP          float32 // ≥ 1 or ≤ 0: off
+	MinP          float32 // ≤ 0: off
+	RepeatPenalty float32 // 1 or 0: off
+	RepeatLastN   int     // how many recent tokens the penalty looks at (0: 64)
+	Seed          uint64
+}
+
+// Validate names the first setting that is out of range.
+func (p SamplerParams) Validate() error {
+	switch {
+	case math.IsNaN(float64(p.Temperature)) || p.Temperature > 100:
+		return fmt.Errorf("temperature %v out of range [0, 100]", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1 || math.IsNaN(float64(p.TopP)):
+		return fmt.Errorf("top-p %v out of range [0, 1]", p.TopP)
+	case p.MinP < 0 || p.MinP > 1 || math.IsNaN(float64(p.MinP)):
+		return fmt.Errorf("min-p %v out of range [0, 1]", p.MinP)
+	case p.RepeatPenalty < 0 || math.IsNaN(float64(p.RepeatPenalty)):
+		return fmt.Errorf("repeat penalty %v must not be negative", p.RepeatPenalty)
+	case p.TopK < 0:
+		return fmt.Errorf("top-k %d must not be negative", p.TopK)
+	}
+	return nil
+}
+
+// Greedy reports whether the settings pick the argmax.
+func (p SamplerParams) Greedy() bool { return p.Temperature <= 0 || p.TopK == 1 }
+
+// Sampler turns logits into tokens. Its random stream depends only on the
+// seed, so the same seed and settings give the same text.
+type Sampler struct {
+	p     SamplerParams
+	rng   *rand.Rand
+	cand  []candidate
+	probs []float32
+}
+
+type candidate struct {
+	id    int
+	logit float32
+	p     float32
+}
+
+// NewSampler returns a sampler with its own seeded random stream.
+func NewSampler(p SamplerParams) *Sampler {
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))}
+}
+
+// Params returns the sampler's settings.
+func (s *Sampler) Params() SamplerParams { return s.p }
+
+// Sample picks the next token from logits, given the tokens so far (for the
+// repetition penalty). logits is not modified.
+func (s *Sampler) Sample(logits []float32, history []int) int {
+	if s.p.Greedy() {
+		return s.argmax(logits, history)
+	}
+	cand := s.filter(logits, history)
+	return cand[s.draw(cand)].id
+}
+
+// Float64 is the sampler's uniform random stream; speculative acceptance
+// draws from it so that a request's randomness has one seed.
+func (s *Sampler) Float64() float64 { return s.rng.Float64() }
+
+// Probs writes the processed distribution — penalties, top-k, top-p, min-p
+// and temperature applied — over the whole vocabulary into out. Lossless
+// speculative sampling must accept against exactly this distribution.
+func (s *Sampler) Probs(out, logits []float32, history []int) {
+	clear(out)
+	if s.p.Greedy() {
+		out[s.argmax(logits, history)] = 1
+		return
+	}
+	for _, c := range s.filter(logits, history) {
+		out[c.id] = c.p
+	}
+}
+
+func (s *Sampler) argmax(logits []float32, history []int) int {
+	best, bestV := 0, float32(math.Inf(-1))
+	pen := s.penalized(history)
+	for i, v := range logits {
+		if pen != nil {
+			if _, ok := pen[i]; ok {
+				v = s.penalize(v)
+			}
+		}
+		if v > bestV {
+			best, bestV = i, v
+		}
+	}
+	return best
+}
+
+func (s *Sampler) penalize(v float32) float32 {
+	if v > 0 {
+		return v / s.p.RepeatPenalty
+	}
+	return v * s.p.RepeatPenalty
+}
+
+// penalized is the set of recent tokens, or nil when the penalty is off.
+func (s *Sampler) penalized(history []int) map[int]struct{} {
+	if s.p.RepeatPenalty == 0 || s.p.RepeatPenalty == 1 || len(history) == 0 {
+		return nil
+	}
+	n := s.p.RepeatLastN
+	if n <= 0 {
+		n = 64
+	}
+	recent := history[max(0, len(history)-n):]
+	set := make(map[int]struct{}, len(recent))
+	for _, t := range recent {
+		set[t] = struct{}{}
+	}
+	return set
+}
+
+// filter applies llama.cpp's chain — penalties, top-k, top-p, min-p,
+// temperature — and returns the surviving candidates, sorted by descending
+// probability, with normalized probabilities.
+func (s *Sampler) filter(logits []float32, history []int) []candidate {
+	cand := s.cand[:0]
+	for i, v := range logits {
+		cand = append(cand, candidate{id: i, logit: v})
+	}
+	if pen := s.penalized(history); pen != nil {
+		for i := range cand {
+			if _, ok := pen[cand[i].id]; ok {
+				cand[i].logit = s.penalize(cand[i].logit)
+			}
+		}
+	}
+	byLogit := func(a, b candidate) int {
+		if a.logit != b.logit {
+			if a.logit > b.logit {
+				return -1
+			}
+			return 1
+		}
+		return a.id - b.id
+	}
+	if k := s.p.TopK; k > 0 && k < len(cand) {
+		// Partial selection would be faster; a full sort keeps ties stable.
+		slices.SortFunc(cand, byLogit)
+		cand = cand[:k]
+	} else {
+		slices.SortFunc(cand, byLogit)
+	}
+	softmaxCand(cand, 1)
+	if p := s.p.TopP; p > 0 && p < 1 {
+		var cum float32
+		for i := range cand {
+			cum += cand[i].p
+			if cum >= p {
+				cand = cand[:i+1]
+				break
+			}
+		}
+	}
+	if m := s.p.MinP; m > 0 {
+		floor := cand[0].p * m
+		for i := range cand {
+			if cand[i].p < floor {
+				cand = cand[:i]
+				break
+			}
+		}
+	}
+	softmaxCand(cand, s.p.Temperature)
+	s.cand = cand[:0]
+	return cand
+}
+
+// softmaxCand sets p from logit/temp over sorted candidates.
+func softmaxCand(cand []candidate, temp float32) {
+	mx := cand[0].logit
+	var sum float64
+	for i := range cand {
+		e := math.Exp(float64((cand[i].logit - mx) / temp))
+		cand[i].p = float32(e)
+		sum += e
+	}
+	for i := range cand {
+		cand[i].p = float32(float64(cand[i].p) / sum)
+	}
+}
+
+func (s *Sampler) draw(cand []candidate) int {
+	u := float32(s.rng.Float64())
+	var cum float32
+	for i := range cand {
+		cum += cand[i].p
+		if u < cum {
+			return i
+		}
+	}
+	return len(cand) - 1
+}
