@@ -1,0 +1,13 @@
+// Package assets embeds what the binary ships with: the default model.
+package assets
+
+import _ "embed"
+
+// DefaultModelName is the file name of the embedded default model.
+const DefaultModelName = "tinystories656K-Q8_0.gguf"
+
+// DefaultModel is TinyStories-656K quantized to Q8_0 (Apache-2.0; see
+// README.md beside this file).
+//
+//go:embed tinystories656K-Q8_0.gguf
+var DefaultModel []byte

@@ -1,0 +1,54 @@
+package cpu
+
+import (
+	"fmt"
+
+	"dovetail/models"
+)
+
+// Target runs one sequence of a model on the CPU. It satisfies
+// engine.Target without importing it.
+type Target struct {
+	ref    *Reference
+	state  *State
+	logits []float32
+}
+
+// NewTarget prepares m for a context of ctx positions (0: the model's) on
+// pool.
+func NewTarget(m *models.Llama, pool *Pool, ctx int) *Target {
+	r := NewReference(m, pool, ctx)
+	return &Target{ref: r, state: r.NewState(), logits: make([]float32, m.Config.Vocab)}
+}
+
+// Forward runs tokens and returns the logits of the last one.
+func (t *Target) Forward(tokens []int) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("forward: no tokens")
+	}
+	if t.Len()+len(tokens) > t.Context() {
+		return nil, fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
+	}
+	for i, tok := range tokens {
+		var logits []float32
+		if i == len(tokens)-1 {
+			logits = t.logits
+		}
+		if err := t.ref.Forward(t.state, tok, logits, nil); err != nil {
+			return nil, err
+		}
+	}
+	return t.logits, nil
+}
+
+// Len is the number of committed tokens.
+func (t *Target) Len() int { return t.state.Cache.Len }
+
+// Truncate forgets tokens from n on.
+func (t *Target) Truncate(n int) error { return t.state.Cache.Truncate(n) }
+
+// Context is the capacity of the sequence.
+func (t *Target) Context() int { return t.state.Cache.Cap() }
+
+// Vocab is the number of logits.
+func (t *Target) Vocab() int { return t.ref.M.Config.Vocab }
