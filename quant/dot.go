@@ -1,0 +1,213 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// nan is what the dot products return when their preconditions fail: unlike
+// a zero, it cannot pass for a real result further down a forward pass.
+var nan = float32(math.NaN())
+
+// DotRow returns the dot product of one weight row w of type t with the n =
+// len(x) float32 activations x: sum over i of dequant(w)[i]*x[i], with each
+// dequantized value exactly as DequantizeRow produces it, the products and the
+// running sum in float64 (a float32 product is exact in float64), summed in
+// index order, and the total rounded once to float32. It is the reference
+// that faster kernels are checked against, so it favours accuracy over speed;
+// it does not allocate.
+//
+// Preconditions: CanDequantize(t), n a whole number of blocks of t, and
+// len(w) == t.RowSize(n). If any fails DotRow returns NaN.
+func DotRow(t Type, w []byte, x []float32) float32 {
+	if !CanDequantize(t) || checkRow("dot", t, len(x), len(w)) != nil {
+		return nan
+	}
+	// Dequantize 256 values at a time: a whole number of blocks of every
+	// type, so each chunk is whole blocks, and small enough for the stack.
+	var buf [QKK]float32
+	bs, ts := t.BlockSize(), t.TypeSize()
+	var acc float64
+	for i := 0; i < len(x); i += QKK {
+		k := min(QKK, len(x)-i)
+		off := i / bs * ts
+		dequantize(t, buf[:k], w[off:off+k/bs*ts])
+		for j, v := range x[i : i+k] {
+			acc += float64(buf[j]) * float64(v)
+		}
+	}
+	return float32(acc)
+}
+
+// The int8 dot products below take activations already quantized by
+// QuantizeRow (Q8_0 or Q8_K) and mirror ggml's generic C kernels
+// (ggml_vec_dot_*_generic in ggml-cpu/quants.c): an exact integer dot per
+// block, then float32 scaling in ggml's order of operations, so that they
+// agree with ggml bit for bit (checked against ggml's C built without FMA
+// contraction) and SIMD kernels can be tested against them exactly where they
+// keep that order. They do not allocate. Their callers are matmul loops that
+// validate shapes once per matrix, so instead of returning errors they return
+// NaN when a precondition fails.
+
+// DotQ8_0 is ggml_vec_dot_q8_0_q8_0: the dot of n values of Q8_0 weights w
+// with Q8_0 activations xq, per block sumi*(dw*dx) summed in float32.
+// Preconditions: n >= 0 is a multiple of 32 and w and xq hold at least
+// n/32*34 bytes (only those are read); otherwise it returns NaN.
+func DotQ8_0(w, xq []byte, n int) float32 {
+	if n < 0 || n%QK != 0 {
+		return nan
+	}
+	nb := n / QK
+	size := nb * blockQ8_0
+	if len(w) < size || len(xq) < size {
+		return nan
+	}
+	w, xq = w[:size], xq[:size]
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ8_0 : (b+1)*blockQ8_0]
+		xb := xq[b*blockQ8_0 : (b+1)*blockQ8_0]
+		wq, xv := wb[2:2+QK], xb[2:2+QK]
+		var sumi int32
+		for j, q := range wq {
+			sumi += int32(int8(q)) * int32(int8(xv[j]))
+		}
+		sumf += float32(float32(sumi) * (f16At(wb) * f16At(xb)))
+	}
+	return sumf
+}
+
+// DotQ4_0Q8_0 is ggml_vec_dot_q4_0_q8_0: the dot of n values of Q4_0 weights
+// w with Q8_0 activations xq, per block (sumi*dw)*dx (ggml associates this
+// differently from DotQ8_0) summed in float32. Preconditions: n >= 0 is a
+// multiple of 32, w holds at least n/32*18 bytes and xq n/32*34; otherwise it
+// returns NaN.
+func DotQ4_0Q8_0(w, xq []byte, n int) float32 {
+	if n < 0 || n%QK != 0 {
+		return nan
+	}
+	nb := n / QK
+	if len(w) < nb*blockQ4_0 || len(xq) < nb*blockQ8_0 {
+		return nan
+	}
+	w, xq = w[:nb*blockQ4_0], xq[:nb*blockQ8_0]
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ4_0 : (b+1)*blockQ4_0]
+		xb := xq[b*blockQ8_0 : (b+1)*blockQ8_0]
+		wq, xv := wb[2:2+QK/2], xb[2:2+QK]
+		var sumi0, sumi1 int32
+		for j, q := range wq {
+			sumi0 += (int32(q&0xf) - 8) * int32(int8(xv[j]))
+			sumi1 += (int32(q>>4) - 8) * int32(int8(xv[j+QK/2]))
+		}
+		sumf += float32(float32(float32(sumi0+sumi1)*f16At(wb)) * f16At(xb))
+	}
+	return sumf
+}
+
+// q8KScale reads the float32 d of a Q8_K block.
+func q8KScale(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// DotQ4_KQ8_K is ggml_vec_dot_q4_K_q8_K: the dot of n values of Q4_K weights
+// w with Q8_K activations xq. Preconditions: n >= 0 is a multiple of 256, w
+// holds at least n/256*144 bytes and xq n/256*292; otherwise it returns NaN.
+//
+// The mins are applied through the activations' 16-value
+// block sums (sum_j bsums[j]*min[j/2]), so the inner loop is a plain
+// unsigned-nibble times int8 product. ggml accumulates the scaled products in
+// eight lanes (value index mod 8), each scaled to float32 per block and summed
+// after all the min terms; this keeps that order.
+func DotQ4_KQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockQ4_K || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	w, xq = w[:nb*blockQ4_K], xq[:nb*blockQ8_K]
+	var sums [8]float32
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ4_K : (b+1)*blockQ4_K]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		scales := wb[4:16]
+		q8 := xb[4 : 4+QKK]
+		var aux32 [8]int32
+		var mins [8]int32
+		for j := range QKK / 64 {
+			q4 := wb[16+32*j : 16+32*j+32]
+			sc1, m1 := scaleMinK4(2*j, scales)
+			sc2, m2 := scaleMinK4(2*j+1, scales)
+			mins[2*j], mins[2*j+1] = int32(m1), int32(m2)
+			lo := q8[64*j : 64*j+32]
+			hi := q8[64*j+32 : 64*j+64]
+			for l, q := range q4 {
+				aux32[l&7] += int32(sc1) * int32(q&0xf) * int32(int8(lo[l]))
+				aux32[l&7] += int32(sc2) * int32(q>>4) * int32(int8(hi[l]))
+			}
+		}
+		var sumi int32
+		for j := range QKK / 16 {
+			bsum := int16(binary.LittleEndian.Uint16(xb[4+QKK+2*j:]))
+			sumi += int32(bsum) * mins[j/2]
+		}
+		dy := q8KScale(xb)
+		d := f16At(wb) * dy
+		for l, a := range aux32 {
+			sums[l] += float32(d * float32(a))
+		}
+		dmin := f16At(wb[2:]) * dy
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}
+
+// DotQ6_KQ8_K is ggml_vec_dot_q6_K_q8_K: the dot of n values of Q6_K weights
+// w with Q8_K activations xq, with the same eight-lane accumulation as
+// DotQ4_KQ8_K. Preconditions: n >= 0 is a multiple of 256, w holds at least
+// n/256*210 bytes and xq n/256*292; otherwise it returns NaN.
+func DotQ6_KQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockQ6_K || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	w, xq = w[:nb*blockQ6_K], xq[:nb*blockQ8_K]
+	var sums [8]float32
+	for b := range nb {
+		wb := w[b*blockQ6_K : (b+1)*blockQ6_K]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		var aux32 [8]int32
+		for n := 0; n < QKK; n += 128 {
+			ql := wb[n/2 : n/2+64]
+			qh := wb[128+n/4 : 128+n/4+32]
+			sc := wb[192+n/16 : 192+n/16+8]
+			q8 := xb[4+n : 4+n+128]
+			for l := range 32 {
+				is := l / 16
+				q1, q2, q3, q4 := q6K(ql, qh, l)
+				a := &aux32[l&7]
+				*a += int32(int8(sc[is])) * int32(q1) * int32(int8(q8[l]))
+				*a += int32(int8(sc[is+2])) * int32(q2) * int32(int8(q8[l+32]))
+				*a += int32(int8(sc[is+4])) * int32(q3) * int32(int8(q8[l+64]))
+				*a += int32(int8(sc[is+6])) * int32(q4) * int32(int8(q8[l+96]))
+			}
+		}
+		d := f16At(wb[208:]) * q8KScale(xb)
+		for l, a := range aux32 {
+			sums[l] += float32(d * float32(a))
+		}
+	}
+	var sumf float32
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}

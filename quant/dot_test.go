@@ -1,0 +1,397 @@
+package quant
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randomRow returns n values of type typ as random bytes with sane scales:
+// every quant bit pattern occurs, but f16 scales are drawn from [-2, 2] so
+// that no block decodes to inf or NaN.
+func randomRow(r *rand.Rand, typ Type, n int) []byte {
+	size, err := typ.RowSize(n)
+	if err != nil {
+		panic(err)
+	}
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	scale := func() uint16 { return F32ToF16(float32(r.Float64()*4 - 2)) }
+	var f16s []int // offsets of f16 fields within a block
+	switch typ {
+	case F32:
+		for i := 0; i < size; i += 4 {
+			binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(r.NormFloat64())))
+		}
+		return b
+	case F16, BF16:
+		for i := 0; i < size; i += 2 {
+			if typ == F16 {
+				le16(b[i:], scale())
+			} else {
+				le16(b[i:], F32ToBF16(float32(r.NormFloat64())))
+			}
+		}
+		return b
+	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K:
+		f16s = []int{0}
+		if typ == Q4_K || typ == Q5_K {
+			f16s = []int{0, 2}
+		}
+	case Q4_1, Q5_1, Q8_1:
+		f16s = []int{0, 2}
+	case Q2_K:
+		f16s = []int{80, 82}
+	case Q3_K:
+		f16s = []int{108}
+	case Q6_K:
+		f16s = []int{208}
+	case Q8_K:
+		for i := 0; i < size; i += blockQ8_K {
+			binary.LittleEndian.PutUint32(b[i:], math.Float32bits(float32(r.Float64()*0.02-0.01)))
+		}
+		return b
+	}
+	for i := 0; i < size; i += typ.TypeSize() {
+		for _, o := range f16s {
+			le16(b[i+o:], scale())
+		}
+	}
+	return b
+}
+
+func randomFloats(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K}
+
+// TestDotRow: DotRow is documented as the float64 sum, in index order, of
+// the dequantized row times x, rounded once, so it must match that exactly.
+func TestDotRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range allDequantTypes {
+		for _, n := range []int{QKK, 3 * QKK, 5 * QKK} {
+			w := randomRow(r, typ, n)
+			x := randomFloats(r, n)
+			y := dequant(t, typ, w, n)
+			var want, mag float64
+			for i := range y {
+				want += float64(y[i]) * float64(x[i])
+				mag += math.Abs(float64(y[i]) * float64(x[i]))
+			}
+			got := DotRow(typ, w, x)
+			if got != float32(want) {
+				t.Errorf("DotRow(%v, n=%d) = %v, want %v", typ, n, got, float32(want))
+			}
+			// And so, within 1e-5 of the dot's magnitude, the float32 dot.
+			var f32 float32
+			for i := range y {
+				f32 += y[i] * x[i]
+			}
+			if d := math.Abs(float64(f32) - want); d > 1e-5*mag {
+				t.Errorf("DotRow(%v, n=%d): float32 dot %v differs by %g (magnitude %g)", typ, n, f32, d, mag)
+			}
+		}
+	}
+	// Rows shorter than 256 values, for the 32-value formats.
+	for _, typ := range []Type{F16, Q4_0, Q8_0, Q5_1} {
+		n := 3 * QK
+		w, x := randomRow(r, typ, n), randomFloats(r, n)
+		y := dequant(t, typ, w, n)
+		var want float64
+		for i := range y {
+			want += float64(y[i]) * float64(x[i])
+		}
+		if got := DotRow(typ, w, x); got != float32(want) {
+			t.Errorf("DotRow(%v, n=%d) = %v, want %v", typ, n, got, float32(want))
+		}
+	}
+}
+
+func TestDotPreconditions(t *testing.T) {
+	isNaN := func(f float32) bool { return f != f }
+	q8 := make([]byte, 2*blockQ8_0)
+	q4 := make([]byte, 2*blockQ4_0)
+	q4k := make([]byte, blockQ4_K)
+	q6k := make([]byte, blockQ6_K)
+	q8k := make([]byte, blockQ8_K)
+	for name, v := range map[string]float32{
+		"DotRow bad length":     DotRow(Q8_0, q8[:67], make([]float32, 64)),
+		"DotRow partial block":  DotRow(Q8_0, q8, make([]float32, 63)),
+		"DotRow unsupported":    DotRow(I8, make([]byte, 4), make([]float32, 4)),
+		"DotQ8_0 short w":       DotQ8_0(q8[:60], q8, 64),
+		"DotQ8_0 short x":       DotQ8_0(q8, q8[:33], 64),
+		"DotQ8_0 bad n":         DotQ8_0(q8, q8, 48),
+		"DotQ8_0 negative n":    DotQ8_0(q8, q8, -32),
+		"DotQ4_0Q8_0 short w":   DotQ4_0Q8_0(q4[:35], q8, 64),
+		"DotQ4_0Q8_0 short x":   DotQ4_0Q8_0(q4, q8[:67], 64),
+		"DotQ4_KQ8_K bad n":     DotQ4_KQ8_K(q4k, q8k, 128),
+		"DotQ4_KQ8_K short w":   DotQ4_KQ8_K(q4k[:143], q8k, 256),
+		"DotQ6_KQ8_K short x":   DotQ6_KQ8_K(q6k, q8k[:291], 256),
+		"DotQ6_KQ8_K two block": DotQ6_KQ8_K(q6k, q8k, 512),
+	} {
+		if !isNaN(v) {
+			t.Errorf("%s = %v, want NaN", name, v)
+		}
+	}
+	// Longer slices are fine: only the first n values are used.
+	if v := DotQ8_0(q8, q8, 32); v != 0 {
+		t.Errorf("DotQ8_0 prefix = %v", v)
+	}
+	if v := DotRow(Q8_0, nil, nil); v != 0 {
+		t.Errorf("DotRow of an empty row = %v", v)
+	}
+}
+
+// The ggml generic kernels, ported literally (same temporaries, same loops),
+// to pin the restructured Dot* functions to ggml's results bit for bit.
+
+func refDotQ8_0(n int, x, y []byte) float32 {
+	var sumf float32
+	for ib := range n / QK {
+		bx, by := x[ib*blockQ8_0:], y[ib*blockQ8_0:]
+		sumi := 0
+		for j := range QK {
+			sumi += int(int8(bx[2+j])) * int(int8(by[2+j]))
+		}
+		sumf += float32(float32(sumi) * (f16At(bx) * f16At(by)))
+	}
+	return sumf
+}
+
+func refDotQ4_0Q8_0(n int, x, y []byte) float32 {
+	var sumf float32
+	for ib := range n / QK {
+		bx, by := x[ib*blockQ4_0:], y[ib*blockQ8_0:]
+		sumi0, sumi1 := 0, 0
+		for j := range QK / 2 {
+			v0 := int(bx[2+j]&0x0F) - 8
+			v1 := int(bx[2+j]>>4) - 8
+			sumi0 += v0 * int(int8(by[2+j]))
+			sumi1 += v1 * int(int8(by[2+j+QK/2]))
+		}
+		sumi := sumi0 + sumi1
+		sumf += float32(float32(float32(sumi)*f16At(bx)) * f16At(by))
+	}
+	return sumf
+}
+
+func refDotQ4_KQ8_K(n int, x, y []byte) float32 {
+	const kmask1, kmask2, kmask3 = 0x3f3f3f3f, 0x0f0f0f0f, 0x03030303
+	var utmp [4]uint32
+	var aux8 [QKK]int8
+	var aux16 [8]int16
+	var sums [8]float32
+	var aux32 [8]int32
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockQ4_K:], y[i*blockQ8_K:]
+		q4 := bx[16:]
+		q8 := by[4:]
+		aux32 = [8]int32{}
+		a := aux8[:]
+		for range QKK / 64 {
+			for l := range 32 {
+				a[l] = int8(q4[l] & 0xF)
+			}
+			a = a[32:]
+			for l := range 32 {
+				a[l] = int8(q4[l] >> 4)
+			}
+			a = a[32:]
+			q4 = q4[32:]
+		}
+		for k := range 3 {
+			utmp[k] = binary.LittleEndian.Uint32(bx[4+4*k:])
+		}
+		utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4)
+		uaux := utmp[1] & kmask1
+		utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4)
+		utmp[2] = uaux
+		utmp[0] &= kmask1
+		var sm [16]byte
+		for k := range 4 {
+			binary.LittleEndian.PutUint32(sm[4*k:], utmp[k])
+		}
+		scales, mins := sm[:8], sm[8:]
+		sumi := 0
+		for j := range QKK / 16 {
+			sumi += int(int16(binary.LittleEndian.Uint16(by[4+QKK+2*j:]))) * int(mins[j/2])
+		}
+		a = aux8[:]
+		is := 0
+		for range QKK / 32 {
+			scale := int32(scales[is])
+			is++
+			for range 4 {
+				for l := range 8 {
+					aux16[l] = int16(int8(q8[l])) * int16(a[l])
+				}
+				for l := range 8 {
+					aux32[l] += scale * int32(aux16[l])
+				}
+				q8, a = q8[8:], a[8:]
+			}
+		}
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		for l := range 8 {
+			sums[l] += float32(d * float32(aux32[l]))
+		}
+		dmin := f16At(bx[2:]) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for l := range 8 {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+func refDotQ6_KQ8_K(n int, x, y []byte) float32 {
+	var aux8 [QKK]int8
+	var aux16 [8]int16
+	var sums [8]float32
+	var aux32 [8]int32
+	for i := range n / QKK {
+		bx, by := x[i*blockQ6_K:], y[i*blockQ8_K:]
+		q4, qh := bx[:128], bx[128:192]
+		q8 := by[4:]
+		aux32 = [8]int32{}
+		a := aux8[:]
+		for j := 0; j < QKK; j += 128 {
+			for l := range 32 {
+				a[l+0] = int8(q4[l+0]&0xF|((qh[l]>>0)&3)<<4) - 32
+				a[l+32] = int8(q4[l+32]&0xF|((qh[l]>>2)&3)<<4) - 32
+				a[l+64] = int8(q4[l+0]>>4|((qh[l]>>4)&3)<<4) - 32
+				a[l+96] = int8(q4[l+32]>>4|((qh[l]>>6)&3)<<4) - 32
+			}
+			a, q4, qh = a[128:], q4[64:], qh[32:]
+		}
+		a = aux8[:]
+		is := 0
+		for range QKK / 16 {
+			scale := int32(int8(bx[192+is]))
+			is++
+			for range 2 {
+				for l := range 8 {
+					aux16[l] = int16(int8(q8[l])) * int16(a[l])
+				}
+				for l := range 8 {
+					aux32[l] += scale * int32(aux16[l])
+				}
+				q8, a = q8[8:], a[8:]
+			}
+		}
+		d := f16At(bx[208:]) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		for l := range 8 {
+			sums[l] += float32(d * float32(aux32[l]))
+		}
+	}
+	var sumf float32
+	for l := range 8 {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
+// checkIntDot compares an int8-path dot product against ggml's literal
+// kernel (bit for bit) and against the float64 dot of the dequantized weights
+// and activations. ggml rounds each block's scale product, the block's float
+// term and the running sum to float32, so the two differ by at most a few
+// float32 roundings per block of the terms' magnitudes; mag is that sum of
+// magnitudes.
+func checkIntDot(t *testing.T, name string, got, ref float32, want, mag float64, nb int) {
+	t.Helper()
+	if math.Float32bits(got) != math.Float32bits(ref) {
+		t.Errorf("%s = %v, ggml's kernel gives %v", name, got, ref)
+	}
+	if d := math.Abs(float64(got) - want); d > float64(nb+4)*0x1p-23*mag {
+		t.Errorf("%s = %v, dequantized dot %v: difference %g exceeds float rounding of magnitude %g", name, got, want, d, mag)
+	}
+}
+
+func TestDotInt8(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{QKK, 3 * QKK, 16 * QKK} {
+		x := randomFloats(r, n)
+		xq8 := quantize(t, Q8_0, x)
+		xk := quantize(t, Q8_K, x)
+		x8v := dequant(t, Q8_0, xq8, n)
+		xkv := dequant(t, Q8_K, xk, n)
+		dot := func(w, a []float32) (sum, mag float64) {
+			for i := range w {
+				p := float64(w[i]) * float64(a[i])
+				sum += p
+				mag += math.Abs(p)
+			}
+			return
+		}
+
+		w := quantize(t, Q8_0, randomFloats(r, n))
+		want, mag := dot(dequant(t, Q8_0, w, n), x8v)
+		checkIntDot(t, "DotQ8_0", DotQ8_0(w, xq8, n), refDotQ8_0(n, w, xq8), want, mag, n/QK)
+
+		w = randomRow(r, Q4_0, n)
+		want, mag = dot(dequant(t, Q4_0, w, n), x8v)
+		checkIntDot(t, "DotQ4_0Q8_0", DotQ4_0Q8_0(w, xq8, n), refDotQ4_0Q8_0(n, w, xq8), want, mag, n/QK)
+
+		// For Q4_K the kernel splits each value into d*sc*q and dmin*m, and
+		// the two parts can cancel, so the magnitude is that of the parts.
+		w = randomRow(r, Q4_K, n)
+		wv := dequant(t, Q4_K, w, n)
+		want, _ = dot(wv, xkv)
+		mag = 0
+		for i := range wv {
+			blk := w[i/QKK*blockQ4_K:]
+			sc, m := scaleMinK4(i%QKK/32, blk[4:16])
+			mag += (math.Abs(float64(f16At(blk)*float32(sc)))*15 + math.Abs(float64(f16At(blk[2:])*float32(m)))) * math.Abs(float64(xkv[i]))
+		}
+		checkIntDot(t, "DotQ4_KQ8_K", DotQ4_KQ8_K(w, xk, n), refDotQ4_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+
+		w = randomRow(r, Q6_K, n)
+		want, mag = dot(dequant(t, Q6_K, w, n), xkv)
+		checkIntDot(t, "DotQ6_KQ8_K", DotQ6_KQ8_K(w, xk, n), refDotQ6_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	const n = 4 * QKK
+	x := randomFloats(r, n)
+	y := make([]float32, n)
+	xq8 := quantize(t, Q8_0, x)
+	xk := quantize(t, Q8_K, x)
+	for _, typ := range allDequantTypes {
+		w := randomRow(r, typ, n)
+		if a := testing.AllocsPerRun(10, func() { DotRow(typ, w, x) }); a != 0 {
+			t.Errorf("DotRow(%v) allocates %v times", typ, a)
+		}
+		if a := testing.AllocsPerRun(10, func() { _ = DequantizeRow(typ, y, w) }); a != 0 {
+			t.Errorf("DequantizeRow(%v) allocates %v times", typ, a)
+		}
+		if CanQuantize(typ) {
+			if a := testing.AllocsPerRun(10, func() { _ = QuantizeRow(typ, w, x) }); a != 0 {
+				t.Errorf("QuantizeRow(%v) allocates %v times", typ, a)
+			}
+		}
+	}
+	w8, w4 := randomRow(r, Q8_0, n), randomRow(r, Q4_0, n)
+	w4k, w6k := randomRow(r, Q4_K, n), randomRow(r, Q6_K, n)
+	for name, f := range map[string]func(){
+		"DotQ8_0":     func() { DotQ8_0(w8, xq8, n) },
+		"DotQ4_0Q8_0": func() { DotQ4_0Q8_0(w4, xq8, n) },
+		"DotQ4_KQ8_K": func() { DotQ4_KQ8_K(w4k, xk, n) },
+		"DotQ6_KQ8_K": func() { DotQ6_KQ8_K(w6k, xk, n) },
+	} {
+		if a := testing.AllocsPerRun(10, f); a != 0 {
+			t.Errorf("%s allocates %v times", name, a)
+		}
+	}
+}
