@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"dovetail/internal/golden"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func runJSON(t *testing.T, args ...string) runResult {
+	t.Helper()
+	out, errOut, code := runCLI(t, append([]string{"run", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r runResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+// Greedy output of `dovetail run` equals llama.cpp's on the embedded model
+// and on a model file. (The embedded model's second prompt has a near-tie
+// at step 16, which cpu's golden test covers.)
+func TestRunGreedyMatchesLlamaCpp(t *testing.T) {
+	for _, c := range []struct{ golden, model string }{
+		{"tinystories656K-Q8_0-p1", ""},
+		{"stories260K-f32-p1", golden.ModelPath("stories260K-f32.gguf")},
+		{"stories260K-f32-p2", golden.ModelPath("stories260K-f32.gguf")},
+	} {
+		gc, err := golden.Load(filepath.Join(golden.Root(), "golden", "greedy", c.golden))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"-p", gc.Prompt, "--temp", "0", "-n", "64"}
+		if c.model != "" {
+			args = append(args, "-m", c.model)
+		}
+		r := runJSON(t, args...)
+		if diff := cmp.Diff(gc.PromptTokens, r.PromptTokens); diff != "" {
+			t.Errorf("%s: prompt tokens differ (-llama.cpp +dovetail):\n%s", c.golden, diff)
+		}
+		if diff := cmp.Diff(gc.Tokens(), r.Tokens); diff != "" {
+			t.Errorf("%s: tokens differ (-llama.cpp +dovetail):\n%s", c.golden, diff)
+		}
+		if r.Text != gc.Text {
+			t.Errorf("%s: text\n%q\nwant\n%q", c.golden, r.Text, gc.Text)
+		}
+		if !(r.Stats.GenTokensPerSec > 0 && r.Stats.PromptTokensPerSec > 0) {
+			t.Errorf("%s: speeds missing: %+v", c.golden, r.Stats)
+		}
+	}
+}
+
+func TestRunSeeds(t *testing.T) {
+	a := runJSON(t, "-p", "Once upon a time", "-n", "40", "--seed", "11", "--temp", "1")
+	b := runJSON(t, "-p", "Once upon a time", "-n", "40", "--seed", "11", "--temp", "1")
+	c := runJSON(t, "-p", "Once upon a time", "-n", "40", "--seed", "12", "--temp", "1")
+	if !cmp.Equal(a.Tokens, b.Tokens) {
+		t.Error("the same seed gave different tokens")
+	}
+	if cmp.Equal(a.Tokens, c.Tokens) {
+		t.Error("seeds 11 and 12 gave the same 40 tokens")
+	}
+}
+
+func TestRunStreamsTextAndSpeed(t *testing.T) {
+	out, errOut, code := runCLI(t, "run", "-p", "Once upon a time", "-n", "20", "--temp", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.HasPrefix(out, " there was") && !strings.HasPrefix(out, ",") {
+		t.Logf("story: %q", out)
+	}
+	if len(strings.TrimSpace(out)) < 20 {
+		t.Errorf("story too short: %q", out)
+	}
+	if !strings.Contains(errOut, "tokens/s") {
+		t.Errorf("no speed on stderr: %q", errOut)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	dir := t.TempDir()
+	notGGUF := filepath.Join(dir, "notes.gguf")
+	os.WriteFile(notGGUF, []byte("hello, this is not a model"), 0o644)
+	trunc := filepath.Join(dir, "cut.gguf")
+	full, _ := os.ReadFile(golden.ModelPath("stories260K-f32.gguf"))
+	os.WriteFile(trunc, full[:len(full)/2], 0o644)
+	vocabOnly := filepath.Join(golden.Root(), "golden", "tokenizer", "ggml-vocab-llama-spm.gguf")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "-m", filepath.Join(dir, "missing.gguf"), "-p", "x"}, 1, "missing.gguf: no such file"},
+		{[]string{"run", "-m", notGGUF, "-p", "x"}, 1, "not a GGUF file"},
+		{[]string{"run", "-m", trunc, "-p", "x"}, 1, "truncated"},
+		{[]string{"run", "-m", dir, "-p", "x"}, 1, "is a directory"},
+		{[]string{"run", "-m", vocabOnly, "-p", "x"}, 1, "token_embd.weight missing"},
+		{[]string{"run"}, 2, "a prompt is required"},
+		{[]string{"run", "-p", "x", "--top-p", "3"}, 2, "top-p"},
+		{[]string{"run", "-p", "x", "--threads", "0"}, 2, "--threads"},
+		{[]string{"run", "-p", "x", "--nope"}, 2, "unknown flag"},
+		{[]string{"show", notGGUF}, 1, "not a GGUF file"},
+	}
+	for _, c := range cases {
+		_, errOut, code := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+		if n := strings.Count(strings.TrimSpace(errOut), "\n"); n != 0 || strings.Contains(errOut, "goroutine") {
+			t.Errorf("%v: error is not one line: %q", c.args, errOut)
+		}
+	}
+}
+
+func TestShow(t *testing.T) {
+	out, errOut, code := runCLI(t, "show", golden.ModelPath("stories260K-Q4_0-mixed.gguf"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"architecture", "llama", "context length", "128", "vocabulary", "512", "Q4_0", "Q8_0", "F16", "F32"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = runCLI(t, "show")
+	if code != 0 || !strings.Contains(out, "TinyStories") {
+		t.Errorf("show of the embedded model: exit %d\n%s", code, out)
+	}
+}

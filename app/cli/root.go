@@ -1,0 +1,52 @@
+// Package cli holds the dovetail command line: one file per command.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Main runs the command line and returns the exit status. Errors print as
+// one line; a panic is caught and reported the same way, so no stack trace
+// reaches a user.
+func Main(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "dovetail: internal error: %v\n", r)
+			code = 2
+		}
+	}()
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "dovetail: %v\n", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks errors in how the command was called.
+type usageError struct{ error }
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "dovetail",
+		Short:         "Run language models fast on the CPU, with a draft model on the GPU",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
+	})
+	root.AddCommand(newRunCmd(), newShowCmd())
+	return root
+}

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"dovetail/cpu"
+	"dovetail/engine"
+)
+
+type runFlags struct {
+	model         string
+	prompt        string
+	n             int
+	temp          float32
+	topP          float32
+	topK          int
+	minP          float32
+	repeatPenalty float32
+	seed          int64
+	threads       int
+	ctx           int
+	json          bool
+}
+
+// runResult is the --json output.
+type runResult struct {
+	Model        string   `json:"model"`
+	PromptTokens []int    `json:"prompt_tokens"`
+	Tokens       []int    `json:"tokens"`
+	Text         string   `json:"text"`
+	Stats        runStats `json:"stats"`
+}
+
+type runStats struct {
+	PromptTokensPerSec float64 `json:"prompt_tokens_per_s"`
+	GenTokensPerSec    float64 `json:"gen_tokens_per_s"`
+	Seed               uint64  `json:"seed"`
+	StopReason         string  `json:"stop_reason"`
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [-m MODEL.gguf] -p PROMPT",
+		Short: "Generate text from a prompt",
+		Long: "Generate text from a prompt and stream it to stdout; speeds go to stderr.\n" +
+			"Without -m the embedded default model (TinyStories-656K) runs.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, f) },
+	}
+	fl := c.Flags()
+	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
+	fl.StringVarP(&f.prompt, "prompt", "p", "", "prompt text")
+	fl.IntVarP(&f.n, "n", "n", 256, "most tokens to generate (≤ 0: until the end of the context)")
+	fl.Float32Var(&f.temp, "temp", 0.8, "temperature (0: greedy)")
+	fl.Float32Var(&f.topP, "top-p", 0.95, "nucleus sampling: keep the smallest set of tokens with this much probability (1: off)")
+	fl.IntVar(&f.topK, "top-k", 40, "keep the k most likely tokens (0: off)")
+	fl.Float32Var(&f.minP, "min-p", 0.05, "drop tokens less likely than this fraction of the most likely (0: off)")
+	fl.Float32Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty for tokens among the last 64 (1: off)")
+	fl.Int64Var(&f.seed, "seed", -1, "random seed (-1: a random one)")
+	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object with the tokens, text and speeds instead of streaming")
+	return c
+}
+
+func run(c *cobra.Command, f runFlags) error {
+	if f.prompt == "" {
+		return usageError{fmt.Errorf("run: a prompt is required (-p TEXT)")}
+	}
+	if f.threads < 1 || f.threads > 1024 {
+		return usageError{fmt.Errorf("run: --threads %d out of range [1, 1024]", f.threads)}
+	}
+	if f.ctx < 0 {
+		return usageError{fmt.Errorf("run: --ctx %d must not be negative", f.ctx)}
+	}
+	seed := uint64(f.seed)
+	if f.seed < 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	params := engine.SamplerParams{Temperature: f.temp, TopK: f.topK, TopP: f.topP, MinP: f.minP,
+		RepeatPenalty: f.repeatPenalty, Seed: seed}
+	if err := params.Validate(); err != nil {
+		return usageError{fmt.Errorf("run: %v", err)}
+	}
+	lm, err := loadModel(f.model)
+	if err != nil {
+		return err
+	}
+	defer lm.Model.Close()
+	pool := cpu.NewPool(f.threads)
+	defer pool.Close()
+	target := cpu.NewTarget(lm.Model, pool, f.ctx)
+	prompt := lm.Tok.Encode(f.prompt, true, false)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	out := bufio.NewWriter(c.OutOrStdout())
+	defer out.Flush()
+	dec := lm.Tok.NewDecoder()
+	var tokens []int
+	var text strings.Builder // the continuation, leading space kept
+	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG}
+	st, err := engine.Generate(ctx, target, req, func(tok int) error {
+		tokens = append(tokens, tok)
+		piece := dec.Add(tok)
+		text.WriteString(piece)
+		if !f.json {
+			out.WriteString(piece)
+			out.Flush()
+		}
+		return nil
+	})
+	tail := dec.Flush()
+	text.WriteString(tail)
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	if f.json {
+		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
+			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed, StopReason: st.StopReason}}
+		if tokens == nil {
+			res.Tokens = []int{}
+		}
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(res)
+	}
+	out.WriteString(tail + "\n")
+	out.Flush()
+	fmt.Fprintf(c.ErrOrStderr(), "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
+		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
+	return nil
+}
