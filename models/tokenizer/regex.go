@@ -573,7 +573,7 @@ func (re *regex) split(subject []int32, windows []int) []int {
 		for pos := start; pos <= m.end; {
 			e := m.matchAt(re.root, pos)
 			if e < 0 {
-				pos++
+				pos += re.skipAfterFailure(&m, pos)
 				continue
 			}
 			if pos > prev {
@@ -594,4 +594,26 @@ func (re *regex) split(subject []int32, windows []int) []int {
 		start += w
 	}
 	return out
+}
+
+// skipAfterFailure says how far the search may move on after no match starts
+// at pos. When the pattern opens with a class repeated at least once, an
+// attempt at pos already tried every end of that run the pattern could use
+// from any later start inside the run, and what follows the run depends only
+// on where it starts; so no start inside the run can match either. Without
+// this, \s+$ over a long run of spaces not at the end is quadratic.
+func (re *regex) skipAfterFailure(m *matcher, pos int) int {
+	first := re.root
+	if first.op == opSeq {
+		first = first.kids[0]
+	}
+	if first.op != opRepeat || first.min < 1 || first.kids[0].op != opClass {
+		return 1
+	}
+	cls := first.kids[0].cls
+	run := 0
+	for pos+run < m.end && cls.has(m.s[pos+run]) {
+		run++
+	}
+	return max(run, 1)
 }
