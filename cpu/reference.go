@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"dovetail/models"
 	"dovetail/quant"
@@ -32,6 +33,27 @@ type State struct {
 	Cache                             *KVCache
 	x, xb, xb2, q, k, v, att, hb, hb2 []float32
 	a                                 *acts
+	vis                               []int
+	pending                           []treeNode // tree nodes after the committed prefix, in slots Len+i
+}
+
+type treeNode struct{ parent, depth int }
+
+// visible lists the cache slots a node at slot sees: the committed prefix,
+// the pending ancestors of parent (-1: none), and slot itself.
+func (s *State) visible(parent, slot int) []int {
+	v := s.vis[:0]
+	for t := 0; t < s.Cache.Len; t++ {
+		v = append(v, t)
+	}
+	mark := len(v)
+	for p := parent; p >= 0; p = s.pending[p].parent {
+		v = append(v, s.Cache.Len+p)
+	}
+	slices.Reverse(v[mark:])
+	v = append(v, slot)
+	s.vis = v
+	return v
 }
 
 // NewState allocates a sequence for the reference's context.
@@ -51,13 +73,25 @@ func (r *Reference) NewState() *State {
 // Forward runs token at the next position of s and appends its keys and
 // values to the cache. hidden[Hidden] receives the final normed state (the
 // vector the output matrix multiplies) and logits[Vocab] the logits; either
-// may be nil to skip it.
+// may be nil to skip it. Pending tree nodes, if any, are dropped.
 func (r *Reference) Forward(s *State, token int, logits, hidden []float32) error {
-	c := r.M.Config
+	s.pending = s.pending[:0]
 	pos := s.Cache.Len
 	if pos >= s.Cache.Cap() {
 		return fmt.Errorf("context full: %d positions", s.Cache.Cap())
 	}
+	if err := r.forward(s, token, pos, pos, s.visible(-1, pos), logits, hidden); err != nil {
+		return err
+	}
+	s.Cache.Len++
+	return nil
+}
+
+// forward runs token at position pos, storing its keys and values in cache
+// slot slot, attending to the cache slots in visible (ascending, ending with
+// slot itself).
+func (r *Reference) forward(s *State, token, slot, pos int, visible []int, logits, hidden []float32) error {
+	c := r.M.Config
 	if token < 0 || token >= c.Vocab {
 		return fmt.Errorf("token %d out of vocabulary range [0, %d)", token, c.Vocab)
 	}
@@ -85,21 +119,21 @@ func (r *Reference) Forward(s *State, token int, logits, hidden []float32) error
 		roundF16(s.k)
 		roundF16(s.v)
 		roundF16(s.q)
-		copy(s.Cache.key(l, pos), s.k)
-		copy(s.Cache.value(l, pos), s.v)
+		copy(s.Cache.key(l, slot), s.k)
+		copy(s.Cache.value(l, slot), s.v)
 		for h := 0; h < c.Heads; h++ {
 			q := s.q[h*hd : (h+1)*hd]
 			kvh := (h / group) * hd
-			att := s.att[:pos+1]
-			for t := 0; t <= pos; t++ {
-				att[t] = dot(q, s.Cache.key(l, t)[kvh:kvh+hd]) * scale
+			att := s.att[:len(visible)]
+			for i, t := range visible {
+				att[i] = dot(q, s.Cache.key(l, t)[kvh:kvh+hd]) * scale
 			}
 			softmax(att)
 			roundF16(att)
 			out := s.xb2[h*hd : (h+1)*hd]
 			clear(out)
-			for t, a := range att {
-				v := s.Cache.value(l, t)[kvh : kvh+hd]
+			for i, a := range att {
+				v := s.Cache.value(l, visible[i])[kvh : kvh+hd]
 				for i := range out {
 					out[i] += a * v[i]
 				}
@@ -118,7 +152,6 @@ func (r *Reference) Forward(s *State, token int, logits, hidden []float32) error
 		matmul(r.pool, s.xb, w.Down, s.a)
 		add(s.x, s.xb)
 	}
-	s.Cache.Len++
 	if hidden == nil && logits == nil {
 		return nil
 	}
