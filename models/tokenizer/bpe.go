@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"container/heap"
 	"fmt"
 	"strings"
 
@@ -38,30 +37,6 @@ func (t *Tokenizer) loadMerges(f *gguf.File) error {
 	return nil
 }
 
-type bpeBigram struct {
-	left, right int
-	rank        int32
-	size        int
-}
-
-type bpeQueue []bpeBigram
-
-func (q bpeQueue) Len() int { return len(q) }
-func (q bpeQueue) Less(i, j int) bool {
-	if q[i].rank != q[j].rank {
-		return q[i].rank < q[j].rank
-	}
-	return q[i].left < q[j].left
-}
-func (q bpeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *bpeQueue) Push(x any)   { *q = append(*q, x.(bpeBigram)) }
-func (q *bpeQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
-}
-
 func (t *Tokenizer) bpeEncode(text string, out []int, lenient bool) ([]int, error) {
 	cpts := decodeCodepoints(text)
 	for i, c := range cpts {
@@ -94,7 +69,7 @@ func (t *Tokenizer) bpeWord(word string, out []int) []int {
 		}
 	}
 	syms := splitSymbols(word)
-	q := &bpeQueue{}
+	var q bigramQueue
 	tryAdd := func(left, right int) {
 		if left < 0 || right < 0 {
 			return
@@ -104,27 +79,28 @@ func (t *Tokenizer) bpeWord(word string, out []int) []int {
 		if !ok {
 			return
 		}
-		heap.Push(q, bpeBigram{left: left, right: right, rank: rank, size: l.n + r.n})
+		q.push(bigram{key: bpeKey(rank, left), right: int32(right), size: int32(l.n + r.n)})
 	}
 	for i := 1; i < len(syms); i++ {
 		tryAdd(i-1, i)
 	}
-	for q.Len() > 0 {
-		b := heap.Pop(q).(bpeBigram)
-		l, r := &syms[b.left], &syms[b.right]
+	for len(q) > 0 {
+		b := q.pop()
+		left := b.left()
+		l, r := &syms[left], &syms[b.right]
 		// The two sides are fixed positions in word, so their text is what
 		// it was when queued exactly when the total length is.
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = b.left
+			syms[r.next].prev = left
 		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
+		tryAdd(l.prev, left)
+		tryAdd(left, l.next)
 	}
 	for i := 0; i >= 0; i = syms[i].next {
 		s := syms[i]

@@ -1,9 +1,6 @@
 package tokenizer
 
-import (
-	"container/heap"
-	"fmt"
-)
+import "fmt"
 
 // SentencePiece-style BPE as llama.cpp runs it (llm_tokenizer_spm): start
 // from single UTF-8 characters and keep merging the adjacent pair whose
@@ -14,30 +11,6 @@ import (
 type symbol struct {
 	prev, next int // neighbours in the live chain, -1 at the ends
 	start, n   int // byte span in the text; n == 0 once merged away
-}
-
-type spmBigram struct {
-	left, right int
-	score       float32
-	size        int
-}
-
-type spmQueue []spmBigram
-
-func (q spmQueue) Len() int { return len(q) }
-func (q spmQueue) Less(i, j int) bool {
-	if q[i].score != q[j].score {
-		return q[i].score > q[j].score
-	}
-	return q[i].left < q[j].left
-}
-func (q spmQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *spmQueue) Push(x any)   { *q = append(*q, x.(spmBigram)) }
-func (q *spmQueue) Pop() any {
-	old := *q
-	x := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return x
 }
 
 // splitSymbols cuts text into characters by their lead bytes, without
@@ -58,7 +31,7 @@ func splitSymbols(text string) []symbol {
 
 func (t *Tokenizer) spmEncode(text string, out []int, lenient bool) ([]int, error) {
 	syms := splitSymbols(text)
-	q := &spmQueue{}
+	var q bigramQueue
 	tryAdd := func(left, right int) {
 		if left < 0 || right < 0 {
 			return
@@ -68,26 +41,27 @@ func (t *Tokenizer) spmEncode(text string, out []int, lenient bool) ([]int, erro
 		if !ok {
 			return
 		}
-		heap.Push(q, spmBigram{left: left, right: right, score: t.scores[id], size: l.n + r.n})
+		q.push(bigram{key: spmKey(t.scores[id], left), right: int32(right), size: int32(l.n + r.n)})
 	}
 	for i := 1; i < len(syms); i++ {
 		tryAdd(i-1, i)
 	}
-	for q.Len() > 0 {
-		b := heap.Pop(q).(spmBigram)
-		l, r := &syms[b.left], &syms[b.right]
+	for len(q) > 0 {
+		b := q.pop()
+		left := b.left()
+		l, r := &syms[left], &syms[b.right]
 		// Stale entry: one side has been merged into something else since.
-		if l.n == 0 || r.n == 0 || l.n+r.n != b.size {
+		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
 			continue
 		}
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
 		if r.next >= 0 {
-			syms[r.next].prev = b.left
+			syms[r.next].prev = left
 		}
-		tryAdd(l.prev, b.left)
-		tryAdd(b.left, l.next)
+		tryAdd(l.prev, left)
+		tryAdd(left, l.next)
 	}
 
 	// llama.cpp also keeps a reverse-merge table to re-split symbols that are

@@ -447,3 +447,56 @@ func BenchmarkEncodeLlamaSPM(b *testing.B) {
 		tok.Encode(text, false, false)
 	}
 }
+
+func TestCodepointBeyondUnicode(t *testing.T) {
+	// F4 90 80 80 decodes (leniently, as llama.cpp does) to U+110000, which
+	// llama.cpp then cannot re-encode: the call fails.
+	tok := load(t, llamaBPE)
+	if _, err := tok.TryEncode("a\xf4\x90\x80\x80", false, false); err == nil {
+		t.Fatal("TryEncode should fail on a codepoint past U+10FFFF")
+	}
+	if got, want := tok.Encode("a\xf4\x90\x80\x80", false, false), tok.Encode("a\uFFFD", false, false); !slices.Equal(got, want) {
+		t.Fatalf("Encode = %v, want %v", got, want)
+	}
+}
+
+// TestConcurrentEncode shares one Tokenizer between goroutines; run with
+// -race to check New leaves nothing mutable behind.
+func TestConcurrentEncode(t *testing.T) {
+	tok := load(t, llamaBPE)
+	text := "Hello, y'all! How are you 😁 ?我想在apple工作1314151天～"
+	want := tok.Encode(text, true, true)
+	done := make(chan []int)
+	for range 4 {
+		go func() { done <- tok.Encode(text, true, true) }()
+	}
+	for range 4 {
+		if got := <-done; !slices.Equal(got, want) {
+			t.Fatalf("concurrent Encode = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestQueueKeys(t *testing.T) {
+	scores := []float32{3.5, 1, 0, -0.0, -1e-30, -2, -1e9}
+	for i := 1; i < len(scores); i++ {
+		a, b := spmKey(scores[i-1], 7), spmKey(scores[i], 7)
+		if scores[i-1] == scores[i] && a != b || scores[i-1] > scores[i] && a >= b {
+			t.Errorf("score %v should pop before %v", scores[i-1], scores[i])
+		}
+	}
+	if spmKey(-2, 3) >= spmKey(-2, 4) || bpeKey(5, 3) >= bpeKey(5, 4) || bpeKey(4, 9) >= bpeKey(5, 0) {
+		t.Error("ties must go to the leftmost bigram, and lower ranks first")
+	}
+	var q bigramQueue
+	for _, k := range []uint64{5, 1, 9, 3, 7, 2, 8} {
+		q.push(bigram{key: k})
+	}
+	var got []uint64
+	for len(q) > 0 {
+		got = append(got, q.pop().key)
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("pop order %v", got)
+	}
+}
