@@ -77,7 +77,13 @@ type Tokenizer struct {
 
 const keyPrefix = "tokenizer.ggml."
 
-// New builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata.
+// New builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata. It
+// copies what it needs, so f may be closed afterwards. Settings the file
+// leaves out take llama.cpp's defaults for the model type, since that is
+// what the file's producer tested against: SentencePiece adds BOS and a
+// prefix space; byte-level BPE adds BOS only for pre-tokenizers that ask
+// for it (llama-bpe, tekken, chameleon), and a missing pre-tokenizer name
+// means "default".
 func New(f *gguf.File) (*Tokenizer, error) {
 	model, ok := f.String(keyPrefix + "model")
 	if !ok {
