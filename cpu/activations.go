@@ -20,11 +20,11 @@ type acts struct {
 	x          []float32
 	f16, bf16  []float32
 	q8_0, q8_k []byte
-	have       map[quant.Type]bool
+	have       [quant.BF16 + 1]bool // by form
 }
 
 func newActs(n int) *acts {
-	a := &acts{f16: make([]float32, n), bf16: make([]float32, n), have: map[quant.Type]bool{}}
+	a := &acts{f16: make([]float32, n), bf16: make([]float32, n), }
 	a.q8_0 = make([]byte, n/quant.QK*quant.Q8_0.TypeSize()+quant.Q8_0.TypeSize())
 	a.q8_k = make([]byte, n/quant.QKK*quant.Q8_K.TypeSize()+quant.Q8_K.TypeSize())
 	return a
@@ -33,7 +33,7 @@ func newActs(n int) *acts {
 // set makes x the current vector.
 func (a *acts) set(x []float32) {
 	a.x = x
-	clear(a.have)
+	a.have = [quant.BF16 + 1]bool{}
 }
 
 // form returns the activation form for weights of type t, computing it if
@@ -80,7 +80,7 @@ func (a *acts) dot(w *models.Tensor, r int, f quant.Type) float32 {
 	row := w.Row(r)
 	switch f {
 	case quant.F16:
-		return quant.DotRow(w.Type, row, a.f16[:w.Cols])
+		return dotF16(row, a.f16[:w.Cols])
 	case quant.BF16:
 		return quant.DotRow(w.Type, row, a.bf16[:w.Cols])
 	case quant.Q8_0:
@@ -94,7 +94,29 @@ func (a *acts) dot(w *models.Tensor, r int, f quant.Type) float32 {
 		}
 		return quant.DotQ6_KQ8_K(row, a.q8_k, w.Cols)
 	}
+	if w.Type == quant.F32 {
+		return dotF32(row, a.x)
+	}
 	return quant.DotRow(w.Type, row, a.x)
+}
+
+// dotF32 and dotF16 are quant.DotRow for F32 and F16 rows — the same
+// float64 products summed in the same order, so bit-identical — without
+// the intermediate dequantized buffer.
+func dotF32(w []byte, x []float32) float32 {
+	var acc float64
+	for i, v := range x {
+		acc += float64(math.Float32frombits(binary.LittleEndian.Uint32(w[4*i:]))) * float64(v)
+	}
+	return float32(acc)
+}
+
+func dotF16(w []byte, x []float32) float32 {
+	var acc float64
+	for i, v := range x {
+		acc += float64(quant.F16ToF32(binary.LittleEndian.Uint16(w[2*i:]))) * float64(v)
+	}
+	return float32(acc)
 }
 
 // quantizeQ8_0 quantizes activations as ggml's SIMD quantize_row_q8_0 does,

@@ -15,6 +15,12 @@ type Request struct {
 	// Stop reports whether a token ends generation (end-of-generation
 	// tokens); the stopping token is not emitted.
 	Stop func(token int) bool
+	// Drafter, when set, proposes draft trees shaped by Tree that the
+	// target verifies in one pass each (speculative decoding). The output
+	// is the same as without it: token for token when greedy, in
+	// distribution when sampling.
+	Drafter Drafter
+	Tree    TreeParams
 }
 
 // Stats is what a generation measured.
@@ -24,6 +30,13 @@ type Stats struct {
 	PromptTime   time.Duration
 	GenTime      time.Duration
 	StopReason   string // "stop", "length" or "cancelled"
+
+	// Speculative decoding only.
+	Rounds       int
+	Accepted     int   // draft tokens accepted
+	DepthReached []int // [d-1]: rounds whose accepted path reached depth d
+	DraftTime    time.Duration
+	VerifyTime   time.Duration
 }
 
 // PromptTokensPerSec is prefill speed.
@@ -31,6 +44,25 @@ func (s Stats) PromptTokensPerSec() float64 { return rate(s.PromptTokens, s.Prom
 
 // GenTokensPerSec is decode speed.
 func (s Stats) GenTokensPerSec() float64 { return rate(s.GenTokens, s.GenTime) }
+
+// Tau is the mean number of tokens a round produced: accepted draft tokens
+// plus the target's own next token.
+func (s Stats) Tau() float64 {
+	if s.Rounds == 0 {
+		return 0
+	}
+	return float64(s.Accepted+s.Rounds) / float64(s.Rounds)
+}
+
+// AcceptanceByDepth is, for each depth d = 1, 2, …, the share of rounds
+// whose accepted path reached depth d.
+func (s Stats) AcceptanceByDepth() []float64 {
+	out := make([]float64, len(s.DepthReached))
+	for i, n := range s.DepthReached {
+		out[i] = float64(n) / float64(max(1, s.Rounds))
+	}
+	return out
+}
 
 func rate(n int, d time.Duration) float64 {
 	if d <= 0 {
@@ -42,13 +74,46 @@ func rate(n int, d time.Duration) float64 {
 // ErrContextFull is returned when the prompt alone does not fit.
 var ErrContextFull = errors.New("prompt does not fit in the context")
 
+// emitter hands tokens to the caller and decides when generation ends.
+type emitter struct {
+	st      *Stats
+	stop    func(int) bool
+	emit    func(int) error
+	max     int
+	history []int // prompt and generated tokens
+}
+
+// push emits tok unless it stops generation; done reports the end.
+func (e *emitter) push(tok int) (done bool, err error) {
+	if e.stop != nil && e.stop(tok) {
+		e.st.StopReason = "stop"
+		return true, nil
+	}
+	e.st.GenTokens++
+	e.history = append(e.history, tok)
+	if err := e.emit(tok); err != nil {
+		return true, err
+	}
+	if e.st.GenTokens >= e.max {
+		e.st.StopReason = "length"
+		return true, nil
+	}
+	return false, nil
+}
+
 // Generate runs req on a fresh sequence of t and calls emit for each new
 // token. It stops at a stop token, MaxTokens, the end of the context, an
-// error from emit, or when ctx is cancelled (checked before every token).
+// error from emit, or when ctx is cancelled (checked before every token or
+// round).
 func Generate(ctx context.Context, t Target, req Request, emit func(token int) error) (st Stats, err error) {
 	st.PromptTokens = len(req.Prompt)
 	if err := req.Sampler.Validate(); err != nil {
 		return st, err
+	}
+	if req.Drafter != nil {
+		if err := req.Tree.Validate(); err != nil {
+			return st, err
+		}
 	}
 	if len(req.Prompt) == 0 {
 		return st, errors.New("empty prompt")
@@ -56,8 +121,16 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	if len(req.Prompt) >= t.Context() {
 		return st, fmt.Errorf("%w: %d tokens, context %d", ErrContextFull, len(req.Prompt), t.Context())
 	}
+	for i, tok := range req.Prompt {
+		if tok < 0 || tok >= t.Vocab() {
+			return st, fmt.Errorf("prompt token %d at %d is outside the vocabulary [0, %d)", tok, i, t.Vocab())
+		}
+	}
 	if err := t.Truncate(0); err != nil {
 		return st, err
+	}
+	if req.Drafter != nil {
+		req.Drafter.Reset()
 	}
 	start := time.Now()
 	logits, err := t.Forward(req.Prompt)
@@ -65,36 +138,119 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 		return st, err
 	}
 	st.PromptTime = time.Since(start)
-	s := NewSampler(req.Sampler)
-	history := append([]int(nil), req.Prompt...)
-	max := req.MaxTokens
-	if room := t.Context() - len(req.Prompt); max <= 0 || max > room {
-		max = room
-	}
 	start = time.Now()
 	defer func() { st.GenTime = time.Since(start) }()
-	st.StopReason = "length"
-	for st.GenTokens < max {
-		if ctx.Err() != nil {
-			st.StopReason = "cancelled"
-			return st, ctx.Err()
-		}
-		tok := s.Sample(logits, history)
-		if req.Stop != nil && req.Stop(tok) {
-			st.StopReason = "stop"
-			break
-		}
-		st.GenTokens++
-		history = append(history, tok)
-		if err := emit(tok); err != nil {
-			return st, err
-		}
-		if st.GenTokens == max {
-			break
-		}
-		if logits, err = t.Forward([]int{tok}); err != nil {
-			return st, err
+
+	s := NewSampler(req.Sampler)
+	e := &emitter{st: &st, stop: req.Stop, emit: emit, max: req.MaxTokens,
+		history: append(make([]int, 0, len(req.Prompt)+256), req.Prompt...)}
+	if room := t.Context() - len(req.Prompt); e.max <= 0 || e.max > room {
+		e.max = room
+	}
+	tok := s.Sample(logits, e.history)
+	if req.Drafter == nil {
+		for {
+			if done, err := e.push(tok); done || err != nil {
+				return st, err
+			}
+			if err := ctx.Err(); err != nil {
+				st.StopReason = "cancelled"
+				return st, err
+			}
+			if logits, err = t.Forward([]int{tok}); err != nil {
+				return st, err
+			}
+			tok = s.Sample(logits, e.history)
 		}
 	}
-	return st, nil
+	return st, speculate(ctx, t, req, s, e, tok)
+}
+
+// speculate is the decode loop with a drafter. tok, already sampled, is
+// the root of the first round.
+func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitter, tok int) error {
+	st := e.st
+	acc := newAcceptor(s, t.Vocab())
+	var nodes, parents []int
+	for {
+		if done, err := e.push(tok); done || err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			st.StopReason = "cancelled"
+			return err
+		}
+		// tok is the root: emitted, not yet run by the target.
+		p := req.Tree
+		p.Tokens = min(p.Tokens, t.Context()-t.Len()-1)
+		t0 := time.Now()
+		tree := &Tree{}
+		if p.Tokens > 0 {
+			var err error
+			if tree, err = req.Drafter.Draft(e.history, p); err != nil {
+				return err
+			}
+			if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
+				return err
+			}
+		}
+		t1 := time.Now()
+		nodes = append(nodes[:0], tok)
+		parents = append(parents[:0], -1)
+		for i, par := range tree.Parents {
+			nodes = append(nodes, tree.Tokens[i])
+			parents = append(parents, par+1)
+		}
+		logits, hidden, err := t.Extend(nodes, parents)
+		if err != nil {
+			return err
+		}
+		path, next := acc.accept(tree, logits, e.history)
+		if err := t.Commit(path); err != nil {
+			return err
+		}
+		st.DraftTime += t1.Sub(t0)
+		st.VerifyTime += time.Since(t1)
+		st.Rounds++
+		st.Accepted += len(path) - 1
+		for len(st.DepthReached) < len(path)-1 {
+			st.DepthReached = append(st.DepthReached, 0)
+		}
+		accepted := make([]int, len(path)-1)
+		features := make([][]float32, len(path))
+		for i, v := range path {
+			features[i] = hidden[v]
+			if i > 0 {
+				accepted[i-1] = v - 1
+				st.DepthReached[i-1]++
+			}
+		}
+		req.Drafter.Accepted(accepted, features)
+		for _, v := range path[1:] {
+			if done, err := e.push(nodes[v]); done || err != nil {
+				return err
+			}
+		}
+		tok = next
+	}
+}
+
+// checkDraft refuses a malformed tree from a drafter: a bug there must
+// never turn into wrong output.
+func checkDraft(t *Tree, maxTokens, vocab int) error {
+	if t.Len() > maxTokens {
+		return fmt.Errorf("drafter returned %d nodes, more than the %d asked for", t.Len(), maxTokens)
+	}
+	if len(t.Parents) != t.Len() || len(t.Depths) != t.Len() {
+		return fmt.Errorf("drafter returned a tree with %d tokens, %d parents, %d depths", t.Len(), len(t.Parents), len(t.Depths))
+	}
+	for i, tok := range t.Tokens {
+		if tok < 0 || tok >= vocab {
+			return fmt.Errorf("drafter proposed token %d outside the vocabulary at node %d", tok, i)
+		}
+	}
+	if err := t.Check(); err != nil {
+		return fmt.Errorf("drafter returned a malformed tree: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,24 @@
+package cpu
+
+import "testing"
+
+// BenchmarkReferenceDecode is one decode step of the pure-Go reference on
+// a real model, context kept under 64 positions.
+func BenchmarkReferenceDecode(b *testing.B) {
+	for _, name := range []string{"stories260K-f32.gguf", "tinystories656K-Q8_0.gguf"} {
+		b.Run(name, func(b *testing.B) {
+			m := loadTest(&testing.T{}, name)
+			pool := NewPool(1)
+			defer pool.Close()
+			r := NewReference(m, pool, 0)
+			s := r.NewState()
+			lg := make([]float32, m.Config.Vocab)
+			for b.Loop() {
+				if s.Cache.Len >= 64 {
+					s.Cache.Len = 0
+				}
+				r.Forward(s, 5, lg, nil)
+			}
+		})
+	}
+}

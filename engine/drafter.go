@@ -1,0 +1,16 @@
+package engine
+
+// Drafter proposes draft trees for the target to verify.
+type Drafter interface {
+	// Draft proposes a tree of continuations of ctx: every token so far,
+	// the last of which is the root (the target has not run it yet).
+	// It may return an empty tree.
+	Draft(ctx []int, p TreeParams) (*Tree, error)
+	// Accepted reports the end of a round: the nodes of the last tree that
+	// the target accepted (a chain from a child of the root down) and the
+	// target's final hidden states for the root and each accepted node
+	// (valid only during the call: copy what is kept).
+	Accepted(nodes []int, features [][]float32)
+	// Reset forgets the sequence.
+	Reset()
+}

@@ -1,0 +1,51 @@
+package engine
+
+import "fmt"
+
+// ModelDrafter drafts with a smaller model of the same vocabulary run as a
+// Target (llama.cpp's -md): it keeps its own KV cache of the context and
+// grows EAGLE-2 trees from its logits.
+type ModelDrafter struct {
+	t         Target
+	committed []int // tokens in the draft's cache
+}
+
+// NewModelDrafter drafts with t, which must share the target's vocabulary.
+func NewModelDrafter(t Target) *ModelDrafter { return &ModelDrafter{t: t} }
+
+// Draft brings the draft's cache up to ctx (the tokens accepted last round
+// and the root) and grows a tree below the root.
+func (d *ModelDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+	// Keep the common prefix; the draft may hold tokens the target refused.
+	keep := 0
+	for keep < len(d.committed) && keep < len(ctx)-1 && d.committed[keep] == ctx[keep] {
+		keep++
+	}
+	if err := d.t.Truncate(keep); err != nil {
+		return nil, err
+	}
+	d.committed = d.committed[:keep]
+	// Room for the new tokens plus every expanded node; without it, draft
+	// nothing.
+	if len(ctx)+p.Depth*p.TopK > d.t.Context() {
+		return &Tree{}, nil
+	}
+	logits, err := d.t.Forward(ctx[keep:])
+	if err != nil {
+		return nil, fmt.Errorf("draft model: %w", err)
+	}
+	d.committed = append(d.committed, ctx[keep:]...)
+	return BuildTree(p, logits, func(tokens, parents []int) ([][]float32, error) {
+		lg, _, err := d.t.Extend(tokens, parents)
+		return lg, err
+	})
+}
+
+// Accepted does nothing: the next Draft feeds the accepted tokens.
+func (d *ModelDrafter) Accepted([]int, [][]float32) {}
+
+// Reset forgets the cache.
+func (d *ModelDrafter) Reset() {
+	d.committed = d.committed[:0]
+	d.t.Truncate(0)
+}

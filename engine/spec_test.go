@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/internal/golden"
+	"dovetail/models"
+)
+
+var pool = cpu.NewPool(2)
+
+func load(t testing.TB, name string) *models.Llama {
+	t.Helper()
+	m, err := models.LoadLlama(golden.ModelPath(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func generate(t testing.TB, target engine.Target, req engine.Request) ([]int, engine.Stats) {
+	t.Helper()
+	var out []int
+	st, err := engine.Generate(context.Background(), target, req, func(tok int) error {
+		out = append(out, tok)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
+// garbage proposes random trees: speculation must stay exact, only slower.
+type garbage struct{ rng *rand.Rand }
+
+func (g *garbage) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
+	tr := &engine.Tree{}
+	for range p.Tokens {
+		parent, depth := -1, 1
+		if n := len(tr.Tokens); n > 0 && g.rng.IntN(2) == 0 {
+			parent = g.rng.IntN(n)
+			depth = tr.Depths[parent] + 1
+		}
+		tok := g.rng.IntN(512)
+		dup := false
+		for j := range tr.Tokens {
+			dup = dup || (tr.Parents[j] == parent && tr.Tokens[j] == tok)
+		}
+		if dup {
+			continue
+		}
+		tr.Tokens = append(tr.Tokens, tok)
+		tr.Parents = append(tr.Parents, parent)
+		tr.Depths = append(tr.Depths, depth)
+		tr.Scores = append(tr.Scores, 0)
+	}
+	return tr, nil
+}
+func (g *garbage) Accepted([]int, [][]float32) {}
+func (g *garbage) Reset()                      {}
+
+// twin names a smaller file of the same model to draft with.
+func twin(name string) string {
+	if strings.HasPrefix(name, "stories260K") {
+		return "stories260K-Q4_0-mixed.gguf"
+	}
+	return "tinystories656K-Q4_0.gguf"
+}
+
+// Greedy speculative output equals plain greedy decoding, token for token:
+// every test model × both prompts × every drafter × several tree shapes,
+// γ = 1 and a γ larger than the tree can fill among them.
+func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
+	cases, err := golden.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := []engine.TreeParams{engine.ServerTree, {TopK: 1, Depth: 0, Tokens: 1}}
+	// The reference forward runs tree nodes one by one, so the other
+	// shapes run on one file of each model.
+	extra := []engine.TreeParams{engine.LaptopTree, {TopK: 3, Depth: 2, Tokens: 60}}
+	for _, gc := range cases {
+		name := filepath.Base(gc.Model)
+		m := load(t, name)
+		dm := load(t, twin(name))
+		target := cpu.NewTarget(m, pool, 0)
+		plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
+		drafters := map[string]engine.Drafter{
+			"ngram":   &engine.NgramDrafter{},
+			"model":   engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)),
+			"garbage": &garbage{rng: rand.New(rand.NewPCG(1, 2))},
+		}
+		for dname, d := range drafters {
+			ps := shapes
+			if strings.Contains(gc.Name, "-f32-") {
+				ps = append(ps, extra...)
+			}
+			for _, p := range ps {
+				got, st := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40, Drafter: d, Tree: p})
+				if !slices.Equal(got, plain) {
+					t.Errorf("%s, %s drafter, %+v: speculative output differs from plain greedy\n got %v\nwant %v", gc.Name, dname, p, got, plain)
+				}
+				if st.Rounds == 0 || st.Tau() < 1 {
+					t.Errorf("%s, %s drafter: %d rounds, τ %.2f", gc.Name, dname, st.Rounds, st.Tau())
+				}
+			}
+		}
+		m.Close()
+		dm.Close()
+	}
+}
+
+// Greedy output also equals llama.cpp's, with drafting on.
+func TestSpeculativeMatchesLlamaCpp(t *testing.T) {
+	gc, err := golden.Load(filepath.Join(golden.Root(), "golden", "greedy", "stories260K-f32-p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, "stories260K-f32.gguf")
+	defer m.Close()
+	dm := load(t, "stories260K-Q8_0-mixed.gguf")
+	defer dm.Close()
+	got, st := generate(t, cpu.NewTarget(m, pool, 0), engine.Request{Prompt: gc.PromptTokens, MaxTokens: len(gc.Steps),
+		Drafter: engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)), Tree: engine.ServerTree})
+	if !slices.Equal(got, gc.Tokens()) {
+		t.Errorf("got %v\nwant %v", got, gc.Tokens())
+	}
+	// A Q8_0 twin predicts the f32 model well: most rounds accept something.
+	if st.Tau() < 2 {
+		t.Errorf("τ = %.2f with a Q8_0 twin as draft, want ≥ 2", st.Tau())
+	}
+	t.Logf("τ %.2f over %d rounds; acceptance by depth %v", st.Tau(), st.Rounds, fmtFloats(st.AcceptanceByDepth()))
+}
+
+func fmtFloats(x []float64) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = fmt.Sprintf("%.2f", v)
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// TreeParams shape a draft tree: TopK children per expanded node, Depth
+// expansion rounds after the root's own top-k (so paths are at most
+// Depth+1 long), and at most Tokens nodes in all (γ).
+type TreeParams struct {
+	TopK, Depth, Tokens int
+}
+
+// Dovetail's settings from the paper: server and laptop.
+var (
+	ServerTree = TreeParams{TopK: 10, Depth: 7, Tokens: 16}
+	LaptopTree = TreeParams{TopK: 10, Depth: 4, Tokens: 7}
+)
+
+// Validate names the first bad parameter.
+func (p TreeParams) Validate() error {
+	switch {
+	case p.TopK < 1 || p.TopK > 64:
+		return fmt.Errorf("tree top-k %d out of range [1, 64]", p.TopK)
+	case p.Depth < 0 || p.Depth > 64:
+		return fmt.Errorf("tree depth %d out of range [0, 64]", p.Depth)
+	case p.Tokens < 1 || p.Tokens > 256:
+		return fmt.Errorf("tree tokens %d out of range [1, 256]", p.Tokens)
+	}
+	return nil
+}
+
+// Tree is a draft tree below a root token (the last token of the context,
+// which the target has not run yet). Nodes are in parents-first order.
+type Tree struct {
+	Tokens  []int
+	Parents []int     // -1: a child of the root
+	Depths  []int     // 1 for the root's children
+	Scores  []float64 // cumulative draft log-probability
+}
+
+// Len is the number of nodes.
+func (t *Tree) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.Tokens)
+}
+
+func (t *Tree) add(tok, parent, depth int, score float64) {
+	t.Tokens = append(t.Tokens, tok)
+	t.Parents = append(t.Parents, parent)
+	t.Depths = append(t.Depths, depth)
+	t.Scores = append(t.Scores, score)
+}
+
+// Check verifies the invariants: parents first, depths consistent, no two
+// siblings with the same token.
+func (t *Tree) Check() error {
+	seen := map[[2]int]bool{}
+	for i, p := range t.Parents {
+		want := 1
+		if p >= 0 {
+			if p >= i {
+				return fmt.Errorf("node %d: parent %d does not come first", i, p)
+			}
+			want = t.Depths[p] + 1
+		} else if p != -1 {
+			return fmt.Errorf("node %d: parent %d", i, p)
+		}
+		if t.Depths[i] != want {
+			return fmt.Errorf("node %d: depth %d, want %d", i, t.Depths[i], want)
+		}
+		if seen[[2]int{p, t.Tokens[i]}] {
+			return fmt.Errorf("node %d: token %d twice under parent %d", i, t.Tokens[i], p)
+		}
+		seen[[2]int{p, t.Tokens[i]}] = true
+	}
+	return nil
+}
+
+// draftCand is one token under consideration while a tree is built.
+type draftCand struct {
+	token, parent, depth int
+	score                float64
+	pending              int // the drafter's pending-node index once expanded, else -1
+}
+
+// ExpandFunc runs the draft model on frontier nodes and returns their
+// logits. parents index the drafter's pending nodes (-1: the root).
+type ExpandFunc func(tokens, parents []int) ([][]float32, error)
+
+// BuildTree grows an EAGLE-2 dynamic tree: the root's top-k children; then
+// Depth times, expand the TopK best frontier nodes by cumulative
+// log-probability and take the top-k children of each; finally keep the
+// Tokens best of all candidates. A child never scores above its parent,
+// so the kept set is a connected tree.
+func BuildTree(p TreeParams, rootLogits []float32, expand ExpandFunc) (*Tree, error) {
+	var cands []draftCand
+	for _, c := range topKLogProbs(rootLogits, p.TopK) {
+		cands = append(cands, draftCand{token: c.id, parent: -1, depth: 1, score: c.logp, pending: -1})
+	}
+	frontier := make([]int, len(cands))
+	for i := range frontier {
+		frontier[i] = i
+	}
+	nPending := 0
+	for d := 0; d < p.Depth && len(frontier) > 0; d++ {
+		toks := make([]int, len(frontier))
+		pars := make([]int, len(frontier))
+		for i, f := range frontier {
+			toks[i] = cands[f].token
+			pars[i] = -1
+			if pp := cands[f].parent; pp >= 0 {
+				pars[i] = cands[pp].pending
+			}
+		}
+		logits, err := expand(toks, pars)
+		if err != nil {
+			return nil, err
+		}
+		var next []int
+		for i, f := range frontier {
+			cands[f].pending = nPending + i
+			for _, c := range topKLogProbs(logits[i], p.TopK) {
+				next = append(next, len(cands))
+				cands = append(cands, draftCand{token: c.id, parent: f, depth: cands[f].depth + 1,
+					score: cands[f].score + c.logp, pending: -1})
+			}
+		}
+		nPending += len(frontier)
+		slices.SortStableFunc(next, func(a, b int) int { return cmpScore(cands[a].score, cands[b].score) })
+		frontier = next[:min(p.TopK, len(next))]
+	}
+	return rerank(cands, p.Tokens), nil
+}
+
+func cmpScore(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// rerank keeps the best n candidates and orders them parents first.
+func rerank(cands []draftCand, n int) *Tree {
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	// Stable on creation order, so a child tied with its parent (a
+	// log-probability of exactly 0) comes after it.
+	slices.SortStableFunc(order, func(a, b int) int { return cmpScore(cands[a].score, cands[b].score) })
+	keep := make([]bool, len(cands))
+	for _, i := range order[:min(n, len(order))] {
+		keep[i] = true
+	}
+	kept := order[:0:0]
+	for i := range cands {
+		// Candidates were created parents first, so creation order is a
+		// valid tree order; a kept node whose parent was cut (possible only
+		// through rounding) is dropped.
+		if keep[i] && (cands[i].parent < 0 || keep[cands[i].parent]) {
+			kept = append(kept, i)
+		} else {
+			keep[i] = false
+		}
+	}
+	slices.SortStableFunc(kept, func(a, b int) int { return cands[a].depth - cands[b].depth })
+	index := make(map[int]int, len(kept))
+	t := &Tree{}
+	for _, i := range kept {
+		c := cands[i]
+		parent := -1
+		if c.parent >= 0 {
+			parent = index[c.parent]
+		}
+		index[i] = t.Len()
+		t.add(c.token, parent, c.depth, c.score)
+	}
+	return t
+}
+
+type tokenLogProb struct {
+	id   int
+	logp float64
+}
+
+// topKLogProbs returns the k most likely tokens of softmax(logits) with
+// their log-probabilities, most likely first.
+func topKLogProbs(logits []float32, k int) []tokenLogProb {
+	k = min(k, len(logits))
+	top := make([]tokenLogProb, 0, k+1)
+	mx := float32(math.Inf(-1))
+	for _, v := range logits {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range logits {
+		sum += math.Exp(float64(v - mx))
+		if len(top) == k && float64(v) <= top[k-1].logp {
+			continue
+		}
+		j := len(top)
+		if j < k {
+			top = append(top, tokenLogProb{})
+		} else {
+			j = k - 1
+		}
+		for j > 0 && float64(v) > top[j-1].logp {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = tokenLogProb{id: i, logp: float64(v)}
+	}
+	lse := float64(mx) + math.Log(sum)
+	for i := range top {
+		top[i].logp -= lse
+	}
+	return top
+}

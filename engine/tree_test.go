@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// logitsFor makes logits whose softmax is proportional to weights.
+func logitsFor(weights ...float64) []float32 {
+	l := make([]float32, len(weights))
+	for i, w := range weights {
+		l[i] = float32(math.Log(w))
+	}
+	return l
+}
+
+func TestTopKLogProbs(t *testing.T) {
+	got := topKLogProbs(logitsFor(0.1, 0.5, 0.15, 0.25), 3)
+	want := []int{1, 3, 2}
+	for i, c := range got {
+		if c.id != want[i] {
+			t.Fatalf("top-3 = %v, want ids %v", got, want)
+		}
+	}
+	if math.Abs(got[0].logp-math.Log(0.5)) > 1e-6 {
+		t.Errorf("log p = %v, want %v", got[0].logp, math.Log(0.5))
+	}
+}
+
+// A hand-checked tree over a 4-token vocabulary. The draft's distribution
+// depends only on the parent's token:
+//
+//	root → 0: .6, 1: .3, 2: .1
+//	after 0 → 3: .9 ...; after 1 → 2: .5, 3: .5 ...
+func TestBuildTreeByHand(t *testing.T) {
+	next := map[int][]float32{
+		0: logitsFor(0.01, 0.04, 0.05, 0.9),
+		1: logitsFor(0.0, 0.0, 0.5, 0.5),
+		3: logitsFor(0.7, 0.1, 0.1, 0.1),
+	}
+	root := logitsFor(0.6, 0.3, 0.1, 0.0)
+	var calls [][]int
+	expand := func(tokens, parents []int) ([][]float32, error) {
+		calls = append(calls, slices.Clone(parents))
+		out := make([][]float32, len(tokens))
+		for i, tok := range tokens {
+			out[i] = next[tok]
+		}
+		return out, nil
+	}
+	tr, err := BuildTree(TreeParams{TopK: 2, Depth: 2, Tokens: 4}, root, expand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Candidates: 0 (.6), 1 (.3); 0→3 (.54), 0→2 (.03), 1→2 (.15), 1→3 (.15);
+	// frontier after depth 1: 0→3, then 1→2 (tie with 1→3, created first);
+	// 0→3→0 (.378), 0→3→1 (.054), ...
+	// Best 4: 0 (.6), 0→3 (.54), 0→3→0 (.378), 1 (.3).
+	wantTokens := []int{0, 1, 3, 0}
+	wantParents := []int{-1, -1, 0, 2}
+	if !slices.Equal(tr.Tokens, wantTokens) || !slices.Equal(tr.Parents, wantParents) {
+		t.Errorf("tree tokens %v parents %v, want %v %v", tr.Tokens, tr.Parents, wantTokens, wantParents)
+	}
+	if err := tr.Check(); err != nil {
+		t.Error(err)
+	}
+	// The second expansion's parents index the first's pending nodes.
+	if len(calls) != 2 || !slices.Equal(calls[0], []int{-1, -1}) || !slices.Equal(calls[1], []int{0, 1}) {
+		t.Errorf("expand parents %v", calls)
+	}
+}
+
+func TestBuildTreeProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vocab := 50
+	randLogits := func() []float32 {
+		l := make([]float32, vocab)
+		for i := range l {
+			l[i] = float32(rng.NormFloat64() * 3)
+		}
+		return l
+	}
+	for trial := 0; trial < 200; trial++ {
+		p := TreeParams{TopK: 1 + rng.IntN(6), Depth: rng.IntN(6), Tokens: 1 + rng.IntN(40)}
+		pending := 0
+		tr, err := BuildTree(p, randLogits(), func(tokens, parents []int) ([][]float32, error) {
+			for _, par := range parents {
+				if par < -1 || par >= pending {
+					t.Fatalf("expand parent %d with %d pending", par, pending)
+				}
+			}
+			pending += len(tokens)
+			out := make([][]float32, len(tokens))
+			for i := range out {
+				out[i] = randLogits()
+			}
+			return out, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Check(); err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		if tr.Len() > p.Tokens || tr.Len() == 0 {
+			t.Fatalf("%+v: %d nodes", p, tr.Len())
+		}
+		for i, par := range tr.Parents {
+			if tr.Depths[i] > p.Depth+1 {
+				t.Fatalf("%+v: node %d at depth %d", p, i, tr.Depths[i])
+			}
+			if par >= 0 && tr.Scores[i] > tr.Scores[par] {
+				t.Fatalf("%+v: node %d scores above its parent", p, i)
+			}
+		}
+		// Most likely first: the kept root children include the best one.
+		if p.Tokens == 1 && tr.Parents[0] != -1 {
+			t.Fatalf("γ=1 kept a non-root node")
+		}
+	}
+}
+
+// A synthetic target whose next-token distribution depends only on the
+// current token, for acceptance tests.
+func TestAcceptGreedyByHand(t *testing.T) {
+	// Tree: 0:[tok 5] 1:[tok 6 under 0] 2:[tok 7 under 0] 3:[tok 8 under 2]
+	tree := &Tree{Tokens: []int{5, 6, 7, 8}, Parents: []int{-1, 0, 0, 2}, Depths: []int{1, 2, 2, 3}}
+	logits := make([][]float32, 5)
+	argmaxAt := []int{5, 7, 1, 8, 9} // the target's choice after root, node0, ...
+	for i := range logits {
+		logits[i] = make([]float32, 10)
+		logits[i][argmaxAt[i]] = 5
+	}
+	a := newAcceptor(NewSampler(SamplerParams{}), 10)
+	path, next := a.accept(tree, logits, []int{1})
+	// root → 5 (node 0) → 7 (node 2) → 8 (node 3) → bonus 9.
+	if !slices.Equal(path, []int{0, 1, 3, 4}) || next != 9 {
+		t.Errorf("path %v next %d", path, next)
+	}
+	logits[0][5], logits[0][2] = 0, 5
+	path, next = a.accept(tree, logits, []int{1})
+	if !slices.Equal(path, []int{0}) || next != 2 {
+		t.Errorf("first miss: path %v next %d", path, next)
+	}
+}
