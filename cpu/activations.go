@@ -24,7 +24,7 @@ type acts struct {
 }
 
 func newActs(n int) *acts {
-	a := &acts{f16: make([]float32, n), bf16: make([]float32, n), }
+	a := &acts{f16: make([]float32, n), bf16: make([]float32, n)}
 	a.q8_0 = make([]byte, n/quant.QK*quant.Q8_0.TypeSize()+quant.Q8_0.TypeSize())
 	a.q8_k = make([]byte, n/quant.QKK*quant.Q8_K.TypeSize()+quant.Q8_K.TypeSize())
 	return a
