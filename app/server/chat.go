@@ -1,0 +1,131 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"dovetail/engine"
+	"dovetail/models/chat"
+)
+
+// chatCompletion is both OpenAI's chat.completion and its
+// chat.completion.chunk; the choices differ.
+type chatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usageInfo   `json:"usage,omitempty"`
+	Dovetail          *statsInfo   `json:"dovetail,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatContent `json:"message,omitempty"`
+	Delta        *chatContent `json:"delta,omitempty"`
+	Logprobs     any          `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+type chatContent struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req genRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	j := &job{chat: true}
+	if e := s.parseCommon(&req, j); e != nil {
+		writeError(w, e)
+		return
+	}
+	msgs, e := parseMessages(req.Messages)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if j.prompt, e = s.chatPrompt(msgs); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.resolveMaxTokens(&req, j, 0); e != nil {
+		writeError(w, e)
+		return
+	}
+	s.execute(w, r, j, &chatResponder{base: chatCompletion{ID: newID("chatcmpl-"), Created: now(), Model: s.model.Name, SystemFingerprint: s.fp}})
+}
+
+// chatPrompt renders msgs with the model's template and tokenizes the
+// text. Templates write the BOS text themselves while the tokenizer also
+// adds BOS, so a leading BOS text is dropped (as llama.cpp does) rather
+// than giving the model two. Special-token texts are parsed only when a
+// real chat template wrote them: in Plain and Raw prompts they can only
+// come from the user's content.
+func (s *Server) chatPrompt(msgs []chat.Message) ([]int, *apiError) {
+	tpl := s.model.Chat
+	text, err := tpl.Render(msgs, true)
+	if err != nil {
+		var te *chat.TemplateError
+		if errors.As(err, &te) {
+			return nil, invalid("messages", "", "The model's chat template rejected the conversation: %s", te.Message)
+		}
+		return nil, serverError(err)
+	}
+	tok := s.model.Tok
+	special := tpl.Jinja() || (tpl.Family() != chat.Plain && tpl.Family() != chat.Raw)
+	if tok.AddBOS() && tok.BOS() >= 0 {
+		if bos := tok.TokenText(tok.BOS()); bos != "" && special {
+			for len(text) >= len(bos) && text[:len(bos)] == bos {
+				text = text[len(bos):]
+			}
+		}
+	}
+	return tok.Encode(text, true, special), nil
+}
+
+type chatResponder struct{ base chatCompletion }
+
+func (c *chatResponder) chunk(ch chatChoice) *chatCompletion {
+	out := c.base
+	out.Object = "chat.completion.chunk"
+	out.Choices = []chatChoice{ch}
+	return &out
+}
+
+func (c *chatResponder) first() any {
+	empty := ""
+	return c.chunk(chatChoice{Delta: &chatContent{Role: "assistant", Content: &empty}})
+}
+
+func (c *chatResponder) delta(text string) any {
+	return c.chunk(chatChoice{Delta: &chatContent{Content: &text}})
+}
+
+func (c *chatResponder) last(finish string, st engine.Stats) any {
+	out := c.chunk(chatChoice{Delta: &chatContent{}, FinishReason: &finish})
+	out.Dovetail = statsOf(st)
+	return out
+}
+
+func (c *chatResponder) usage(st engine.Stats) any {
+	out := c.base
+	out.Object = "chat.completion.chunk"
+	out.Choices = []chatChoice{}
+	out.Usage = usageOf(st)
+	return &out
+}
+
+func (c *chatResponder) whole(text, finish string, st engine.Stats) any {
+	out := c.base
+	out.Object = "chat.completion"
+	out.Choices = []chatChoice{{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish}}
+	out.Usage = usageOf(st)
+	out.Dovetail = statsOf(st)
+	return &out
+}
