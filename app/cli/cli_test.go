@@ -144,3 +144,40 @@ func TestShow(t *testing.T) {
 		t.Errorf("show of the embedded model: exit %d\n%s", code, out)
 	}
 }
+
+// Drafting changes the speed, never the greedy text.
+func TestRunDraftsKeepGreedyOutput(t *testing.T) {
+	model := golden.ModelPath("stories260K-f32.gguf")
+	plain := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", "none")
+	for _, d := range []string{"ngram", "model:" + golden.ModelPath("stories260K-Q4_0-mixed.gguf")} {
+		r := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", d, "--tree-k", "4", "--tree-depth", "3", "--tree-tokens", "8")
+		if !cmp.Equal(r.Tokens, plain.Tokens) {
+			t.Errorf("--draft %s: tokens %v, without drafting %v", d, r.Tokens, plain.Tokens)
+		}
+		if r.Stats.Rounds == 0 || r.Stats.Tau < 1 || r.Stats.Draft != d {
+			t.Errorf("--draft %s: stats %+v", d, r.Stats)
+		}
+	}
+	if plain.Stats.Rounds != 0 || plain.Stats.Draft != "none" {
+		t.Errorf("no drafter, stats %+v", plain.Stats)
+	}
+}
+
+func TestRunDraftErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "-p", "x", "--draft", "magic"}, 2, `--draft "magic"`},
+		{[]string{"run", "-p", "x", "--draft", "model:"}, 2, "needs the path"},
+		{[]string{"run", "-p", "x", "--draft", "model:" + golden.ModelPath("stories260K-f32.gguf")}, 1, "vocabularies differ"},
+		{[]string{"run", "-p", "x", "--tree-k", "0"}, 2, "tree top-k"},
+	}
+	for _, c := range cases {
+		_, errOut, code := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type runFlags struct {
 	threads       int
 	ctx           int
 	json          bool
+	draft         string
+	tree          engine.TreeParams
 }
 
 // runResult is the --json output.
@@ -42,10 +44,16 @@ type runResult struct {
 }
 
 type runStats struct {
-	PromptTokensPerSec float64 `json:"prompt_tokens_per_s"`
-	GenTokensPerSec    float64 `json:"gen_tokens_per_s"`
-	Seed               uint64  `json:"seed"`
-	StopReason         string  `json:"stop_reason"`
+	PromptTokensPerSec float64   `json:"prompt_tokens_per_s"`
+	GenTokensPerSec    float64   `json:"gen_tokens_per_s"`
+	Seed               uint64    `json:"seed"`
+	StopReason         string    `json:"stop_reason"`
+	Draft              string    `json:"draft"`
+	Rounds             int       `json:"rounds"`
+	Tau                float64   `json:"tau"`
+	AcceptanceByDepth  []float64 `json:"acceptance_by_depth"`
+	DraftMs            float64   `json:"draft_ms"`
+	VerifyMs           float64   `json:"verify_ms"`
 }
 
 func newRunCmd() *cobra.Command {
@@ -71,6 +79,10 @@ func newRunCmd() *cobra.Command {
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the tokens, text and speeds instead of streaming")
+	fl.StringVar(&f.draft, "draft", "auto", "speculative decoding: none, ngram (prompt lookup), model:PATH (a smaller GGUF of the same vocabulary), dgf:PATH, or auto (the best available)")
+	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
+	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
+	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
 	return c
 }
 
@@ -93,6 +105,9 @@ func run(c *cobra.Command, f runFlags) error {
 	if err := params.Validate(); err != nil {
 		return usageError{fmt.Errorf("run: %v", err)}
 	}
+	if err := f.tree.Validate(); err != nil {
+		return usageError{fmt.Errorf("run: %v", err)}
+	}
 	lm, err := loadModel(f.model)
 	if err != nil {
 		return err
@@ -101,6 +116,11 @@ func run(c *cobra.Command, f runFlags) error {
 	pool := cpu.NewPool(f.threads)
 	defer pool.Close()
 	target := cpu.NewTarget(lm.Model, pool, f.ctx)
+	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDraft()
 	prompt := lm.Tok.Encode(f.prompt, true, false)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -110,7 +130,7 @@ func run(c *cobra.Command, f runFlags) error {
 	dec := lm.Tok.NewDecoder()
 	var tokens []int
 	var text strings.Builder // the continuation, leading space kept
-	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG}
+	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree}
 	st, err := engine.Generate(ctx, target, req, func(tok int) error {
 		tokens = append(tokens, tok)
 		piece := dec.Add(tok)
@@ -128,7 +148,9 @@ func run(c *cobra.Command, f runFlags) error {
 	}
 	if f.json {
 		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
-			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed, StopReason: st.StopReason}}
+			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
+				StopReason: st.StopReason, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
+				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime)}}
 		if tokens == nil {
 			res.Tokens = []int{}
 		}
@@ -140,5 +162,18 @@ func run(c *cobra.Command, f runFlags) error {
 	out.Flush()
 	fmt.Fprintf(c.ErrOrStderr(), "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
 		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
+	if drafter != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
+			draftName(drafter, f.draft), st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+	}
 	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func draftName(d engine.Drafter, spec string) string {
+	if d == nil {
+		return "none"
+	}
+	return spec
 }

@@ -36,7 +36,7 @@ func usageOf(st engine.Stats) *usageInfo {
 }
 
 // statsInfo is Dovetail's extension to a response: what the generation
-// measured. The speculative fields stay zero until speculation runs.
+// measured. The speculative fields are zero when no draft runs.
 type statsInfo struct {
 	PromptTokensPerSec float64 `json:"prompt_tokens_per_s"`
 	GenTokensPerSec    float64 `json:"gen_tokens_per_s"`
@@ -50,6 +50,7 @@ func statsOf(st engine.Stats) *statsInfo {
 	return &statsInfo{
 		PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(),
 		PromptMs: float64(st.PromptTime.Microseconds()) / 1000, GenMs: float64(st.GenTime.Microseconds()) / 1000,
+		Rounds: st.Rounds, Tau: st.Tau(),
 	}
 }
 
@@ -179,5 +180,8 @@ func (s *Server) observe(st engine.Stats) {
 	}
 	if r := st.GenTokensPerSec(); r > 0 && st.GenTokens > 0 {
 		m.genRate.Observe(r)
+	}
+	if st.Rounds > 0 {
+		m.specTau.Set(st.Tau())
 	}
 }
