@@ -2,10 +2,10 @@ package tokenizer
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"dovetail/models/gguf"
@@ -372,60 +372,47 @@ func TestInvalidUTF8(t *testing.T) {
 	}
 }
 
-func TestLoadTime(t *testing.T) {
+func BenchmarkLoad(b *testing.B) {
 	f, err := gguf.Open(llamaBPE)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	defer f.Close()
-	start := time.Now()
-	tok, err := New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	el := time.Since(start)
-	t.Logf("%d tokens, %d merges loaded in %v", tok.VocabSize(), len(tok.merges), el)
-	if el > 2*time.Second {
-		t.Fatalf("loading took %v", el)
+	for b.Loop() {
+		if _, err := New(f); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
-// TestLinearTime checks encoding cost grows linearly: a quadratic step would
-// make eight times the text cost about 64 times as much.
-func TestLinearTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing")
-	}
+// BenchmarkEncodeScaling shows that encoding cost grows linearly: each case
+// runs at 200 and 1600 units, and a quadratic step would make the second
+// about 64 times the first instead of 8 (compare ns/op of n=200 and n=1600).
+func BenchmarkEncodeScaling(b *testing.B) {
 	unit := "Once upon a time, there was a little girl named Lily. 她喜欢在公园里玩。 🦙🦙 3.14159\n  "
 	for _, c := range []struct {
-		path string
-		text func(n int) string
+		name, path string
+		text       func(n int) string
 	}{
-		{llamaBPE, func(n int) string { return strings.Repeat(unit, n) }},
-		{llamaSPM, func(n int) string { return strings.Repeat(unit, n) }},
-		{deepseek, func(n int) string { return strings.Repeat(unit, n) }},
-		{gpt2, func(n int) string { return strings.Repeat("a", 40*n) }},           // one long word
-		{llamaSPM, func(n int) string { return strings.Repeat("ab", 20*n) }},      // one long symbol chain
-		{llamaBPE, func(n int) string { return strings.Repeat(" ", 40*n) + "x" }}, // long whitespace run
-		{deepseek, func(n int) string { return strings.Repeat(" ", 40*n) + "1" }}, // \s+$ failing along a run
-		{goldenDir + "/ggml-vocab-falcon.gguf", func(n int) string { return strings.Repeat("!?", 20*n) }},
-		{"../../testdata/models/stories260K/stories260K-f32.gguf", func(n int) string { return strings.Repeat(unit, n) }},
+		{"llama-bpe", llamaBPE, func(n int) string { return strings.Repeat(unit, n) }},
+		{"llama-spm", llamaSPM, func(n int) string { return strings.Repeat(unit, n) }},
+		{"deepseek", deepseek, func(n int) string { return strings.Repeat(unit, n) }},
+		{"gpt2-long-word", gpt2, func(n int) string { return strings.Repeat("a", 40*n) }},
+		{"spm-symbol-chain", llamaSPM, func(n int) string { return strings.Repeat("ab", 20*n) }},
+		{"bpe-whitespace-run", llamaBPE, func(n int) string { return strings.Repeat(" ", 40*n) + "x" }},
+		{"deepseek-space-digit", deepseek, func(n int) string { return strings.Repeat(" ", 40*n) + "1" }},
+		{"falcon-punct", goldenDir + "/ggml-vocab-falcon.gguf", func(n int) string { return strings.Repeat("!?", 20*n) }},
+		{"stories260K", "../../testdata/models/stories260K/stories260K-f32.gguf", func(n int) string { return strings.Repeat(unit, n) }},
 	} {
-		tok := load(t, c.path)
-		measure := func(n int) time.Duration {
+		tok := load(b, c.path)
+		for _, n := range []int{200, 1600} {
 			text := c.text(n)
-			best := time.Duration(1 << 62)
-			for range 3 {
-				start := time.Now()
-				tok.Encode(text, false, false)
-				best = min(best, time.Since(start))
-			}
-			return best
-		}
-		small, big := measure(200), measure(1600)
-		t.Logf("%s: %v for 200 units, %v for 1600", c.path, small, big)
-		if big > 24*small+20*time.Millisecond {
-			t.Errorf("%s: 8x the text took %.1fx the time", c.path, float64(big)/float64(small))
+			b.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					tok.Encode(text, false, false)
+				}
+			})
 		}
 	}
 }
