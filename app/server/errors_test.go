@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -81,22 +82,22 @@ func TestErrors(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 			var body map[string]map[string]any
-			b := new(strings.Builder)
-			_, _ = strings.NewReader("").WriteTo(b)
-			buf := make([]byte, 1<<16)
-			n, _ := resp.Body.Read(buf)
-			unmarshal(t, buf[:n], &body)
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unmarshal(t, raw, &body)
 			e, ok := body["error"]
 			if !ok || len(body) != 1 {
-				t.Fatalf("body %s is not {\"error\": ...}", buf[:n])
+				t.Fatalf("body %s is not {\"error\": ...}", raw)
 			}
 			for _, k := range []string{"message", "type", "param", "code"} {
 				if _, ok := e[k]; !ok {
-					t.Errorf("error object lacks %q: %s", k, buf[:n])
+					t.Errorf("error object lacks %q: %s", k, raw)
 				}
 			}
 			if msg, _ := e["message"].(string); msg == "" {
-				t.Errorf("empty message: %s", buf[:n])
+				t.Errorf("empty message: %s", raw)
 			}
 			if c.param != "" && e["param"] != c.param {
 				t.Errorf("param %v, want %q (%s)", e["param"], c.param, e["message"])

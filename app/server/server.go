@@ -108,11 +108,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{model: m, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix()}
 	s.base, s.stop = context.WithCancel(context.Background())
-	s.aliases = map[string]bool{"": true, "default": true, m.Name: true}
+	// Clients name the model however they found it: the id /v1/models
+	// gives, the file name, or with the extension dropped.
+	s.aliases = map[string]bool{"": true, "default": true}
+	names := []string{m.Name}
 	if m.Path != "" {
-		base := filepath.Base(m.Path)
-		s.aliases[base] = true
-		s.aliases[strings.TrimSuffix(base, filepath.Ext(base))] = true
+		names = append(names, filepath.Base(m.Path))
+	}
+	for _, n := range names {
+		s.aliases[n] = true
+		s.aliases[strings.TrimSuffix(n, filepath.Ext(n))] = true
 	}
 	s.fp = "fp_dovetail_" + fingerprint(m)
 	per := max(1, threads/cfg.Parallel)

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"dovetail/app/server"
+)
+
+// openStream starts a streaming completion and returns its events as they
+// arrive, and a func that hangs up.
+func openStream(t *testing.T, base string, maxTokens int) (<-chan string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"prompt":"Once upon a time","stream":true,"temperature":0,"max_tokens":` + strconv.Itoa(maxTokens) + `}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	events := make(chan string, 1024)
+	go func() {
+		defer close(events)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- d
+			}
+		}
+	}()
+	return events, cancel
+}
+
+// A client that hangs up stops its generation at the next token: the slot
+// is free long before max_tokens could have been generated.
+func TestDisconnectCancels(t *testing.T) {
+	ts := start(t, server.Config{Parallel: 1, Threads: 1})
+	const max = 480
+	events, hangUp := openStream(t, ts.URL, max)
+	<-events
+	<-events
+	hangUp()
+	eventually(t, 2*time.Second, "slot released after hang-up", func() bool {
+		return metric(t, ts.URL, "dovetail_requests_in_flight") == 0
+	})
+	if gen := metric(t, ts.URL, "dovetail_generated_tokens_total"); gen >= max {
+		t.Errorf("generated %v tokens after the client left; it asked for %d", gen, max)
+	}
+	if code, body := post(t, ts.URL+"/v1/completions", `{"prompt":"Hi","max_tokens":3}`); code != 200 {
+		t.Errorf("next request: %d %s", code, body)
+	}
+}
+
+// On shutdown, a running generation finishes within the deadline and its
+// client gets the whole stream.
+func TestShutdownFinishesRunning(t *testing.T) {
+	ts := start(t, server.Config{Parallel: 1, ShutdownTimeout: 10 * time.Second})
+	events, hangUp := openStream(t, ts.URL, 100)
+	defer hangUp()
+	<-events
+	stopped := make(chan struct{})
+	go func() { ts.stop(); close(stopped) }()
+	var all []string
+	for ev := range events {
+		all = append(all, ev)
+	}
+	if len(all) == 0 || all[len(all)-1] != "[DONE]" {
+		t.Errorf("stream cut by shutdown: %q", all)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the stream ended")
+	}
+	if _, err := http.Get(ts.URL + "/health"); err == nil {
+		t.Error("the server still accepts connections after shutdown")
+	}
+}
+
+// Past the deadline, shutdown cancels what still runs and returns.
+func TestShutdownCancelsAfterDeadline(t *testing.T) {
+	const deadline = 50 * time.Millisecond
+	ts := start(t, server.Config{Parallel: 1, Threads: 1, ShutdownTimeout: deadline})
+	events, hangUp := openStream(t, ts.URL, 480)
+	defer hangUp()
+	<-events
+	begin := time.Now()
+	ts.stop()
+	if took := time.Since(begin); took > deadline+2*time.Second {
+		t.Errorf("shutdown took %v with a %v deadline", took, deadline)
+	}
+	var last string
+	n := 0
+	for ev := range events {
+		last = ev
+		n++
+	}
+	if last == "[DONE]" {
+		t.Logf("the generation (%d events) finished within %v; cancellation not observed", n, deadline)
+	}
+}
