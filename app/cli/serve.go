@@ -37,7 +37,12 @@ func newServeCmd() *cobra.Command {
 			"/v1/completions (streamed with \"stream\": true), GET /v1/models, /health and\n" +
 			"Prometheus /metrics. It listens on loopback only unless --host says otherwise;\n" +
 			"SIGINT or SIGTERM stops it, letting running generations finish for up to 10 s.",
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("serve: unexpected argument %q (a model file goes after -m)", args[0])}
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, _ []string) error { return serve(c, f) },
 	}
 	fl := c.Flags()
@@ -91,6 +96,9 @@ func serve(c *cobra.Command, f serveFlags) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
 	if err != nil {
 		return fmt.Errorf("serve: %v", err)
+	}
+	if ip := net.ParseIP(f.host); f.apiKey == "" && (ip == nil || !ip.IsLoopback()) && f.host != "localhost" {
+		fmt.Fprintf(c.ErrOrStderr(), "warning: listening on %s without --api-key: anyone who can reach it can use the model\n", f.host)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

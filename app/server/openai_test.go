@@ -15,6 +15,7 @@ import (
 
 	"dovetail/app/cli"
 	"dovetail/app/server"
+	"dovetail/models/chat"
 )
 
 func client(ts *testServer, key string) openai.Client {
@@ -297,5 +298,31 @@ func TestPromptTokens(t *testing.T) {
 	unmarshal(t, body, &r)
 	if want := cliRun(t, prompt, 20); r.Choices[0].Text != want {
 		t.Errorf("%q, want %q", r.Choices[0].Text, want)
+	}
+}
+
+// A model's own template is used for chat: the BOS text it writes is not
+// doubled by the tokenizer's BOS, and its raise_exception is a 400.
+func TestChatTemplate(t *testing.T) {
+	m := tinyModel(t)
+	bos := m.Tok.TokenText(m.Tok.BOS())
+	m.Chat = chat.New("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"+
+		"{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}", bos, "")
+	ts := start(t, server.Config{Model: m})
+	code, body := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"`+prompt+`"}],"max_tokens":12,"temperature":0}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	var r openai.ChatCompletion
+	unmarshal(t, body, &r)
+	if want := int64(len(m.Tok.Encode(prompt, true, false))); r.Usage.PromptTokens != want {
+		t.Errorf("prompt tokens %d, want %d (one BOS)", r.Usage.PromptTokens, want)
+	}
+	if want := cliRun(t, prompt, 12); r.Choices[0].Message.Content != want {
+		t.Errorf("%q, want %q", r.Choices[0].Message.Content, want)
+	}
+	code, body = post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"system","content":"x"},{"role":"user","content":"y"}]}`)
+	if code != 400 || !strings.Contains(string(body), "System role not supported") {
+		t.Errorf("template refusal: %d %s", code, body)
 	}
 }

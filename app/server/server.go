@@ -4,9 +4,12 @@
 // /metrics.
 //
 // Each of Parallel generation slots is a sequence of its own (KV cache and
-// scratch) over the one copy of the model weights, with its own threads:
-// slots sharing one pool would make every matrix product of one request wait
-// for the chunks of another's. Requests beyond the slots wait in a bounded
+// scratch) over the one copy of the model weights, with its own share of the
+// threads: slots sharing one pool make every matrix product of one request
+// wait for the chunks of another's. Measured on 2 cores with the embedded
+// model, two sequences generated 1.25-1.33k tokens/s together with a
+// one-thread pool each, against 0.82-0.83k sharing a two-thread pool (one
+// sequence alone: 0.64-0.69k). Requests beyond the slots wait in a bounded
 // queue, and beyond that are refused with 429.
 package server
 
