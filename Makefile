@@ -5,23 +5,52 @@ BIN     := bin
 PROMPT  ?= Once upon a time
 FUZZTIME ?= 60s
 
-.PHONY: build run test bench fuzz clean
+.PHONY: build run test bench fuzz clean kernels
 
-build:
+# Kernel libraries: cpu/kernels/c/*.c compiled once per ISA level of the host
+# architecture into cpu/kernels/lib, where //go:embed picks them up (see
+# cpu/kernels/lib/README.md). Without a C compiler this warns and builds
+# nothing, and the binary runs the pure-Go kernels.
+CC      ?= cc
+GOARCH  := $(shell $(GO) env GOARCH)
+KDIR    := cpu/kernels
+KSRC    := $(wildcard $(KDIR)/c/*.c)
+KHDR    := $(wildcard $(KDIR)/c/*.h)
+KCFLAGS := -std=gnu11 -O3 -fPIC -shared -fvisibility=hidden -ffp-contract=off -fno-math-errno -Wall -Wextra
+KLEVELS_amd64 := generic avx2 avx512
+KLEVELS_arm64 := generic neon
+KFLAGS_generic_amd64 := -march=x86-64 -mtune=generic
+KFLAGS_avx2_amd64    := -march=x86-64-v3 -mtune=generic
+KFLAGS_avx512_amd64  := -march=x86-64-v4 -mavx512vnni -mtune=generic
+KFLAGS_generic_arm64 := -march=armv8-a
+KFLAGS_neon_arm64    := -march=armv8.2-a+dotprod+fp16
+KLIBS := $(foreach l,$(KLEVELS_$(GOARCH)),$(KDIR)/lib/libdovetail-$(l)-$(GOARCH).so)
+
+kernels: $(KLIBS)
+
+$(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
+	@if command -v $(CC) >/dev/null 2>&1; then \
+		echo "$(CC) $* -> $@"; \
+		$(CC) $(KCFLAGS) $(KFLAGS_$*_$(GOARCH)) -o $@ $(KSRC) -lm; \
+	else \
+		echo "warning: $(CC) not found: $@ not built, the kernels run in pure Go"; \
+	fi
+
+build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail
 
 run: build
 	$(BIN)/dovetail run -p "$(PROMPT)" -n 200
 
-test:
+test: kernels
 	$(GO) test ./...
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/
+bench: kernels
+	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/ ./cpu/kernels/
 
 fuzz:
 	cd models/gguf && $(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(KDIR)/lib/*.so
 	$(GO) clean -testcache

@@ -1,0 +1,150 @@
+// Attention of new rows over one layer's f16 KV cache, with llama.cpp's
+// non-flash roundings: the query rounded to f16 before the q·k dots, the
+// softmax weights rounded to f16 before they weight the values. Rows of a
+// token tree see the committed positions and, among the new ones, only the
+// rows their mask selects.
+#include "common.h"
+
+#define MAX_HD 1024
+
+#if defined(DT_AVX512)
+DT_INLINE __mmask16 tailmask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+DT_INLINE float dot_qk(const float *q, const uint16_t *k, int64_t hd) {
+	__m512 acc = _mm512_setzero_ps();
+	for (int64_t d = 0; d < hd; d += 16) {
+		const __mmask16 m = tailmask(hd - d);
+		acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, k + d)), acc);
+	}
+	return hsum512(acc);
+}
+
+DT_INLINE void round_f16(float *dst, const float *x, int64_t k) {
+	for (int64_t i = 0; i < k; i += 16) {
+		const __mmask16 m = tailmask(k - i);
+		__m512 v = _mm512_maskz_loadu_ps(m, x + i);
+		_mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+	}
+}
+
+// softmax_f16 turns scores (-inf for masked positions) into f16-rounded
+// weights; the sum is in double, as the reference's is.
+static void softmax_f16(float *s, int64_t T, float mx) {
+	double sum = 0;
+	const __m512 vmx = _mm512_set1_ps(mx), ninf = _mm512_set1_ps(-INFINITY);
+	for (int64_t t = 0; t < T; t += 16) {
+		const __mmask16 m = tailmask(T - t);
+		__m512 v = _mm512_maskz_loadu_ps(m, s + t);
+		__mmask16 live = _mm512_mask_cmp_ps_mask(m, v, ninf, _CMP_NEQ_OQ);
+		__m512 e = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(v, vmx)));
+		_mm512_mask_storeu_ps(s + t, m, e);
+		sum += _mm512_reduce_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(e))) +
+		       _mm512_reduce_add_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+	}
+	const __m512 inv = _mm512_set1_ps((float)(1 / sum));
+	for (int64_t t = 0; t < T; t += 16) {
+		const __mmask16 m = tailmask(T - t);
+		__m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + t), inv);
+		_mm512_mask_storeu_ps(s + t, m, _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+	}
+}
+
+// weighted_v: out[0:hd] = sum over t of s[t]*v_t, 64 dimensions at a time
+// so the partial sums stay in registers while the rows stream by.
+static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T, int64_t kvdim, int64_t hd) {
+	for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+		__m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+		__mmask16 m[4];
+		for (int c = 0; c < 4; c++) m[c] = d0 + 16 * c < hd ? tailmask(hd - d0 - 16 * c) : 0;
+		for (int64_t t = 0; t < T; t++) {
+			if (s[t] == 0) continue;
+			const __m512 wt = _mm512_set1_ps(s[t]);
+			const uint16_t *vt = v + t * kvdim + d0;
+			for (int c = 0; c < 4; c++)
+				acc[c] = _mm512_fmadd_ps(wt, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], vt + 16 * c)), acc[c]);
+		}
+		for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + d0 + 16 * c, m[c], acc[c]);
+	}
+}
+
+#else
+
+DT_INLINE float f16r(float x) {
+#if defined(__F16C__)
+	return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+	return f16_to_f32_soft(f32_to_f16_soft(x));
+#endif
+}
+
+DT_INLINE float dot_qk(const float *q, const uint16_t *k, int64_t hd) {
+	int64_t d = 0;
+	float s = 0;
+#if defined(DT_AVX2)
+	__m256 acc = _mm256_setzero_ps();
+	for (; d + 8 <= hd; d += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d))), acc);
+	s = hsum256(acc);
+#endif
+	for (; d < hd; d++) s += q[d] * f16_to_f32(k[d]);
+	return s;
+}
+
+DT_INLINE void round_f16(float *dst, const float *x, int64_t k) {
+	for (int64_t i = 0; i < k; i++) dst[i] = f16r(x[i]);
+}
+
+static void softmax_f16(float *s, int64_t T, float mx) {
+	double sum = 0;
+	for (int64_t t = 0; t < T; t++) {
+		float e = s[t] == -INFINITY ? 0 : expf(s[t] - mx);
+		s[t] = e;
+		sum += e;
+	}
+	const float inv = (float)(1 / sum);
+	for (int64_t t = 0; t < T; t++) s[t] = f16r(s[t] * inv);
+}
+
+static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T, int64_t kvdim, int64_t hd) {
+	for (int64_t d = 0; d < hd; d++) out[d] = 0;
+	for (int64_t t = 0; t < T; t++) {
+		if (s[t] == 0) continue;
+		const float wt = s[t];
+		const uint16_t *vt = v + t * kvdim;
+		int64_t d = 0;
+#if defined(DT_AVX2)
+		const __m256 vw = _mm256_set1_ps(wt);
+		for (; d + 8 <= hd; d += 8)
+			_mm256_storeu_ps(out + d, _mm256_fmadd_ps(vw, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vt + d))),
+			                                          _mm256_loadu_ps(out + d)));
+#endif
+		for (; d < hd; d++) out[d] += wt * f16_to_f32(vt[d]);
+	}
+}
+
+#endif
+
+DT_API void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                         const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits,
+                         int64_t jlo, int64_t jhi, float *s) {
+	const float scale = bitsf(scale_bits);
+	const int64_t group = heads / kvheads, kvdim = kvheads * hd, T = past + n;
+	float qr[MAX_HD];
+	for (int64_t j = jlo; j < jhi; j++) {
+		for (int64_t h = 0; h < heads; h++) {
+			round_f16(qr, q + (j * heads + h) * hd, hd);
+			const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
+			float mx = -INFINITY;
+			for (int64_t t = 0; t < T; t++) {
+				if (t >= past && !mask[j * n + t - past]) {
+					s[t] = -INFINITY;
+					continue;
+				}
+				s[t] = dot_qk(qr, K + t * kvdim, hd) * scale;
+				mx = s[t] > mx ? s[t] : mx;
+			}
+			softmax_f16(s, T, mx);
+			weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Shared definitions of the Dovetail kernels. Every .c file is compiled once
+// per ISA level with that level's -march flags; the DT_* macros below pick
+// the code paths, so one set of sources gives every library.
+//
+// Exported functions take only integer-class arguments (floats as their
+// bits) because the Go side calls them through purego.SyscallN, which fills
+// integer registers only.
+#ifndef DOVETAIL_COMMON_H
+#define DOVETAIL_COMMON_H
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+// DT_ABI_VERSION must equal abiVersion in load.go.
+#define DT_ABI_VERSION 1
+
+#define DT_API __attribute__((visibility("default")))
+#define DT_INLINE static inline __attribute__((always_inline))
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
+    defined(__F16C__) && defined(__FMA__)
+#define DT_AVX512 1
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define DT_AVX2 1
+#endif
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define DT_NEON 1
+#endif
+
+#define QK 32
+#define QKK 256
+#define Q8_0_SIZE 34
+#define Q4_0_SIZE 18
+#define Q4_K_SIZE 144
+#define Q6_K_SIZE 210
+#define Q8_K_SIZE 292
+
+DT_INLINE uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+DT_INLINE int32_t ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
+DT_INLINE float ldf(const void *p) { float v; memcpy(&v, p, 4); return v; }
+DT_INLINE uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+DT_INLINE float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+// f16_to_f32_soft is exact for every input (subnormals, infinities, NaN
+// payloads), like quant.F16ToF32.
+static inline float f16_to_f32_soft(uint16_t h) {
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+	if (exp == 0x1f) return bitsf(sign | 0x7f800000 | man << 13);
+	if (exp == 0) return bitsf(sign | fbits((float)man * (1.0f / (1 << 24))));
+	return bitsf(sign | (exp + 127 - 15) << 23 | man << 13);
+}
+
+// f32_to_f16_soft rounds to nearest even exactly as quant.F32ToF16 (and
+// ggml's GGML_FP32_TO_FP16): overflow to infinity, NaN to 0x7e00 with the
+// input's sign.
+static inline uint16_t f32_to_f16_soft(float f) {
+	uint32_t b = fbits(f);
+	uint16_t sign = (b >> 16) & 0x8000;
+	int32_t exp = (b >> 23) & 0xff;
+	uint32_t man = b & 0x7fffff;
+	if (exp == 0xff) return sign | (man ? 0x7e00 : 0x7c00);
+	int32_t e = exp - 127 + 15;
+	if (e >= 0x1f) return sign | 0x7c00;
+	if (e <= 0) {
+		uint32_t s = (uint32_t)(14 - e);
+		if (s > 24 || exp == 0) return sign;
+		uint32_t m = man | 0x800000, q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+		if (rem > half || (rem == half && (q & 1))) q++;
+		return sign | (uint16_t)q;
+	}
+	uint32_t h = (uint32_t)e << 10 | man >> 13, rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+	return sign | (uint16_t)h;
+}
+
+#if defined(__F16C__)
+DT_INLINE float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+#else
+DT_INLINE float f16_to_f32(uint16_t h) { return f16_to_f32_soft(h); }
+#endif
+DT_INLINE float bf16_to_f32(uint16_t h) { return bitsf((uint32_t)h << 16); }
+
+// Float accumulation order: every kernel sums its float32 terms in its own
+// order (SIMD lanes, FMA). The integer parts of the quantized dot products
+// are exact, so levels differ only by float32 rounding; see the tests.
+
+#if defined(DT_AVX512)
+DT_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// exp512 is expf for 16 lanes, within 2 ulp for |x| < 87, exact 0 below
+// about -104 and +inf above 88.7. vscalefps applies 2^n without building
+// the exponent by hand, so overflow and underflow come out right.
+DT_INLINE __m512 exp512(__m512 x) {
+	const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+	const __m512 ln2hi = _mm512_set1_ps(0.693359375f), ln2lo = _mm512_set1_ps(-2.12194440e-4f);
+	x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(89.0f)), _mm512_set1_ps(-105.0f));
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, ln2hi, x);
+	r = _mm512_fnmadd_ps(n, ln2lo, r);
+	__m512 p = _mm512_set1_ps(1.9875691500e-4f);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+	p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(DT_AVX2)
+DT_INLINE float hsum256(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+// exp256 is exp512 for 8 lanes; 2^n is built in the exponent field, split
+// in two factors so that n down to -150 still gives the right subnormal or
+// zero.
+DT_INLINE __m256 exp256(__m256 x) {
+	const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+	const __m256 ln2hi = _mm256_set1_ps(0.693359375f), ln2lo = _mm256_set1_ps(-2.12194440e-4f);
+	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(89.0f)), _mm256_set1_ps(-105.0f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, ln2hi, x);
+	r = _mm256_fnmadd_ps(n, ln2lo, r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i ni = _mm256_cvtps_epi32(n);
+	__m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+	__m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+	__m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+	return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+#endif
+
+#endif

@@ -1,0 +1,355 @@
+// Q4_K and Q6_K weights × Q8_K activations. Both formats have 256-value
+// super-blocks with a float scale per super-block and small integer scales
+// per sub-block; Q8_K activations carry sums of every 16 quants, which turn
+// the formats' offsets (Q4_K's mins, Q6_K's -32) into one small integer dot
+// per super-block.
+#include "tile512.h"
+
+// scale_min_k4 unpacks the 6-bit scale and min of sub-block j of Q4_K.
+DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+#if defined(DT_AVX512)
+
+// The k-quant tiles follow tile512.h's scheme, except that the unpacked,
+// transposed weights of a super-block (64 zmm) cannot all stay in
+// registers: they are staged on the stack, where L1 serves them to every
+// activation row. Sub-block scales multiply in float per lane; the offsets
+// go through vpdpwssd of the per-lane mins (or scales) with the
+// activations' 16-value sums.
+
+DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
+                         int64_t arb, float *out, int64_t ldo) {
+	const uint8_t *p[16];
+	const __m512i vidx = tile_rows(w, rb, rows, p);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3);
+	__m512 acc[16];
+	__m512i W[64], mp[8];
+	__m512 scf[8];
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const int64_t o = b * Q4_K_SIZE;
+		const __m512i hdr = _mm512_i32gather_epi32(vidx, w + o, 1);
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr, 16)));
+		const __m512i A = _mm512_i32gather_epi32(vidx, w + o + 4, 1);
+		const __m512i B = _mm512_i32gather_epi32(vidx, w + o + 8, 1);
+		const __m512i C = _mm512_i32gather_epi32(vidx, w + o + 12, 1);
+		for (int s = 0; s < 8; s++) {
+			__m512i sc, m;
+			if (s < 4) {
+				sc = _mm512_and_si512(_mm512_srli_epi32(A, 8 * s), m6);
+				m = _mm512_and_si512(_mm512_srli_epi32(B, 8 * s), m6);
+			} else {
+				const int t = s - 4;
+				sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t), _mm512_set1_epi32(15)),
+				                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(A, 8 * t + 6), m2), 4));
+				m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t + 4), _mm512_set1_epi32(15)),
+				                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(B, 8 * t + 6), m2), 4));
+			}
+			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+			mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		}
+		for (int k = 0; k < 4; k++) {
+			__m512i T[8];
+			transpose32(p, o + 16 + 32 * k, T);
+			for (int g = 0; g < 8; g++) {
+				W[16 * k + g] = _mm512_and_si512(T[g], m4);
+				W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+			}
+		}
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512 t = _mm512_setzero_ps();
+			for (int s = 0; s < 8; s++) {
+				__m512i S = dot8(NT, _mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
+				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t);
+			}
+			__m512i mi = _mm512_setzero_si512();
+			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
+			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t);
+			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
+DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
+                         int64_t arb, float *out, int64_t ldo) {
+	const uint8_t *p[16];
+	const __m512i vidx = tile_rows(w, rb, rows, p);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	__m512 acc[16];
+	__m512i W[64], cp[8];
+	__m512 scf[16];
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const int64_t o = b * Q6_K_SIZE;
+		// d is the last two bytes of the block: gather from 206 so as not to
+		// read past the end of the tensor.
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(vidx, w + o + 206, 1), 16)));
+		__m512i sc[16];
+		for (int i = 0; i < 4; i++) {
+			const __m512i G = _mm512_i32gather_epi32(vidx, w + o + 192 + 4 * i, 1);
+			sc[4 * i + 0] = _mm512_srai_epi32(_mm512_slli_epi32(G, 24), 24);
+			sc[4 * i + 1] = _mm512_srai_epi32(_mm512_slli_epi32(G, 16), 24);
+			sc[4 * i + 2] = _mm512_srai_epi32(_mm512_slli_epi32(G, 8), 24);
+			sc[4 * i + 3] = _mm512_srai_epi32(G, 24);
+		}
+		for (int i = 0; i < 16; i++) scf[i] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[i]));
+		for (int t = 0; t < 8; t++)
+			cp[t] = _mm512_or_si512(_mm512_and_si512(sc[2 * t], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[2 * t + 1], 16));
+		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
+		for (int h = 0; h < 2; h++) {
+			__m512i Ta[8], Tb[8], Th[8];
+			transpose32(p, o + 64 * h, Ta);
+			transpose32(p, o + 64 * h + 32, Tb);
+			transpose32(p, o + 128 + 32 * h, Th);
+			for (int g = 0; g < 8; g++) {
+				W[32 * h + g] = _mm512_or_si512(_mm512_and_si512(Ta[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 4), m30));
+				W[32 * h + 8 + g] = _mm512_or_si512(_mm512_and_si512(Tb[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 2), m30));
+				W[32 * h + 16 + g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Ta[g], 4), m4), _mm512_and_si512(Th[g], m30));
+				W[32 * h + 24 + g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Tb[g], 4), m4),
+				                                     _mm512_and_si512(_mm512_srli_epi16(Th[g], 2), m30));
+			}
+		}
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512 t = _mm512_setzero_ps();
+			for (int i = 0; i < 16; i++) {
+				__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+				S = _mm512_dpbusd_epi32(S, W[4 * i + 0], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 0)));
+				S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 1], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 4)));
+				S = _mm512_dpbusd_epi32(S, W[4 * i + 2], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 8)));
+				S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 3], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 12)));
+				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t);
+			}
+			__m512i ci = _mm512_setzero_si512();
+			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t);
+			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
+typedef void (*ktile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                         float *out, int64_t ldo);
+
+#define KTILE_FN(name, NT)                                                                                   \
+	static void name##_##NT(const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,         \
+	                        int64_t arb, float *out, int64_t ldo) {                                          \
+		name(NT, w, rb, rows, nb, act, arb, out, ldo);                                                       \
+	}
+#define KTILE_FNS(name)                                                                                        \
+	KTILE_FN(name, 1) KTILE_FN(name, 2) KTILE_FN(name, 3) KTILE_FN(name, 4) KTILE_FN(name, 5)                  \
+	KTILE_FN(name, 6) KTILE_FN(name, 7) KTILE_FN(name, 8) KTILE_FN(name, 9) KTILE_FN(name, 10)                 \
+	KTILE_FN(name, 11) KTILE_FN(name, 12) KTILE_FN(name, 13) KTILE_FN(name, 14) KTILE_FN(name, 15)             \
+	KTILE_FN(name, 16)                                                                                         \
+	static ktile_fn const name##_tiles[17] = {0,           name##_1,  name##_2,  name##_3,  name##_4,         \
+	                                          name##_5,  name##_6,  name##_7,  name##_8,  name##_9,          \
+	                                          name##_10, name##_11, name##_12, name##_13, name##_14,         \
+	                                          name##_15, name##_16};
+
+KTILE_FNS(q4_k_tile)
+KTILE_FNS(q6_k_tile)
+
+static void k_matmul(ktile_fn const tiles[17], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
+                     int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	for (int64_t r0 = lo; r0 < hi; r0 += 16) {
+		const int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
+		for (int64_t j0 = 0; j0 < n; j0 += 16) {
+			const int nt = n - j0 < 16 ? (int)(n - j0) : 16;
+			tiles[nt](w + r0 * rb, rb, rows, cols / QKK, act + j0 * arb, arb, out + j0 * ldo + r0, ldo);
+		}
+	}
+}
+
+#elif defined(DT_AVX2)
+
+// One weight row against up to four activation rows, after ggml's AVX2
+// kernels: maddubs for nibble × int8, madd to apply the sub-block scale.
+DT_INLINE void q4_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                        int64_t nb) {
+	__m256 acc[4];
+	float accm[4] = {0};
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q4_K_SIZE;
+		const float d = f16_to_f32(ld16(wb)), dmin = f16_to_f32(ld16(wb + 2));
+		uint8_t sc[8], m[8];
+		for (int s = 0; s < 8; s++) scale_min_k4(s, wb + 4, &sc[s], &m[s]);
+		int16_t m16[16];
+		for (int i = 0; i < 16; i++) m16[i] = m[i / 2];
+		const __m256i mins = _mm256_loadu_si256((const __m256i *)m16);
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m256i sumi = _mm256_setzero_si256();
+			for (int k = 0; k < 4; k++) {
+				const __m256i raw = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
+				__m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * k)));
+				__m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+				                                  _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * k + 32)));
+				p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * k]));
+				p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * k + 1]));
+				sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+			}
+			const float dy = ldf(y);
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sumi), acc[j]);
+			__m256i mi = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
+			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+			accm[j] += dmin * dy * (float)_mm_cvtsi128_si32(h);
+		}
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
+}
+
+DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                        int64_t nb) {
+	__m256 acc[4];
+	float accm[4] = {0};
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q6_K_SIZE;
+		const float d = f16_to_f32(ld16(wb + 208));
+		const int8_t *sc = (const int8_t *)(wb + 192);
+		__m256i q[8], scv[8];
+		for (int h = 0; h < 2; h++) {
+			const __m256i a = _mm256_loadu_si256((const __m256i *)(wb + 64 * h));
+			const __m256i c = _mm256_loadu_si256((const __m256i *)(wb + 64 * h + 32));
+			const __m256i hb = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * h));
+			q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+			q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+			q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(hb, m30));
+			q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+			                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+		}
+		for (int i = 0; i < 8; i++) // quarter i covers sub-blocks 2i and 2i+1
+			scv[i] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]), _mm_set1_epi16(sc[2 * i]));
+		int16_t sc16[16];
+		for (int i = 0; i < 16; i++) sc16[i] = sc[i];
+		const __m256i scw = _mm256_loadu_si256((const __m256i *)sc16);
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m256i sumi = _mm256_setzero_si256();
+			for (int i = 0; i < 8; i++) {
+				__m256i pr = _mm256_maddubs_epi16(q[i], _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * i)));
+				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv[i]));
+			}
+			__m256i ci = _mm256_madd_epi16(scw, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
+			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(ci), _mm256_extracti128_si256(ci, 1));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+			const float dd = d * ldf(y);
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[j]);
+			accm[j] += dd * 32 * (float)_mm_cvtsi128_si32(h);
+		}
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
+}
+
+typedef void (*krow_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
+#define KROW(name, NT) \
+	static void name##_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { name(NT, out, ldo, w, act, arb, nb); }
+KROW(q4_k_row, 1) KROW(q4_k_row, 2) KROW(q4_k_row, 3) KROW(q4_k_row, 4)
+KROW(q6_k_row, 1) KROW(q6_k_row, 2) KROW(q6_k_row, 3) KROW(q6_k_row, 4)
+static krow_fn const q4_k_rows[5] = {0, q4_k_row_1, q4_k_row_2, q4_k_row_3, q4_k_row_4};
+static krow_fn const q6_k_rows[5] = {0, q6_k_row_1, q6_k_row_2, q6_k_row_3, q6_k_row_4};
+
+static void k_matmul(krow_fn const rowfns[5], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
+                     int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j += 4) {
+			const int nt = n - j < 4 ? (int)(n - j) : 4;
+			rowfns[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QKK);
+		}
+}
+
+#else
+
+// The generic dots mirror quant.DotQ4_KQ8_K and quant.DotQ6_KQ8_K.
+static float dot_q4_k(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += Q4_K_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		int32_t sumi = 0, mins = 0;
+		for (int j = 0; j < 4; j++) {
+			uint8_t sc1, m1, sc2, m2;
+			scale_min_k4(2 * j, w + 4, &sc1, &m1);
+			scale_min_k4(2 * j + 1, w + 4, &sc2, &m2);
+			const uint8_t *q4 = w + 16 + 32 * j;
+			int32_t s1 = 0, s2 = 0;
+			for (int l = 0; l < 32; l++) {
+				s1 += (q4[l] & 0xf) * q8[64 * j + l];
+				s2 += (q4[l] >> 4) * q8[64 * j + 32 + l];
+			}
+			sumi += sc1 * s1 + sc2 * s2;
+			int16_t bs[4];
+			memcpy(bs, x + 4 + QKK + 8 * j, 8);
+			mins += m1 * (bs[0] + bs[1]) + m2 * (bs[2] + bs[3]);
+		}
+		const float dy = ldf(x);
+		sumf += f16_to_f32(ld16(w)) * dy * (float)sumi - f16_to_f32(ld16(w + 2)) * dy * (float)mins;
+	}
+	return sumf;
+}
+
+static float dot_q6_k(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += Q6_K_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		const int8_t *sc = (const int8_t *)(w + 192);
+		int32_t sumi = 0;
+		for (int n = 0; n < QKK; n += 128) {
+			const uint8_t *ql = w + n / 2, *qh = w + 128 + n / 4;
+			for (int l = 0; l < 32; l++) {
+				const int is = n / 16 + l / 16;
+				const int q1 = (int)((ql[l] & 0xf) | ((qh[l] & 3) << 4)) - 32;
+				const int q2 = (int)((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+				const int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+				const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+				sumi += sc[is] * q1 * q8[n + l] + sc[is + 2] * q2 * q8[n + l + 32] + sc[is + 4] * q3 * q8[n + l + 64] +
+				        sc[is + 6] * q4 * q8[n + l + 96];
+			}
+		}
+		sumf += f16_to_f32(ld16(w + 208)) * ldf(x) * (float)sumi;
+	}
+	return sumf;
+}
+
+#endif
+
+DT_API void dt_matmul_q4_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+#if defined(DT_AVX512)
+	k_matmul(q4_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#elif defined(DT_AVX2)
+	k_matmul(q4_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#else
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_k(w + r * rb, act + j * arb, cols / QKK);
+#endif
+}
+
+DT_API void dt_matmul_q6_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+#if defined(DT_AVX512)
+	k_matmul(q6_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#elif defined(DT_AVX2)
+	k_matmul(q6_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#else
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q6_k(w + r * rb, act + j * arb, cols / QKK);
+#endif
+}

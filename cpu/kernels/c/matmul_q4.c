@@ -1,0 +1,94 @@
+// Q4_0 weights × Q8_0 activations. A Q4_0 block is an f16 scale and 16
+// bytes of nibbles: the low nibbles are values 0..15, the high ones 16..31,
+// each stored as q+8.
+#include "tile512.h"
+
+#if defined(DT_AVX512)
+
+DT_INLINE void q4_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc,
+                         const uint8_t *act, int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo,
+                         int add) {
+	const uint8_t *p[16];
+	const __m512i vidx = tile_rows(w, rb, rows, p);
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	__m512 acc[16];
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nbc; b++) {
+		const int64_t o = (b0 + b) * Q4_0_SIZE;
+		__m512i T[4], W[8];
+		transpose16(p, o + 2, T);
+		for (int g = 0; g < 4; g++) {
+			W[g] = _mm512_and_si512(T[g], m4);                          // values 4g..4g+3
+			W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4); // values 16+4g..
+		}
+		const __m512 dw = f16_lanes(w, vidx, o);
+		for (int j = 0; j < NT; j++) {
+			const q8a t = tab[j * ts + b];
+			__m512i s = dot8(NT, _mm512_set1_epi32(t.c), W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);
+}
+
+TILE_FNS(q4_0_tile)
+
+#elif defined(DT_AVX2)
+
+DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                        int64_t nb) {
+	__m256 acc[4];
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q4_0_SIZE;
+		const __m128i raw = _mm_loadu_si128((const __m128i *)(wb + 2));
+		__m256i qw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+		qw = _mm256_sub_epi8(qw, eight); // -8..7
+		const __m256i aw = _mm256_sign_epi8(qw, qw);
+		const float dw = f16_to_f32(ld16(wb));
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
+			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
+			__m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
+}
+
+#else
+
+static float dot_q4_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sum = 0;
+	for (int64_t b = 0; b < nb; b++, w += Q4_0_SIZE, x += Q8_0_SIZE) {
+		const uint8_t *qw = w + 2;
+		const int8_t *qx = (const int8_t *)(x + 2);
+		int32_t s = 0;
+		for (int i = 0; i < QK / 2; i++) s += ((qw[i] & 0xf) - 8) * qx[i] + ((qw[i] >> 4) - 8) * qx[i + QK / 2];
+		sum += (float)s * (f16_to_f32(ld16(w)) * f16_to_f32(ld16(x)));
+	}
+	return sum;
+}
+
+#endif
+
+DT_API void dt_matmul_q4_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+#if defined(DT_AVX512)
+	q8a_matmul(q4_0_tile_tiles, 8, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#elif defined(DT_AVX2)
+	for (int64_t r = lo; r < hi; r++) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4) q4_0_row(4, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK);
+		switch (n - j) {
+		case 3: q4_0_row(3, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		case 2: q4_0_row(2, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		case 1: q4_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		}
+	}
+#else
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_0(w + r * rb, act + j * arb, cols / QK);
+#endif
+}

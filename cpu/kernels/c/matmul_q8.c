@@ -1,0 +1,90 @@
+// Q8_0 weights × Q8_0 activations: per 32-value block an exact int8 dot,
+// scaled by both blocks' f16 scales.
+#include "tile512.h"
+
+#if defined(DT_AVX512)
+
+DT_INLINE void q8_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc,
+                         const uint8_t *act, int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo,
+                         int add) {
+	const uint8_t *p[16];
+	const __m512i vidx = tile_rows(w, rb, rows, p);
+	const __m512i x80 = _mm512_set1_epi8((char)0x80);
+	__m512 acc[16];
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nbc; b++) {
+		const int64_t o = (b0 + b) * Q8_0_SIZE;
+		__m512i W[8];
+		transpose32(p, o + 2, W);
+		for (int g = 0; g < 8; g++) W[g] = _mm512_xor_si512(W[g], x80); // w+128: unsigned for vpdpbusd
+		const __m512 dw = f16_lanes(w, vidx, o);
+		for (int j = 0; j < NT; j++) {
+			const q8a t = tab[j * ts + b];
+			__m512i s = dot8(NT, _mm512_set1_epi32(t.c), W, act + j * arb + o + 2);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);
+}
+
+TILE_FNS(q8_0_tile)
+
+#elif defined(DT_AVX2)
+
+// One weight row against up to four activation rows: |w| and the weight
+// loads are shared; the sign trick makes maddubs (unsigned × signed) exact
+// for signed × signed, as in ggml.
+DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                        int64_t nb) {
+	__m256 acc[4];
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	const __m256i ones = _mm256_set1_epi16(1);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q8_0_SIZE;
+		const __m256i qw = _mm256_loadu_si256((const __m256i *)(wb + 2));
+		const __m256i aw = _mm256_sign_epi8(qw, qw);
+		const float dw = f16_to_f32(ld16(wb));
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
+			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
+			__m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
+		}
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
+}
+
+#else
+
+static float dot_q8_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sum = 0;
+	for (int64_t b = 0; b < nb; b++, w += Q8_0_SIZE, x += Q8_0_SIZE) {
+		const int8_t *qw = (const int8_t *)(w + 2), *qx = (const int8_t *)(x + 2);
+		int32_t s = 0;
+		for (int i = 0; i < QK; i++) s += qw[i] * qx[i];
+		sum += (float)s * (f16_to_f32(ld16(w)) * f16_to_f32(ld16(x)));
+	}
+	return sum;
+}
+
+#endif
+
+DT_API void dt_matmul_q8_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+#if defined(DT_AVX512)
+	q8a_matmul(q8_0_tile_tiles, 128, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#elif defined(DT_AVX2)
+	for (int64_t r = lo; r < hi; r++) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4) q8_0_row(4, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK);
+		switch (n - j) {
+		case 3: q8_0_row(3, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		case 2: q8_0_row(2, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		case 1: q8_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+		}
+	}
+#else
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q8_0(w + r * rb, act + j * arb, cols / QK);
+#endif
+}

@@ -1,0 +1,132 @@
+// Activation quantizers. They must agree with the Go reference byte for
+// byte: an int8 that rounds the other way changes a dot product and, near a
+// tie, a greedy token. So every path uses the same float operations in the
+// same order; only the data-parallel parts (max, rounding, sums) are SIMD,
+// and those are exact.
+#include "common.h"
+
+DT_API int64_t dt_abi_version(void) { return DT_ABI_VERSION; }
+
+// round_even is round-half-to-even for |v| <= 2^22 (the 1.5*2^23 trick),
+// which is what the SIMD conversions do under the default rounding mode.
+DT_INLINE int32_t round_even(float v) {
+	float t = v + 12582912.0f;
+	return (int32_t)(fbits(t) & 0x007fffff) - 0x00400000;
+}
+
+// dt_quantize_q8_0: d = amax/127 as f16, id = 127/amax, q = round-even(x*id).
+DT_API void dt_quantize_q8_0(uint8_t *dst, const float *x, int64_t k) {
+	for (int64_t b = 0; b < k / QK; b++, x += QK, dst += Q8_0_SIZE) {
+#if defined(DT_AVX512)
+		__m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+		float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+#elif defined(DT_AVX2)
+		const __m256 sign = _mm256_set1_ps(-0.0f);
+		__m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+		                         _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float amax = _mm_cvtss_f32(h);
+#else
+		float amax = 0;
+		for (int i = 0; i < QK; i++) amax = fmaxf(amax, fabsf(x[i]));
+#endif
+		float d = amax / 127;
+		uint16_t dh = f32_to_f16_soft(d);
+		memcpy(dst, &dh, 2);
+		float id = amax != 0 ? 127 / amax : 0;
+#if defined(DT_AVX512)
+		__m512 vid = _mm512_set1_ps(id);
+		_mm_storeu_si128((__m128i *)(dst + 2), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid))));
+		_mm_storeu_si128((__m128i *)(dst + 18), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid))));
+#elif defined(DT_AVX2)
+		__m256 vid = _mm256_set1_ps(id);
+		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+		// packs work within 128-bit lanes; the permute restores order.
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)(dst + 2), p);
+#else
+		for (int i = 0; i < QK; i++) dst[2 + i] = (uint8_t)(int8_t)round_even(x[i] * id);
+#endif
+	}
+}
+
+// dt_quantize_q8_k is quantize_row_q8_K_ref: the scale comes from the value
+// of largest magnitude (the first one on ties), q = min(127,
+// round-even(x*(-127/max))), d = 1/iscale, and sums of every 16 quants.
+DT_API void dt_quantize_q8_k(uint8_t *dst, const float *x, int64_t k) {
+	for (int64_t b = 0; b < k / QKK; b++, x += QKK, dst += Q8_K_SIZE) {
+		float amax = 0;
+#if defined(DT_AVX512)
+		__m512 m = _mm512_setzero_ps();
+		for (int i = 0; i < QKK; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+		amax = _mm512_reduce_max_ps(m);
+#else
+		for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(x[i]));
+#endif
+		if (!(amax > 0)) {
+			memset(dst, 0, Q8_K_SIZE);
+			continue;
+		}
+		float vmax = 0;
+		for (int i = 0; i < QKK; i++) {
+			if (fabsf(x[i]) == amax) {
+				vmax = x[i];
+				break;
+			}
+		}
+		float iscale = -127.f / vmax;
+		int8_t *qs = (int8_t *)(dst + 4);
+		int16_t bs[16];
+#if defined(DT_AVX512)
+		__m512 vs = _mm512_set1_ps(iscale);
+		for (int j = 0; j < 16; j++) {
+			__m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), vs));
+			q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+			_mm_storeu_si128((__m128i *)(qs + 16 * j), _mm512_cvtepi32_epi8(q));
+			bs[j] = (int16_t)_mm512_reduce_add_epi32(q);
+		}
+#else
+		for (int j = 0; j < 16; j++) {
+			int sum = 0;
+			for (int i = 0; i < 16; i++) {
+				int v = round_even(iscale * x[16 * j + i]);
+				v = v < 127 ? v : 127;
+				qs[16 * j + i] = (int8_t)v;
+				sum += v;
+			}
+			bs[j] = (int16_t)sum;
+		}
+#endif
+		memcpy(dst + 4 + QKK, bs, sizeof bs);
+		float d = 1 / iscale;
+		memcpy(dst, &d, 4);
+	}
+}
+
+DT_API void dt_to_f16(uint16_t *dst, const float *x, int64_t k) {
+	int64_t i = 0;
+#if defined(DT_AVX512)
+	for (; i < k; i += 16) {
+		__mmask16 m = k - i >= 16 ? 0xffff : (__mmask16)((1u << (k - i)) - 1);
+		__m512 v = _mm512_maskz_loadu_ps(m, x + i);
+		__m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		_mm256_mask_storeu_epi16(dst + i, m, h);
+		// The hardware keeps NaN payloads; ggml's conversion does not.
+		if (_mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q))
+			for (int64_t j = i; j < i + 16 && j < k; j++) dst[j] = f32_to_f16_soft(x[j]);
+	}
+#elif defined(DT_AVX2)
+	for (; i + 8 <= k; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		_mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+			for (int64_t j = i; j < i + 8; j++) dst[j] = f32_to_f16_soft(x[j]);
+	}
+#endif
+	for (; i < k; i++) dst[i] = f32_to_f16_soft(x[i]);
+}

@@ -1,0 +1,183 @@
+// The AVX-512 matmul scheme shared by the weight types: a tile is 16 weight
+// rows × up to 16 activation rows. The weights of one block of the 16 rows
+// are transposed so that zmm lane i holds four consecutive weights of row i;
+// one vpdpbusd with four activation bytes broadcast from memory then advances
+// 16 row dot products at once. Each result lane is a whole row's dot, so the
+// per-block scales apply lane by lane and nothing is reduced horizontally,
+// and each activation row costs 8 vpdpbusd per 16 weight blocks plus 3 float
+// ops. Transposing (about 3 shuffles per 32 weights) is paid once per block
+// of weights, whatever the number of activation rows, which is what makes
+// verifying 16 tokens cost little more than decoding one.
+//
+// vpdpbusd multiplies unsigned by signed bytes. The activations stay signed
+// (they come from memory as broadcasts); the weights are made unsigned —
+// Q8_0 by adding 128, Q4_0 nibbles are already 0..15 — and the constant
+// that adds, off × (sum of the activation block), is subtracted through the
+// accumulator's initial value, precomputed per activation block. So the
+// integer part of every block's dot is exact.
+#ifndef DOVETAIL_TILE512_H
+#define DOVETAIL_TILE512_H
+#include "common.h"
+
+#if defined(DT_AVX512)
+
+// q8a is what a tile needs of one Q8_0 activation block: its scale and the
+// accumulator start -off*sum(q).
+typedef struct {
+	float d;
+	int32_t c;
+} q8a;
+
+// TAB_MAX bounds the q8a table on the stack (64 KiB); larger problems are
+// cut into chunks of columns, each added into out.
+#define TAB_MAX 8192
+
+__attribute__((unused)) static void q8a_prep(q8a *tab, const uint8_t *act, int64_t arb, int64_t n, int64_t b0, int64_t nbc, int32_t off) {
+	const __m256i x80 = _mm256_set1_epi8((char)0x80);
+	for (int64_t j = 0; j < n; j++) {
+		const uint8_t *x = act + j * arb + b0 * Q8_0_SIZE;
+		for (int64_t b = 0; b < nbc; b++, x += Q8_0_SIZE) {
+			__m256i q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + 2)), x80);
+			__m256i s = _mm256_sad_epu8(q, _mm256_setzero_si256()); // 4 sums of q+128
+			__m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+			int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+			tab[j * nbc + b].d = f16_to_f32(ld16(x));
+			tab[j * nbc + b].c = -off * sum;
+		}
+	}
+}
+
+// tile_fn computes one tile: w at its first row, act at its first row, tab
+// at that row's entries (row stride ts), out at out[j0*ldo + r0]. add: add to
+// out rather than store (every column chunk after the first).
+typedef void (*tile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc, const uint8_t *act,
+                        int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+
+// q8a_matmul runs a weight type's tiles over the whole product. Row tiles
+// are outside activation tiles so that a tile's weights, once read from
+// memory, serve every activation row from cache.
+__attribute__((unused)) static void q8a_matmul(tile_fn const tiles[17], int32_t off, float *out, int64_t ldo, const uint8_t *w, int64_t rb,
+                       int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	q8a tab[TAB_MAX];
+	const int64_t nb = cols / QK;
+	const int64_t jc = n < 256 ? n : 256;
+	int64_t kc = TAB_MAX / jc;
+	if (kc > nb) kc = nb;
+	for (int64_t jb = 0; jb < n; jb += jc) {
+		const int64_t jn = n - jb < jc ? n - jb : jc;
+		for (int64_t b0 = 0; b0 < nb; b0 += kc) {
+			const int64_t nbc = nb - b0 < kc ? nb - b0 : kc;
+			q8a_prep(tab, act + jb * arb, arb, jn, b0, nbc, off);
+			for (int64_t r0 = lo; r0 < hi; r0 += 16) {
+				const int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
+				for (int64_t j0 = 0; j0 < jn; j0 += 16) {
+					const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
+					tiles[nt](w + r0 * rb, rb, rows, b0, nbc, act + (jb + j0) * arb, arb, tab + j0 * nbc, nbc,
+					          out + (jb + j0) * ldo + r0, ldo, b0 > 0);
+				}
+			}
+		}
+	}
+}
+
+// tile_rows points p at the tile's rows, repeating the last one in a
+// partial tile (its lanes are computed and not stored), and returns the row
+// offsets for gathering per-row block headers.
+DT_INLINE __m512i tile_rows(const uint8_t *w, int64_t rb, int rows, const uint8_t *p[16]) {
+	int32_t offs[16];
+	for (int i = 0; i < 16; i++) {
+		int r = i < rows ? i : rows - 1;
+		p[i] = w + r * rb;
+		offs[i] = (int32_t)(r * rb);
+	}
+	return _mm512_loadu_si512(offs);
+}
+
+DT_INLINE __m512i ld2x256(const uint8_t *a, const uint8_t *b) {
+	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+	                          _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+// transpose32 loads 32 bytes at offset o of the 16 rows and returns in W[g]
+// bytes 4g..4g+3 of every row, row i in lane i.
+DT_INLINE void transpose32(const uint8_t *const p[16], int64_t o, __m512i W[8]) {
+	// z holds rows (k, k+4) and (8+k, 12+k) so that the transposed lanes
+	// come out in row order.
+	__m512i z0 = ld2x256(p[0] + o, p[4] + o), z1 = ld2x256(p[1] + o, p[5] + o);
+	__m512i z2 = ld2x256(p[2] + o, p[6] + o), z3 = ld2x256(p[3] + o, p[7] + o);
+	__m512i z4 = ld2x256(p[8] + o, p[12] + o), z5 = ld2x256(p[9] + o, p[13] + o);
+	__m512i z6 = ld2x256(p[10] + o, p[14] + o), z7 = ld2x256(p[11] + o, p[15] + o);
+	__m512i t0 = _mm512_unpacklo_epi32(z0, z1), t1 = _mm512_unpackhi_epi32(z0, z1);
+	__m512i t2 = _mm512_unpacklo_epi32(z2, z3), t3 = _mm512_unpackhi_epi32(z2, z3);
+	__m512i t4 = _mm512_unpacklo_epi32(z4, z5), t5 = _mm512_unpackhi_epi32(z4, z5);
+	__m512i t6 = _mm512_unpacklo_epi32(z6, z7), t7 = _mm512_unpackhi_epi32(z6, z7);
+	__m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+	__m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+	__m512i u4 = _mm512_unpacklo_epi64(t4, t6), u5 = _mm512_unpackhi_epi64(t4, t6);
+	__m512i u6 = _mm512_unpacklo_epi64(t5, t7), u7 = _mm512_unpackhi_epi64(t5, t7);
+	W[0] = _mm512_shuffle_i32x4(u0, u4, 0x88), W[4] = _mm512_shuffle_i32x4(u0, u4, 0xdd);
+	W[1] = _mm512_shuffle_i32x4(u1, u5, 0x88), W[5] = _mm512_shuffle_i32x4(u1, u5, 0xdd);
+	W[2] = _mm512_shuffle_i32x4(u2, u6, 0x88), W[6] = _mm512_shuffle_i32x4(u2, u6, 0xdd);
+	W[3] = _mm512_shuffle_i32x4(u3, u7, 0x88), W[7] = _mm512_shuffle_i32x4(u3, u7, 0xdd);
+}
+
+// transpose16 is transpose32 for 16 bytes per row: T[g] holds bytes
+// 4g..4g+3 of every row.
+DT_INLINE void transpose16(const uint8_t *const p[16], int64_t o, __m512i T[4]) {
+	__m512i z[4];
+	for (int k = 0; k < 4; k++) {
+		__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p[k] + o)));
+		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p[4 + k] + o)), 1);
+		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p[8 + k] + o)), 2);
+		z[k] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p[12 + k] + o)), 3);
+	}
+	__m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+	__m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+	T[0] = _mm512_unpacklo_epi64(t0, t2), T[1] = _mm512_unpackhi_epi64(t0, t2);
+	T[2] = _mm512_unpacklo_epi64(t1, t3), T[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// f16_lanes gathers the f16 at offset o of every row of the tile.
+DT_INLINE __m512 f16_lanes(const uint8_t *w, __m512i vidx, int64_t o) {
+	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(vidx, w + o, 1)));
+}
+
+// store_tile writes (or adds) the rows of a tile's output lanes.
+DT_INLINE void store_tile(float *out, int rows, __m512 v, int add) {
+	__mmask16 m = rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
+	if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out));
+	_mm512_mask_storeu_ps(out, m, v);
+}
+
+// dot8 is the 8 vpdpbusd of one activation block against W: with few
+// activation rows the chain's latency would show, so it is split in two.
+DT_INLINE __m512i dot8(const int NT, __m512i s, const __m512i W[8], const uint8_t *x) {
+	if (NT <= 2) {
+		__m512i s1 = _mm512_setzero_si512();
+		for (int g = 0; g < 8; g += 2) {
+			s = _mm512_dpbusd_epi32(s, W[g], _mm512_set1_epi32(ld32(x + 4 * g)));
+			s1 = _mm512_dpbusd_epi32(s1, W[g + 1], _mm512_set1_epi32(ld32(x + 4 * g + 4)));
+		}
+		return _mm512_add_epi32(s, s1);
+	}
+	for (int g = 0; g < 8; g++) s = _mm512_dpbusd_epi32(s, W[g], _mm512_set1_epi32(ld32(x + 4 * g)));
+	return s;
+}
+
+#define TILE_FNS(name)                                                                                          \
+	TILE_FN(name, 1) TILE_FN(name, 2) TILE_FN(name, 3) TILE_FN(name, 4) TILE_FN(name, 5) TILE_FN(name, 6)       \
+	TILE_FN(name, 7) TILE_FN(name, 8) TILE_FN(name, 9) TILE_FN(name, 10) TILE_FN(name, 11) TILE_FN(name, 12)    \
+	TILE_FN(name, 13) TILE_FN(name, 14) TILE_FN(name, 15) TILE_FN(name, 16)                                     \
+	static tile_fn const name##_tiles[17] = {0,           name##_1,  name##_2,  name##_3,  name##_4,  name##_5,  \
+	                                         name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11, \
+	                                         name##_12, name##_13, name##_14, name##_15, name##_16};
+
+#define TILE_FN(name, NT)                                                                                  \
+	static void name##_##NT(const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc,               \
+	                        const uint8_t *act, int64_t arb, const q8a *tab, int64_t ts, float *out,        \
+	                        int64_t ldo, int add) {                                                         \
+		name(NT, w, rb, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                  \
+	}
+
+#endif
+#endif

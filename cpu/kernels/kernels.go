@@ -1,0 +1,290 @@
+// Package kernels holds the compute kernels of the CPU forward pass: matrix
+// products over weights in their GGUF block formats, the activation
+// quantizers those products need, RMS norm, SwiGLU and attention over an f16
+// KV cache.
+//
+// Every kernel exists at several levels. "go" is pure Go: the reference the
+// others are tested against, and the fallback when nothing else can run. The
+// other levels are C compiled by `make kernels` once per ISA level into shared
+// libraries ("generic": plain C for the baseline ISA; "avx2": x86-64-v3;
+// "avx512": x86-64-v4 with AVX512-VNNI; "neon": arm64 with the dot-product
+// extension). The libraries are embedded in the Go binary, written on first
+// use to the user's cache directory under a content-addressed name, and
+// opened with purego, so the binary needs neither cgo nor files beside it.
+// Best picks the highest level the CPU supports; DOVETAIL_KERNELS=name forces
+// one. A plain `go build` without `make` embeds no library and runs in Go.
+//
+// The levels are interchangeable: integer parts of the quantized products are
+// exact at every level, so results differ only in the order of float32
+// additions (see the tests for the bound), and the quantizers agree byte for
+// byte.
+//
+// Deviations from a straight "one function per kernel" API, and why:
+//   - MatMul takes the weight type and dispatches on it, because the forward
+//     pass holds tensors of mixed types. Types other than Q8_0, Q4_0, Q4_K,
+//     Q6_K, F16, BF16 and F32 (Q4_1, Q5_K, ...) are accepted with F32
+//     activations and run in Go at every level: they are rare in the models
+//     Dovetail targets, and a correct slow path beats a missing one.
+//   - Arguments are validated in Go before any C code runs, and a violated
+//     precondition panics: a shape error is a bug in the caller, and letting
+//     it reach C would turn it into memory corruption.
+//   - Attention supports head dimensions up to MaxHeadDim, so that the C side
+//     can keep the f16-rounded query on its stack.
+//
+// All kernels are single-threaded and safe for concurrent use on disjoint
+// outputs: the caller splits work across its own worker pool.
+package kernels
+
+import (
+	"fmt"
+	"unsafe"
+
+	"dovetail/quant"
+)
+
+// MaxHeadDim is the largest head dimension Attention accepts.
+const MaxHeadDim = 1024
+
+// Set is one implementation of every kernel. All functions are
+// single-threaded; the caller splits work across its own worker pool.
+type Set struct {
+	// Name is the level: "go", "generic", "avx2", "avx512" or "neon".
+	Name string
+
+	// QuantizeQ8_0 quantizes len(x) values (a multiple of 32) into
+	// len(x)/32*34 bytes of dst the way ggml's SIMD quantize_row_q8_0 does:
+	// d = amax/127 stored as f16, id = 127/amax (0 if amax is 0), q =
+	// round-half-to-even(x*id). These are the activations of Q8_0 and Q4_0
+	// weights.
+	QuantizeQ8_0 func(dst []byte, x []float32)
+	// QuantizeQ8_K quantizes len(x) values (a multiple of 256) into
+	// len(x)/256*292 bytes of dst as ggml's quantize_row_q8_K_ref does (the
+	// same bytes as quant.QuantizeRow(quant.Q8_K, ...)). These are the
+	// activations of Q4_K and Q6_K weights.
+	QuantizeQ8_K func(dst []byte, x []float32)
+	// ToF16 rounds x to f16 (nearest even; NaNs become ggml's 0x7e00 with
+	// their sign), as quant.F32ToF16 does. These are the activations of F16
+	// weights.
+	ToF16 func(dst []uint16, x []float32)
+
+	// MatMul computes, for weight rows r in [lo, hi) and activation rows j in
+	// [0, n), out[j*ldo + r] = dot(weight row r, activation row j). Weight row
+	// r is the cols values of type t at w[r*rowBytes:]; activation row j is at
+	// act[j*actRowBytes:] in the form ActivationType(t) gives (use Bytes to
+	// view []float32 or []uint16 activations as bytes). The weights are read
+	// once per call whatever n is, so verifying n tokens costs little more
+	// than decoding one.
+	MatMul func(t quant.Type, out []float32, ldo int, w []byte, rowBytes int, lo, hi int, act []byte, actRowBytes int, n int, cols int)
+
+	// RMSNorm normalizes each of the n rows of cols values of x into out:
+	// out = x / sqrt(mean(x²) + eps) * weight, the sum of squares in float64
+	// as ggml does. out may be x.
+	RMSNorm func(out, x, weight []float32, n, cols int, eps float32)
+	// SiLUMul sets out = silu(gate) * up elementwise. out may alias either.
+	SiLUMul func(out, gate, up []float32)
+
+	// Attention computes query rows j in [jlo, jhi) of tree attention over
+	// one layer's f16 KV cache. q holds n rows of heads*hd float32 (already
+	// rotated); kc and vc hold positions × kvHeads*hd f16 values with the n
+	// new rows already written at positions past..past+n-1. Row j attends to
+	// positions [0, past) and to past+i iff mask[j*n+i] != 0 (mask[j*n+j]
+	// must be 1). Head h reads KV head h/(heads/kvHeads). The arithmetic is
+	// llama.cpp's non-flash attention: scores = dot(f16(q), k)*scale, softmax
+	// in float32, weights rounded to f16, out[j*heads*hd + h*hd + d] = sum of
+	// w_t*v_t[d]. scratch must hold past+n floats; nothing allocates.
+	Attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+}
+
+// impl is a level's kernels before argument checking; newSet wraps it so
+// that every level validates the same way and C only sees valid arguments.
+type impl struct {
+	quantizeQ8_0 func(dst []byte, x []float32)
+	quantizeQ8_K func(dst []byte, x []float32)
+	toF16        func(dst []uint16, x []float32)
+	// matmul handles the types for which native reports true; the others
+	// go to the Go reference.
+	matmul    func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int)
+	rmsnorm   func(out, x, weight []float32, n, cols int, eps float32)
+	siluMul   func(out, gate, up []float32)
+	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+}
+
+// native reports whether the C kernels implement MatMul for t.
+func native(t quant.Type) bool {
+	switch t {
+	case quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32:
+		return true
+	}
+	return false
+}
+
+// ActivationType is the form activations take for weights of type t, as in
+// llama.cpp (its vec_dot_type): Q8_0 for Q8_0 and Q4_0, Q8_K for Q4_K and
+// Q6_K, f16 for F16, bf16 for BF16, and float32 for F32 and every other type.
+func ActivationType(t quant.Type) quant.Type {
+	switch t {
+	case quant.Q8_0, quant.Q4_0:
+		return quant.Q8_0
+	case quant.Q4_K, quant.Q6_K:
+		return quant.Q8_K
+	case quant.F16:
+		return quant.F16
+	case quant.BF16:
+		return quant.BF16
+	}
+	return quant.F32
+}
+
+// Bytes views a float32 or uint16 slice as its bytes (no copy), for MatMul's
+// f32, f16 and bf16 activations.
+func Bytes[T float32 | uint16](x []T) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), len(x)*int(unsafe.Sizeof(x[0])))
+}
+
+// maxRowBytes bounds rowBytes so that the C kernels can hold the offsets of
+// sixteen rows in 32-bit gather indices.
+const maxRowBytes = 1 << 26
+
+func newSet(name string, im impl) *Set {
+	s := &Set{Name: name}
+	s.QuantizeQ8_0 = func(dst []byte, x []float32) {
+		need := checkQuant("QuantizeQ8_0", quant.Q8_0, len(dst), len(x))
+		if need > 0 {
+			im.quantizeQ8_0(dst[:need], x)
+		}
+	}
+	s.QuantizeQ8_K = func(dst []byte, x []float32) {
+		need := checkQuant("QuantizeQ8_K", quant.Q8_K, len(dst), len(x))
+		if need > 0 {
+			im.quantizeQ8_K(dst[:need], x)
+		}
+	}
+	s.ToF16 = func(dst []uint16, x []float32) {
+		if len(dst) < len(x) {
+			panic(fmt.Sprintf("kernels: ToF16: dst holds %d values, x has %d", len(dst), len(x)))
+		}
+		if len(x) > 0 {
+			im.toF16(dst[:len(x)], x)
+		}
+	}
+	s.MatMul = func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) {
+		if !checkMatMul(t, out, ldo, w, rowBytes, lo, hi, act, actRowBytes, n, cols) {
+			return
+		}
+		if native(t) {
+			im.matmul(t, out, ldo, w, rowBytes, lo, hi, act, actRowBytes, n, cols)
+		} else {
+			refMatMul(t, out, ldo, w, rowBytes, lo, hi, act, actRowBytes, n, cols)
+		}
+	}
+	s.RMSNorm = func(out, x, weight []float32, n, cols int, eps float32) {
+		if n < 0 || cols < 0 || len(x) < n*cols || len(out) < n*cols || len(weight) < cols {
+			panic(fmt.Sprintf("kernels: RMSNorm: %d rows of %d values need len(x), len(out) >= %d and len(weight) >= %d; have %d, %d, %d",
+				n, cols, n*cols, cols, len(x), len(out), len(weight)))
+		}
+		if n > 0 && cols > 0 {
+			im.rmsnorm(out, x, weight, n, cols, eps)
+		}
+	}
+	s.SiLUMul = func(out, gate, up []float32) {
+		if len(up) < len(gate) || len(out) < len(gate) {
+			panic(fmt.Sprintf("kernels: SiLUMul: gate has %d values, up %d, out %d", len(gate), len(up), len(out)))
+		}
+		if len(gate) > 0 {
+			im.siluMul(out, gate, up[:len(gate)])
+		}
+	}
+	s.Attention = func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+		checkAttention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi, scratch)
+		if jhi > jlo {
+			im.attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, scratch)
+		}
+	}
+	return s
+}
+
+// checkQuant validates a quantizer call and returns the bytes it writes.
+func checkQuant(op string, t quant.Type, ndst, nx int) int {
+	need, err := t.RowSize(nx)
+	if err != nil {
+		panic(fmt.Sprintf("kernels: %s: %v", op, err))
+	}
+	if ndst < need {
+		panic(fmt.Sprintf("kernels: %s: %d values need %d bytes of dst, have %d", op, nx, need, ndst))
+	}
+	return need
+}
+
+// checkMatMul panics on arguments that would read or write out of bounds and
+// reports whether there is any work.
+func checkMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) bool {
+	fail := func(format string, args ...any) {
+		panic(fmt.Sprintf("kernels: MatMul %v: ", t) + fmt.Sprintf(format, args...))
+	}
+	if !native(t) && !quant.CanDequantize(t) {
+		fail("unsupported weight type")
+	}
+	wsz, err := t.RowSize(cols)
+	if err != nil {
+		fail("%v", err)
+	}
+	asz, _ := ActivationType(t).RowSize(cols)
+	if lo < 0 || hi < lo || n < 0 {
+		fail("bad ranges: rows [%d, %d), %d activation rows", lo, hi, n)
+	}
+	if hi == lo || n == 0 || cols == 0 {
+		return false
+	}
+	if rowBytes < wsz || rowBytes > maxRowBytes {
+		fail("rowBytes %d: a row of %d values takes %d bytes (and at most %d are supported)", rowBytes, cols, wsz, maxRowBytes)
+	}
+	if need := (hi-1)*rowBytes + wsz; len(w) < need {
+		fail("rows [%d, %d) need %d bytes of w, have %d", lo, hi, need, len(w))
+	}
+	if actRowBytes < asz {
+		fail("actRowBytes %d: an activation row of %d values takes %d bytes", actRowBytes, cols, asz)
+	}
+	if need := (n-1)*actRowBytes + asz; len(act) < need {
+		fail("%d activation rows need %d bytes of act, have %d", n, need, len(act))
+	}
+	if n > 1 && ldo < hi {
+		fail("ldo %d < hi %d: output rows would overlap", ldo, hi)
+	}
+	if need := (n-1)*ldo + hi; len(out) < need {
+		fail("%d output rows need %d values of out, have %d", n, need, len(out))
+	}
+	return true
+}
+
+func checkAttention(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd, jlo, jhi int, scratch []float32) {
+	fail := func(format string, args ...any) {
+		panic("kernels: Attention: " + fmt.Sprintf(format, args...))
+	}
+	if past < 0 || n < 1 || jlo < 0 || jhi < jlo || jhi > n {
+		fail("bad ranges: past %d, n %d, rows [%d, %d)", past, n, jlo, jhi)
+	}
+	if heads < 1 || kvHeads < 1 || heads%kvHeads != 0 || hd < 1 || hd > MaxHeadDim {
+		fail("bad shape: %d heads, %d KV heads, head dimension %d (at most %d)", heads, kvHeads, hd, MaxHeadDim)
+	}
+	if len(mask) < n*n {
+		fail("mask has %d entries, need %d", len(mask), n*n)
+	}
+	for j := jlo; j < jhi; j++ {
+		if mask[j*n+j] == 0 {
+			fail("mask[%d] is 0: a row must attend to itself", j*n+j)
+		}
+	}
+	kv := (past + n) * kvHeads * hd
+	if len(kc) < kv || len(vc) < kv {
+		fail("%d positions of %d KV values need %d cache entries, have %d and %d", past+n, kvHeads*hd, kv, len(kc), len(vc))
+	}
+	if len(q) < n*heads*hd || len(out) < n*heads*hd {
+		fail("%d rows of %d values need len(q), len(out) >= %d; have %d, %d", n, heads*hd, n*heads*hd, len(q), len(out))
+	}
+	if len(scratch) < past+n {
+		fail("scratch holds %d floats, need %d", len(scratch), past+n)
+	}
+}

@@ -1,0 +1,574 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"dovetail/quant"
+)
+
+// Every level available on this machine is checked against the pure-Go
+// reference ("go"), on shapes that are not powers of two, weight row ranges
+// that do not start at 0, odd activation row counts, and padded strides.
+// Inputs sit at the very end of a mapping followed by an unmapped page where
+// the platform allows, so a kernel reading past its data crashes the test.
+
+// sets returns the levels under test: every available one, "go" included
+// (it must agree with itself, which checks the harness).
+func sets(t testing.TB) []*Set {
+	var out []*Set
+	for _, name := range Available() {
+		s, err := ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestAvailable(t *testing.T) {
+	got := Available()
+	if got[0] != "go" {
+		t.Fatalf("Available() = %v, want go first", got)
+	}
+	t.Logf("available: %v; %s", got, Notice())
+	if anyEmbedded() && len(got) == 1 {
+		t.Errorf("libraries are embedded but none loads: %s", Notice())
+	}
+}
+
+func randFloats(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+func putF16(b []byte, v float32) { binary.LittleEndian.PutUint16(b, quant.F32ToF16(v)) }
+
+// randWeights fills rows of rowBytes with weights of type t: even rows are
+// quantized from random floats (realistic scales), odd rows are random bytes
+// with finite random scales, which reach the corners the quantizers avoid
+// (Q8_0's -128, Q4_K's largest 6-bit scales, Q6_K's negative scales).
+func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byte) {
+	wsz, _ := t.RowSize(cols)
+	for row := range rows {
+		w := dst[row*rowBytes : row*rowBytes+wsz]
+		if row%2 == 0 {
+			if err := quant.QuantizeRow(t, w, randFloats(r, cols, 1)); err != nil {
+				panic(err)
+			}
+			continue
+		}
+		for i := range w {
+			w[i] = byte(r.Uint32())
+		}
+		bs := t.TypeSize()
+		for b := 0; b < len(w); b += bs {
+			blk := w[b : b+bs]
+			switch t {
+			case quant.Q8_0, quant.Q4_0, quant.Q5_0:
+				putF16(blk, float32(r.NormFloat64()*0.01))
+			case quant.Q4_K, quant.Q4_1:
+				putF16(blk, float32(r.NormFloat64()*0.01))
+				putF16(blk[2:], float32(r.NormFloat64()*0.01))
+			case quant.Q6_K:
+				putF16(blk[208:], float32(r.NormFloat64()*0.01))
+			case quant.F16:
+				putF16(blk, float32(r.NormFloat64()))
+			case quant.BF16:
+				binary.LittleEndian.PutUint16(blk, quant.F32ToBF16(float32(r.NormFloat64())))
+			case quant.F32:
+				binary.LittleEndian.PutUint32(blk, math.Float32bits(float32(r.NormFloat64())))
+			}
+		}
+	}
+}
+
+// randActs fills n activation rows in the form of t's weights.
+func randActs(r *rand.Rand, t quant.Type, n, cols, actRowBytes int, dst []byte) {
+	for j := range n {
+		x := randFloats(r, cols, 1)
+		if j%3 == 2 {
+			x = randFloats(r, cols, 1e-3) // small rows: scales far from 1
+		}
+		a := dst[j*actRowBytes:]
+		switch ActivationType(t) {
+		case quant.Q8_0:
+			goSet.QuantizeQ8_0(a, x)
+		case quant.Q8_K:
+			goSet.QuantizeQ8_K(a, x)
+		case quant.F16:
+			for i, v := range x {
+				putF16(a[2*i:], v)
+			}
+		case quant.BF16:
+			for i, v := range x {
+				binary.LittleEndian.PutUint16(a[2*i:], quant.F32ToBF16(v))
+			}
+		default:
+			for i, v := range x {
+				binary.LittleEndian.PutUint32(a[4*i:], math.Float32bits(v))
+			}
+		}
+	}
+}
+
+// magnitude is the sum of the absolute values of the float terms a kernel
+// may form for dot(w, a): the dequantized products for most types, but for
+// Q4_K and Q6_K the scaled quant products and the offset terms separately,
+// since kernels compute those apart and only then subtract.
+func magnitude(t quant.Type, w, a []byte, cols int) float64 {
+	deq := func(typ quant.Type, b []byte) []float32 {
+		x := make([]float32, cols)
+		sz, _ := typ.RowSize(cols)
+		if err := quant.DequantizeRow(typ, x, b[:sz]); err != nil {
+			panic(err)
+		}
+		return x
+	}
+	x := deq(ActivationType(t), a)
+	var m float64
+	switch t {
+	case quant.Q4_K:
+		for b := 0; b < cols/quant.QKK; b++ {
+			blk := w[b*144 : (b+1)*144]
+			d := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk))))
+			dmin := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[2:]))))
+			for i := range quant.QKK {
+				s := i / 32
+				var sc, mn byte
+				if s < 4 {
+					sc, mn = blk[4+s]&63, blk[8+s]&63
+				} else {
+					sc, mn = blk[8+s]&0xf|(blk[s]>>6)<<4, blk[8+s]>>4|(blk[4+s]>>6)<<4
+				}
+				q := blk[16+32*(i/64)+i%32]
+				if i%64 >= 32 {
+					q >>= 4
+				}
+				q &= 0xf
+				m += (d*float64(sc)*float64(q) + dmin*float64(mn)) * math.Abs(float64(x[b*quant.QKK+i]))
+			}
+		}
+	case quant.Q6_K:
+		wd := deq(t, w)
+		for b := 0; b < cols/quant.QKK; b++ {
+			blk := w[b*210 : (b+1)*210]
+			d := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[208:]))))
+			for i := range quant.QKK {
+				sc := math.Abs(float64(int8(blk[192+i/16])))
+				// |d*sc*(q-32)| + 64|d*sc| bounds |d*sc*q| + |32*d*sc| for q in [0, 63].
+				v := math.Abs(float64(wd[b*quant.QKK+i])) + 64*d*sc
+				m += v * math.Abs(float64(x[b*quant.QKK+i]))
+			}
+		}
+	default:
+		wd := deq(t, w)
+		for i := range wd {
+			m += math.Abs(float64(wd[i]) * float64(x[i]))
+		}
+	}
+	return m
+}
+
+// chain is the length of the longest chain of float32 additions a dot of
+// cols values may take: one term per block for Q8_0/Q4_0, per 16-value
+// sub-block (plus the offset terms) for the k-quants, per value for floats.
+func chain(t quant.Type, cols int) int {
+	switch t {
+	case quant.Q8_0, quant.Q4_0:
+		return cols / 32
+	case quant.Q4_K, quant.Q6_K:
+		return cols/16 + 2*cols/256
+	}
+	return cols
+}
+
+// tolerance bounds |kernel - reference| for one dot product. A float32
+// sum of K terms, each formed with a few roundings, in any order, is within
+// (K+3)·u·Σ|terms| of the exact value (u = 2^-24, first order), and so is
+// the reference's; the two differ by at most twice that. The integer parts
+// of the quantized dots are exact at every level, so they add nothing. With
+// the shapes below the bound is about 1e-6 (Q8_0) to 3e-5 (F32, 224 terms)
+// of the magnitude.
+func tolerance(t quant.Type, cols int, mag float64) float64 {
+	const u = 1.0 / (1 << 24)
+	return 2*float64(chain(t, cols)+4)*u*mag + 1e-30
+}
+
+type mmCase struct {
+	t          quant.Type
+	rows, cols int
+	lo, hi     int
+}
+
+func matmulCases() []mmCase {
+	var cs []mmCase
+	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.F16, quant.BF16, quant.F32} {
+		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
+	}
+	for _, t := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
+	}
+	// Types without C kernels take f32 activations at every level.
+	cs = append(cs, mmCase{quant.Q5_0, 9, 256, 2, 9}, mmCase{quant.Q4_1, 9, 64, 0, 9})
+	return cs
+}
+
+const sentinel = -12345.5
+
+func runMatMul(t *testing.T, c mmCase, ns []int, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, uint64(c.t)))
+	wsz, _ := c.t.RowSize(c.cols)
+	asz, _ := ActivationType(c.t).RowSize(c.cols)
+	rowBytes, actRowBytes := wsz+6, asz+10 // padded strides
+	w := guarded(t, (c.rows-1)*rowBytes+wsz)
+	randWeights(r, c.t, c.rows, c.cols, rowBytes, w)
+	for _, n := range ns {
+		act := guarded(t, (n-1)*actRowBytes+asz)
+		randActs(r, c.t, n, c.cols, actRowBytes, act)
+		ldo := c.rows + 3
+		want := make([]float32, (n-1)*ldo+c.hi)
+		for i := range want {
+			want[i] = sentinel
+		}
+		goSet.MatMul(c.t, want, ldo, w, rowBytes, c.lo, c.hi, act, actRowBytes, n, c.cols)
+		for _, s := range sets(t) {
+			name := fmt.Sprintf("%v/%s/rows[%d,%d)/n=%d", c.t, s.Name, c.lo, c.hi, n)
+			got := make([]float32, len(want))
+			for i := range got {
+				got[i] = sentinel
+			}
+			s.MatMul(c.t, got, ldo, w, rowBytes, c.lo, c.hi, act, actRowBytes, n, c.cols)
+			bad := 0
+			for j := range n {
+				for row := range ldo {
+					i := j*ldo + row
+					if i >= len(got) {
+						break
+					}
+					if row < c.lo || row >= c.hi {
+						if got[i] != sentinel {
+							t.Errorf("%s: wrote out[%d] (row %d, act %d) outside [lo, hi)", name, i, row, j)
+						}
+						continue
+					}
+					mag := magnitude(c.t, w[row*rowBytes:], act[j*actRowBytes:], c.cols)
+					tol := tolerance(c.t, c.cols, mag)
+					if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tol) && bad < 5 {
+						bad++
+						t.Errorf("%s: row %d act %d: got %g, want %g (diff %g > tol %g, magnitude %g)",
+							name, row, j, got[i], want[i], d, tol, mag)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatMul(t *testing.T) {
+	for _, c := range matmulCases() {
+		t.Run(fmt.Sprintf("%v", c.t), func(t *testing.T) {
+			runMatMul(t, c, []int{1, 3, 17, 64}, 1)
+		})
+	}
+}
+
+// TestMatMulChunks crosses the AVX-512 kernels' internal limits: more
+// activation blocks than their stack table holds (columns are then done in
+// chunks added into out) and more than 256 activation rows.
+func TestMatMulChunks(t *testing.T) {
+	for _, t0 := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		runMatMul(t, mmCase{t0, 21, 32 * 130, 3, 21}, []int{64}, 2)
+		runMatMul(t, mmCase{t0, 19, 64, 0, 19}, []int{300}, 3)
+	}
+	runMatMul(t, mmCase{quant.Q4_K, 17, 256 * 2, 0, 17}, []int{33}, 4)
+	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5) // cols not a multiple of any vector width
+	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
+}
+
+func TestMatMulChecks(t *testing.T) {
+	w := make([]byte, 34*4)
+	act := make([]byte, 34)
+	out := make([]float32, 4)
+	cases := map[string]func(){
+		"short w":      func() { goSet.MatMul(quant.Q8_0, out, 4, w[:100], 34, 0, 4, act, 34, 1, 32) },
+		"short act":    func() { goSet.MatMul(quant.Q8_0, out, 4, w, 34, 0, 4, act[:20], 34, 1, 32) },
+		"short out":    func() { goSet.MatMul(quant.Q8_0, out[:3], 4, w, 34, 0, 4, act, 34, 1, 32) },
+		"bad cols":     func() { goSet.MatMul(quant.Q8_0, out, 4, w, 34, 0, 4, act, 34, 1, 33) },
+		"small stride": func() { goSet.MatMul(quant.Q8_0, out, 4, w, 30, 0, 4, act, 34, 1, 32) },
+		"overlap":      func() { goSet.MatMul(quant.Q8_0, make([]float32, 8), 2, w, 34, 0, 4, make([]byte, 68), 34, 2, 32) },
+		"lo > hi":      func() { goSet.MatMul(quant.Q8_0, out, 4, w, 34, 3, 2, act, 34, 1, 32) },
+		"unknown type": func() { goSet.MatMul(quant.Type(99), out, 4, w, 34, 0, 4, act, 34, 1, 32) },
+	}
+	for name, f := range cases {
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("%s: no panic", name)
+				} else if !strings.HasPrefix(fmt.Sprint(r), "kernels: MatMul") {
+					t.Errorf("%s: panic %q", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+	// Empty ranges are no-ops, not errors.
+	goSet.MatMul(quant.Q8_0, nil, 0, nil, 34, 2, 2, nil, 34, 1, 32)
+	goSet.MatMul(quant.Q8_0, nil, 0, nil, 34, 0, 4, nil, 34, 0, 32)
+}
+
+// quantInputs are activation vectors that probe the quantizers' roundings:
+// random scales, exact halves after scaling, zero blocks, a block whose
+// largest magnitude appears with both signs, and single spikes.
+func quantInputs(r *rand.Rand, k int) [][]float32 {
+	var xs [][]float32
+	for _, scale := range []float64{1, 1e-3, 100, 1e-6} {
+		xs = append(xs, randFloats(r, k, scale))
+	}
+	halves := make([]float32, k)
+	for i := range halves {
+		halves[i] = float32(r.IntN(255)-127) / 2
+	}
+	for i := 0; i < k; i += 32 {
+		halves[i] = 127 // amax 127: id = 1, so x*id keeps its .5
+	}
+	xs = append(xs, halves)
+	zeros := randFloats(r, k, 1)
+	clear(zeros[:256])
+	xs = append(xs, zeros)
+	ties := randFloats(r, k, 1)
+	ties[3], ties[7] = -5, 5
+	ties[40], ties[41] = 5, -5
+	xs = append(xs, ties)
+	spike := make([]float32, k)
+	spike[k/2] = 3
+	xs = append(xs, spike)
+	return xs
+}
+
+func TestQuantizers(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const k = 256 * 5
+	for xi, x := range quantInputs(r, k) {
+		want08 := make([]byte, k/32*34)
+		wantK := make([]byte, k/256*292)
+		goSet.QuantizeQ8_0(want08, x)
+		goSet.QuantizeQ8_K(wantK, x)
+		// The Go reference itself must be the quant package's Q8_K.
+		ref := make([]byte, len(wantK))
+		if err := quant.QuantizeRow(quant.Q8_K, ref, x); err != nil || string(ref) != string(wantK) {
+			t.Fatalf("input %d: goSet Q8_K differs from quant.QuantizeRow (%v)", xi, err)
+		}
+		for _, s := range sets(t) {
+			got := make([]byte, len(want08)+5)
+			s.QuantizeQ8_0(got, x)
+			if i := firstDiff(got[:len(want08)], want08); i >= 0 {
+				t.Errorf("%s: QuantizeQ8_0 input %d: byte %d (block %d) = %d, want %d", s.Name, xi, i, i/34, got[i], want08[i])
+			}
+			if got[len(want08)] != 0 {
+				t.Errorf("%s: QuantizeQ8_0 wrote past its output", s.Name)
+			}
+			gotK := make([]byte, len(wantK))
+			s.QuantizeQ8_K(gotK, x)
+			if i := firstDiff(gotK, wantK); i >= 0 {
+				t.Errorf("%s: QuantizeQ8_K input %d: byte %d (block %d) = %d, want %d", s.Name, xi, i, i/292, gotK[i], wantK[i])
+			}
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestToF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	// Random bit patterns cover subnormals, overflow, infinities and NaNs
+	// with payloads; the scaled normals cover every rounding case of the
+	// f16 range. 1001 values: not a multiple of any vector width.
+	x := make([]float32, 1001)
+	for i := range x {
+		switch i % 3 {
+		case 0:
+			x[i] = math.Float32frombits(r.Uint32())
+		case 1:
+			x[i] = float32(r.NormFloat64() * math.Pow(2, float64(r.IntN(40)-25)))
+		default:
+			x[i] = math.Float32frombits(0x33000000 + r.Uint32()%0x0c000000) // 2^-25 .. 2^-1 region
+		}
+	}
+	x[5], x[6] = 65519.99, 65520 // just below and at the rounding point to infinity
+	for _, s := range sets(t) {
+		got := make([]uint16, len(x))
+		s.ToF16(got, x)
+		for i, v := range x {
+			if want := quant.F32ToF16(v); got[i] != want {
+				t.Errorf("%s: ToF16(%g [%#x]) = %#x, want %#x", s.Name, v, math.Float32bits(v), got[i], want)
+				break
+			}
+		}
+	}
+}
+
+func TestRMSNorm(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, cols := range []int{768, 37, 8} {
+		n := 3
+		x := randFloats(r, n*cols, 3)
+		wt := randFloats(r, cols, 1)
+		want := make([]float32, n*cols)
+		goSet.RMSNorm(want, x, wt, n, cols, 1e-5)
+		for _, s := range sets(t) {
+			got := make([]float32, n*cols)
+			s.RMSNorm(got, x, wt, n, cols, 1e-5)
+			// Only the order of the float64 sum of squares differs: the
+			// float32 scale almost always comes out the same.
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i])) {
+					t.Errorf("%s: cols %d: out[%d] = %g, want %g", s.Name, cols, i, got[i], want[i])
+					break
+				}
+			}
+			inPlace := append([]float32(nil), x...)
+			s.RMSNorm(inPlace, inPlace, wt, n, cols, 1e-5)
+			for i := range got {
+				if inPlace[i] != got[i] {
+					t.Errorf("%s: in-place RMSNorm differs at %d", s.Name, i)
+					break
+				}
+			}
+		}
+	}
+}
+
+func TestSiLUMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	gate := randFloats(r, 1003, 4)
+	gate[0], gate[1], gate[2] = -100, 100, 0
+	up := randFloats(r, 1003, 1)
+	want := make([]float32, len(gate))
+	goSet.SiLUMul(want, gate, up)
+	for _, s := range sets(t) {
+		got := make([]float32, len(gate))
+		s.SiLUMul(got, gate, up)
+		// exp may differ from the reference's by two float32 ulps; the
+		// error that carries into g/(1+e)*up is below 1e-6 relative.
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i]))+1e-37 {
+				t.Errorf("%s: silu(%g)*%g = %g, want %g", s.Name, gate[i], up[i], got[i], want[i])
+				break
+			}
+		}
+	}
+}
+
+// treeMask returns an n×n ancestor mask of a random token tree: row j
+// attends to new row i iff i is j or one of its ancestors.
+func treeMask(r *rand.Rand, n int) []uint8 {
+	parent := make([]int, n)
+	mask := make([]uint8, n*n)
+	for j := range n {
+		parent[j] = r.IntN(j+1) - 1 // -1: a child of the committed sequence
+		mask[j*n+j] = 1
+		for a := parent[j]; a >= 0; a = parent[a] {
+			mask[j*n+a] = 1
+		}
+	}
+	return mask
+}
+
+func TestAttention(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, past := range []int{0, 1, 5, 33} {
+		for _, n := range []int{1, 3, 16} {
+			for _, shape := range [][3]int{{8, 2, 16}, {8, 4, 64}, {8, 2, 64}, {4, 4, 72}} {
+				heads, kvHeads, hd := shape[0], shape[1], shape[2]
+				name := fmt.Sprintf("past=%d/n=%d/heads=%d/kv=%d/hd=%d", past, n, heads, kvHeads, hd)
+				T := past + n
+				kc := make([]uint16, T*kvHeads*hd)
+				vc := make([]uint16, T*kvHeads*hd)
+				for i := range kc {
+					kc[i] = quant.F32ToF16(float32(r.NormFloat64()))
+					vc[i] = quant.F32ToF16(float32(r.NormFloat64()))
+				}
+				q := randFloats(r, n*heads*hd, 1)
+				mask := treeMask(r, n)
+				scale := float32(1 / math.Sqrt(float64(hd)))
+				jlo, jhi := 0, n
+				if n > 2 {
+					jlo, jhi = 1, n-1 // the caller's split: other rows untouched
+				}
+				want := make([]float32, n*heads*hd)
+				for i := range want {
+					want[i] = sentinel
+				}
+				goSet.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, T))
+				for _, s := range sets(t) {
+					got := make([]float32, len(want))
+					for i := range got {
+						got[i] = sentinel
+					}
+					s.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, T))
+					compareAttention(t, s.Name+"/"+name, got, want, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi)
+				}
+			}
+		}
+	}
+}
+
+// compareAttention compares outputs. A score that differs in its last bit
+// (the q·k sums run in another order, exp differs by an ulp) can round its
+// f16 weight the other way, a relative change of 2^-11 in that weight; so
+// each output may differ by 2^-11 of the largest |v| it averages, and by
+// 1e-3 of it allowing for several such flips.
+func compareAttention(t *testing.T, name string, got, want []float32, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd, jlo, jhi int) {
+	group := heads / kvHeads
+	for j := range n {
+		for h := range heads {
+			for d := range hd {
+				i := j*heads*hd + h*hd + d
+				if j < jlo || j >= jhi {
+					if got[i] != sentinel {
+						t.Errorf("%s: wrote row %d outside [%d, %d)", name, j, jlo, jhi)
+						return
+					}
+					continue
+				}
+				var vmax float64
+				for tpos := range past + n {
+					if tpos >= past && mask[j*n+tpos-past] == 0 {
+						continue
+					}
+					v := math.Abs(float64(quant.F16ToF32(vc[tpos*kvHeads*hd+(h/group)*hd+d])))
+					vmax = max(vmax, v)
+				}
+				if diff := math.Abs(float64(got[i] - want[i])); !(diff <= 1e-3*vmax) {
+					t.Errorf("%s: out[row %d, head %d, dim %d] = %g, want %g", name, j, h, d, got[i], want[i])
+					return
+				}
+			}
+		}
+	}
+}
+
+func TestAttentionChecks(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "attend to itself") {
+			t.Errorf("mask without its diagonal: panic %v", r)
+		}
+	}()
+	goSet.Attention(make([]float32, 4), make([]float32, 4), make([]uint16, 4), make([]uint16, 4), 0, 1, []uint8{0}, 1, 1, 4, 1, 0, 1, make([]float32, 1))
+}

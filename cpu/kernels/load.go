@@ -1,0 +1,213 @@
+//go:build (linux || darwin) && (amd64 || arm64)
+
+package kernels
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+
+	"dovetail/quant"
+)
+
+// abiVersion must equal DT_ABI_VERSION in common.h: a library built from
+// other sources than this package's Go code is refused rather than called
+// with arguments it reads differently.
+const abiVersion = 1
+
+// cLib holds the entry points of one loaded library. Every C function takes
+// integer-class arguments only (floats travel as their bits), because
+// purego.SyscallN passes integer registers and calling through it avoids the
+// reflection and allocation of purego.RegisterFunc on every call.
+type cLib struct {
+	quantizeQ8_0, quantizeQ8_K, toF16     uintptr
+	mmQ8_0, mmQ4_0, mmQ4_K, mmQ6_K        uintptr
+	mmF16, mmBF16, mmF32                  uintptr
+	rmsnorm, siluMul, attention, abiProbe uintptr
+}
+
+// symbols maps each exported C function to its slot. A library lacking any
+// of them is refused as a whole, before anything calls it.
+func (l *cLib) symbols() []struct {
+	name string
+	addr *uintptr
+} {
+	return []struct {
+		name string
+		addr *uintptr
+	}{
+		{"dt_abi_version", &l.abiProbe},
+		{"dt_quantize_q8_0", &l.quantizeQ8_0},
+		{"dt_quantize_q8_k", &l.quantizeQ8_K},
+		{"dt_to_f16", &l.toF16},
+		{"dt_matmul_q8_0", &l.mmQ8_0},
+		{"dt_matmul_q4_0", &l.mmQ4_0},
+		{"dt_matmul_q4_k", &l.mmQ4_K},
+		{"dt_matmul_q6_k", &l.mmQ6_K},
+		{"dt_matmul_f16", &l.mmF16},
+		{"dt_matmul_bf16", &l.mmBF16},
+		{"dt_matmul_f32", &l.mmF32},
+		{"dt_rmsnorm", &l.rmsnorm},
+		{"dt_silu_mul", &l.siluMul},
+		{"dt_attention", &l.attention},
+	}
+}
+
+// loadLevel writes a level's library to the cache and opens it.
+func loadLevel(level string, data []byte) (*Set, error) {
+	path, cleanup, err := extract(libName(level), data)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %s: %w", level, err)
+	}
+	l, err := openLib(path)
+	cleanup()
+	if err != nil {
+		return nil, fmt.Errorf("kernels: %s: %w", level, err)
+	}
+	return l.set(level), nil
+}
+
+// openLib opens a library and resolves every symbol, so that a missing or
+// stale one is an error here rather than a crash in the middle of a forward
+// pass.
+func openLib(path string) (*cLib, error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	l := &cLib{}
+	var missing []string
+	for _, s := range l.symbols() {
+		// Dlsym reports a missing symbol as an error; a zero address
+		// without one is just as unusable.
+		addr, err := purego.Dlsym(h, s.name)
+		if err != nil || addr == 0 {
+			missing = append(missing, s.name)
+			continue
+		}
+		*s.addr = addr
+	}
+	if len(missing) > 0 {
+		purego.Dlclose(h)
+		return nil, fmt.Errorf("%s lacks %v", filepath.Base(path), missing)
+	}
+	if v, _, _ := purego.SyscallN(l.abiProbe); v != abiVersion {
+		purego.Dlclose(h)
+		return nil, fmt.Errorf("%s has ABI version %d, want %d (stale build? run make)", filepath.Base(path), v, abiVersion)
+	}
+	return l, nil
+}
+
+// extract makes data available as a file to dlopen. The preferred place is
+// the user cache directory under a name that carries the content hash, so
+// that a binary writes its library once and binaries with different builds
+// never share a file. Without a usable cache directory the library goes to a
+// private temporary directory, which cleanup removes once the library is
+// open (the mapping outlives the file).
+func extract(name string, data []byte) (path string, cleanup func(), err error) {
+	sum := sha256.Sum256(data)
+	file := hex.EncodeToString(sum[:12]) + "-" + name
+	var errs []error
+	if dir, err := os.UserCacheDir(); err == nil {
+		dir = filepath.Join(dir, "dovetail", "kernels")
+		path := filepath.Join(dir, file)
+		if err := ensureFile(dir, path, data, sum); err == nil {
+			return path, func() {}, nil
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "dovetail-kernels-")
+	if err != nil {
+		return "", nil, errors.Join(append(errs, err)...)
+	}
+	path = filepath.Join(dir, file)
+	if err := os.WriteFile(path, data, 0o500); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, errors.Join(append(errs, err)...)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}
+
+// ensureFile leaves data at path, reusing an existing file only if its
+// content hashes to sum. It writes through a temporary file and a rename so
+// that processes starting together never open a half-written library.
+func ensureFile(dir, path string, data []byte, sum [32]byte) error {
+	if old, err := os.ReadFile(path); err == nil {
+		if s := sha256.Sum256(old); bytes.Equal(s[:], sum[:]) {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// p returns the address of a slice's first element for C. Callers have
+// checked that the slice is not empty; the conversion to uintptr happens in
+// the SyscallN argument list, where the pointed-to memory is kept alive for
+// the call.
+func p[T any](s []T) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
+
+func f32bits(f float32) uintptr { return uintptr(math.Float32bits(f)) }
+
+// set wraps the library's functions in a Set.
+func (l *cLib) set(level string) *Set {
+	mm := map[quant.Type]uintptr{
+		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q6_K: l.mmQ6_K,
+		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
+	}
+	var mmTab [quant.BF16 + 1]uintptr // indexed by type: no map lookup per call
+	for t, fn := range mm {
+		mmTab[t] = fn
+	}
+	return newSet(level, impl{
+		quantizeQ8_0: func(dst []byte, x []float32) {
+			purego.SyscallN(l.quantizeQ8_0, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+		},
+		quantizeQ8_K: func(dst []byte, x []float32) {
+			purego.SyscallN(l.quantizeQ8_K, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+		},
+		toF16: func(dst []uint16, x []float32) {
+			purego.SyscallN(l.toF16, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+		},
+		matmul: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) {
+			purego.SyscallN(mmTab[t], uintptr(p(out)), uintptr(ldo), uintptr(p(w)), uintptr(rowBytes),
+				uintptr(lo), uintptr(hi), uintptr(p(act)), uintptr(actRowBytes), uintptr(n), uintptr(cols))
+		},
+		rmsnorm: func(out, x, weight []float32, n, cols int, eps float32) {
+			purego.SyscallN(l.rmsnorm, uintptr(p(out)), uintptr(p(x)), uintptr(p(weight)), uintptr(n), uintptr(cols), f32bits(eps))
+		},
+		siluMul: func(out, gate, up []float32) {
+			purego.SyscallN(l.siluMul, uintptr(p(out)), uintptr(p(gate)), uintptr(p(up)), uintptr(len(gate)))
+		},
+		attention: func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+			purego.SyscallN(l.attention, uintptr(p(out)), uintptr(p(q)), uintptr(p(kc)), uintptr(p(vc)),
+				uintptr(past), uintptr(n), uintptr(p(mask)), uintptr(heads), uintptr(kvHeads), uintptr(hd),
+				f32bits(scale), uintptr(jlo), uintptr(jhi), uintptr(p(scratch)))
+		},
+	})
+}
