@@ -39,10 +39,16 @@ func (p *Pool) Close() { close(p.tasks) }
 // For calls fn over [0, n) split into at most Threads() contiguous chunks
 // and returns when all are done.
 func (p *Pool) For(n int, fn func(lo, hi int)) {
+	p.ForChunks(n, func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// ForChunks is For that also passes the chunk number, below Threads(), so
+// that each chunk can use its own scratch memory.
+func (p *Pool) ForChunks(n int, fn func(chunk, lo, hi int)) {
 	chunks := min(p.n, n)
 	if chunks <= 1 {
 		if n > 0 {
-			fn(0, n)
+			fn(0, 0, n)
 		}
 		return
 	}
@@ -50,8 +56,8 @@ func (p *Pool) For(n int, fn func(lo, hi int)) {
 	wg.Add(chunks - 1)
 	for c := 1; c < chunks; c++ {
 		lo, hi := c*n/chunks, (c+1)*n/chunks
-		p.tasks <- func() { fn(lo, hi); wg.Done() }
+		p.tasks <- func() { fn(c, lo, hi); wg.Done() }
 	}
-	fn(0, n/chunks)
+	fn(0, 0, n/chunks)
 	wg.Wait()
 }

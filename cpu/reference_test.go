@@ -44,7 +44,38 @@ func argmax(x []float32) int {
 	return best
 }
 
+// runner runs a model one token at a time, reporting logits and the final
+// normed hidden state: the reference, or a Target at some kernel level.
+type runner func(tok int) (logits, hidden []float32, err error)
+
+func referenceRunner(m *models.Llama, pool *Pool) runner {
+	r := NewReference(m, pool, 0)
+	s := r.NewState()
+	logits := make([]float32, m.Config.Vocab)
+	hidden := make([]float32, m.Config.Hidden)
+	return func(tok int) ([]float32, []float32, error) {
+		return logits, hidden, r.Forward(s, tok, logits, hidden)
+	}
+}
+
+func targetRunner(t *Target) runner {
+	return func(tok int) ([]float32, []float32, error) {
+		lg, hd, err := t.Extend([]int{tok}, []int{-1})
+		if err != nil {
+			return nil, nil, err
+		}
+		return lg[0], hd[0], t.Commit([]int{0})
+	}
+}
+
 func TestReferenceGolden(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	checkGolden(t, func(m *models.Llama) runner { return referenceRunner(m, pool) })
+}
+
+// checkGolden compares a runner with llama.cpp on every golden case.
+func checkGolden(t *testing.T, newRunner func(*models.Llama) runner) {
 	cases, err := golden.Cases()
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +83,6 @@ func TestReferenceGolden(t *testing.T) {
 	if len(cases) != 16 {
 		t.Fatalf("%d golden cases, want 16 (8 model files × 2 prompts)", len(cases))
 	}
-	pool := NewPool(2)
-	defer pool.Close()
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			m, err := models.LoadLlama(gc.Model)
@@ -61,10 +90,7 @@ func TestReferenceGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			r := NewReference(m, pool, 0)
-			s := r.NewState()
-			logits := make([]float32, m.Config.Vocab)
-			hidden := make([]float32, m.Config.Hidden)
+			run := newRunner(m)
 			b := boundsFor(gc.Name)
 			quantized := b.first > 1e-5
 			var worstLogit, worstHidden float64
@@ -80,8 +106,9 @@ func TestReferenceGolden(t *testing.T) {
 					t.Errorf("%s at position %d: max abs error %.3g, relative %.3g > %.1e", what, pos, abs, rel, tol)
 				}
 			}
+			var logits, hidden []float32
 			for i, tok := range gc.PromptTokens {
-				if err := r.Forward(s, tok, logits, hidden); err != nil {
+				if logits, hidden, err = run(tok); err != nil {
 					t.Fatal(err)
 				}
 				check("prompt logits", i, logits, gc.PromptLogits[i], &worstLogit, b.logits)
@@ -104,7 +131,7 @@ func TestReferenceGolden(t *testing.T) {
 					}
 				}
 				// Follow llama.cpp's tokens so later positions stay comparable.
-				if err := r.Forward(s, st.Token, logits, hidden); err != nil {
+				if logits, hidden, err = run(st.Token); err != nil {
 					t.Fatal(err)
 				}
 				if p := len(gc.PromptTokens) + i; p < len(gc.Hidden) {

@@ -2,77 +2,147 @@ package cpu
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
+	"dovetail/cpu/kernels"
 	"dovetail/models"
 )
 
-// Target runs one sequence of a model on the CPU. It satisfies
-// engine.Target without importing it.
+// Target runs one sequence of a model on the CPU with the fastest kernels
+// available. It satisfies engine.Target without importing it.
 type Target struct {
-	ref    *Reference
-	state  *State
-	logits []float32
-	// Outputs of the last Extend, grown as needed.
+	f   *Fast
+	s   *Seq
+	par []int
+	// Outputs handed out by Forward and Extend, reused by the next call.
+	last                   []float32
 	treeLogits, treeHidden [][]float32
+	features               [][]float32
 }
 
-// NewTarget prepares m for a context of ctx positions (0: the model's) on
-// pool.
+var defaultKernels = sync.OnceValues(kernels.Best)
+
+// DefaultKernels is kernels.Best, or the pure-Go set when the choice forced
+// by DOVETAIL_KERNELS is not available (the app reports that error).
+func DefaultKernels() *kernels.Set {
+	if k, err := defaultKernels(); err == nil {
+		return k
+	}
+	k, _ := kernels.ByName("go")
+	return k
+}
+
+// NewTarget prepares m for a context of ctx positions (0: the model's own)
+// on pool, with DefaultKernels.
 func NewTarget(m *models.Llama, pool *Pool, ctx int) *Target {
-	r := NewReference(m, pool, ctx)
-	return &Target{ref: r, state: r.NewState(), logits: make([]float32, m.Config.Vocab)}
+	return NewTargetWith(NewFast(m, DefaultKernels(), pool, ctx))
 }
 
-// Forward runs tokens and returns the logits of the last one.
+// NewTargetWith runs a sequence of f.
+func NewTargetWith(f *Fast) *Target {
+	return &Target{f: f, s: f.NewSeq(), last: make([]float32, f.M.Config.Vocab)}
+}
+
+// Forward runs tokens in batches, commits them, and returns the logits of
+// the last one.
 func (t *Target) Forward(tokens []int) ([]float32, error) {
+	return t.forward(tokens, false)
+}
+
+// ForwardFeatures is Forward that also returns every token's final hidden
+// state, which the batches compute anyway.
+func (t *Target) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
+	t.features = t.features[:0]
+	lg, err := t.forward(tokens, true)
+	return lg, t.features, err
+}
+
+func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("forward: no tokens")
 	}
 	if t.Len()+len(tokens) > t.Context() {
 		return nil, fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
 	}
-	for i, tok := range tokens {
-		var logits []float32
-		if i == len(tokens)-1 {
-			logits = t.logits
+	t.s.pending = t.s.pending[:0]
+	for lo := 0; lo < len(tokens); lo += maxBatch {
+		chunk := tokens[lo:min(lo+maxBatch, len(tokens))]
+		t.par = t.par[:0]
+		for i := range chunk {
+			t.par = append(t.par, i-1)
 		}
-		if err := t.ref.Forward(t.state, tok, logits, nil); err != nil {
+		logitsFrom := len(chunk)
+		if lo+len(chunk) == len(tokens) {
+			logitsFrom = len(chunk) - 1
+		}
+		if err := t.s.forward(chunk, t.par, logitsFrom); err != nil {
+			t.s.pending = t.s.pending[:0]
+			return nil, err
+		}
+		if keepHidden {
+			H := t.f.M.Config.Hidden
+			for i := range chunk {
+				t.features = append(t.features, slices.Clone(t.s.hidden[i*H:(i+1)*H]))
+			}
+		}
+		for i := range t.par {
+			t.par[i] = i
+		}
+		if err := t.s.commit(t.par); err != nil {
 			return nil, err
 		}
 	}
-	return t.logits, nil
+	copy(t.last, t.s.logits[:len(t.last)])
+	return t.last, nil
 }
 
 // Extend runs tree nodes after the committed tokens and the pending nodes
 // (see Reference.Extend) and returns each new node's logits and final
 // hidden state. The slices are reused by the next call.
 func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err error) {
-	c := t.ref.M.Config
+	c := t.f.M.Config
+	if len(parents) != len(tokens) {
+		return nil, nil, fmt.Errorf("extend: %d tokens but %d parents", len(tokens), len(parents))
+	}
 	for len(t.treeLogits) < len(tokens) {
 		t.treeLogits = append(t.treeLogits, make([]float32, c.Vocab))
 		t.treeHidden = append(t.treeHidden, make([]float32, c.Hidden))
 	}
-	logits, hidden = t.treeLogits[:len(tokens)], t.treeHidden[:len(tokens)]
-	if err := t.ref.Extend(t.state, tokens, parents, logits, hidden); err != nil {
-		return nil, nil, err
+	for lo := 0; lo < len(tokens); lo += maxBatch {
+		hi := min(lo+maxBatch, len(tokens))
+		if err := t.s.forward(tokens[lo:hi], parents[lo:hi], 0); err != nil {
+			return nil, nil, err
+		}
+		for i := lo; i < hi; i++ {
+			copy(t.treeLogits[i], t.s.logits[(i-lo)*c.Vocab:(i-lo+1)*c.Vocab])
+			copy(t.treeHidden[i], t.s.hidden[(i-lo)*c.Hidden:(i-lo+1)*c.Hidden])
+		}
 	}
-	return logits, hidden, nil
+	return t.treeLogits[:len(tokens)], t.treeHidden[:len(tokens)], nil
 }
 
 // Commit keeps a chain of pending nodes and drops the rest.
-func (t *Target) Commit(path []int) error { return t.state.Commit(path) }
+func (t *Target) Commit(path []int) error { return t.s.commit(path) }
 
 // Len is the number of committed tokens.
-func (t *Target) Len() int { return t.state.Cache.Len }
+func (t *Target) Len() int { return t.s.len }
 
-// Truncate forgets tokens from n on.
+// Truncate forgets tokens from n on, and any pending nodes.
 func (t *Target) Truncate(n int) error {
-	t.state.pending = t.state.pending[:0]
-	return t.state.Cache.Truncate(n)
+	if n < 0 || n > t.s.len {
+		return fmt.Errorf("truncate to %d: the sequence holds %d tokens", n, t.s.len)
+	}
+	t.s.pending = t.s.pending[:0]
+	t.s.len = n
+	return nil
 }
 
 // Context is the capacity of the sequence.
-func (t *Target) Context() int { return t.state.Cache.Cap() }
+func (t *Target) Context() int { return t.f.ctx }
 
 // Vocab is the number of logits.
-func (t *Target) Vocab() int { return t.ref.M.Config.Vocab }
+func (t *Target) Vocab() int { return t.f.M.Config.Vocab }
+
+// Kernels names the kernel set in use.
+func (t *Target) Kernels() string { return t.f.K.Name }

@@ -14,3 +14,12 @@ type Drafter interface {
 	// Reset forgets the sequence.
 	Reset()
 }
+
+// FeatureDrafter is a Drafter that reads the target's final hidden states
+// (Dovetail's DGF draft, EAGLE-style): after prefill it is told the
+// prompt's tokens and features, and Accepted gives it the features of every
+// round. The engine then prefills with ForwardFeatures.
+type FeatureDrafter interface {
+	Drafter
+	Prefilled(prompt []int, features [][]float32)
+}

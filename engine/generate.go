@@ -133,8 +133,14 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 		req.Drafter.Reset()
 	}
 	start := time.Now()
-	logits, err := t.Forward(req.Prompt)
-	if err != nil {
+	var logits []float32
+	if fd, ok := req.Drafter.(FeatureDrafter); ok {
+		var hidden [][]float32
+		if logits, hidden, err = t.ForwardFeatures(req.Prompt); err != nil {
+			return st, err
+		}
+		fd.Prefilled(req.Prompt, hidden)
+	} else if logits, err = t.Forward(req.Prompt); err != nil {
 		return st, err
 	}
 	st.PromptTime = time.Since(start)

@@ -40,6 +40,15 @@ func (m *markov) Forward(tokens []int) ([]float32, error) {
 	return m.out, nil
 }
 
+func (m *markov) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
+	lg, _ := m.Forward(tokens)
+	hid := make([][]float32, len(tokens))
+	for i, tok := range tokens {
+		hid[i] = []float32{float32(tok)}
+	}
+	return lg, hid, nil
+}
+
 func (m *markov) Extend(tokens, parents []int) ([][]float32, [][]float32, error) {
 	m.outs, m.hid = m.outs[:0], m.hid[:0]
 	for i, tok := range tokens {

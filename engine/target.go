@@ -12,6 +12,10 @@ type Target interface {
 	// returns the logits of the last one. Pending nodes are dropped. The
 	// slice is reused by the next call.
 	Forward(tokens []int) ([]float32, error)
+	// ForwardFeatures is Forward that also returns every token's final
+	// hidden state (reused by the next call): the prompt's features for a
+	// draft model that reads them.
+	ForwardFeatures(tokens []int) (logits []float32, hidden [][]float32, err error)
 	// Extend runs tree nodes after the committed tokens and the pending
 	// nodes. parents[i] is an index into the pending nodes (earlier calls'
 	// first, then this call's) or -1 for a child of the committed tokens. A

@@ -1,0 +1,298 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"dovetail/cpu/kernels"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// maxBatch bounds the rows of one pass: a prompt runs in chunks of this
+// many tokens, which keeps scratch memory and the attention mask small
+// while every weight is still read once per 64 rows.
+const maxBatch = 64
+
+// Fast runs a llama-family model with the kernels of a kernels.Set. Each
+// pass runs a batch of rows — prompt tokens, the nodes of a draft tree, or
+// one decode token — reading every weight matrix once for all of them, so
+// verifying γ tree nodes costs far less than γ decode steps.
+//
+// It does what Reference does, in the same order and with the same
+// roundings (f16 KV cache, f16 attention weights, int8 activations for
+// int8 weights); only the float summation order inside the kernels
+// differs.
+type Fast struct {
+	M    *models.Llama
+	K    *kernels.Set
+	pool *Pool
+	rope *ropeTable
+	ctx  int
+}
+
+// NewFast prepares m for sequences of ctx positions (0: the model's
+// context length).
+func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
+	if ctx <= 0 || ctx > m.Config.ContextLength {
+		ctx = m.Config.ContextLength
+	}
+	return &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx}
+}
+
+// Seq is one sequence of a Fast model: its f16 KV cache, the pending tree
+// nodes after the committed positions, and scratch memory for batches.
+type Seq struct {
+	f       *Fast
+	k, v    [][]uint16 // [layer][slot*kvDim + i]
+	kvDim   int
+	len     int // committed positions
+	pending []treeNode
+
+	rows                   int // scratch capacity in rows
+	x, xb, hb, hb2, kk, vv []float32
+	qAll, attOut           []float32 // rows of every pending node
+	hidden, logits         []float32
+	mask                   []uint8
+	scratch                [][]float32 // attention, one per pool chunk
+	act                    actBuf
+}
+
+// NewSeq allocates a sequence with an empty cache.
+func (f *Fast) NewSeq() *Seq {
+	c := f.M.Config
+	s := &Seq{f: f, kvDim: c.KVHeads * c.HeadDim, k: make([][]uint16, c.Layers), v: make([][]uint16, c.Layers)}
+	for l := range s.k {
+		s.k[l] = make([]uint16, f.ctx*s.kvDim)
+		s.v[l] = make([]uint16, f.ctx*s.kvDim)
+	}
+	return s
+}
+
+// grow makes scratch room for n new rows among m pending ones.
+func (s *Seq) grow(n, m int) {
+	c := s.f.M.Config
+	if n > s.rows {
+		s.rows = n
+		s.x = make([]float32, n*c.Hidden)
+		s.xb = make([]float32, n*max(c.Hidden, c.FFN))
+		s.hb = make([]float32, n*c.FFN)
+		s.hb2 = make([]float32, n*c.FFN)
+		s.kk = make([]float32, n*s.kvDim)
+		s.vv = make([]float32, n*s.kvDim)
+		s.hidden = make([]float32, n*c.Hidden)
+		s.logits = nil
+		s.act = newActBuf(s.f.K, n*max(c.Hidden, c.FFN))
+	}
+	if m*c.Hidden > len(s.qAll) {
+		s.qAll = make([]float32, m*c.Hidden)
+		s.attOut = make([]float32, m*c.Hidden)
+	}
+	if m*m > len(s.mask) {
+		s.mask = make([]uint8, m*m)
+	}
+	need := s.len + m
+	if len(s.scratch) < s.f.pool.Threads() || len(s.scratch[0]) < need {
+		s.scratch = make([][]float32, s.f.pool.Threads())
+		for i := range s.scratch {
+			s.scratch[i] = make([]float32, max(need, 64))
+		}
+	}
+}
+
+// forward runs tokens as new pending nodes with the given parents (see
+// Reference.Extend) in one pass. Logits are computed for rows [logitsFrom,
+// n); hidden states for every row.
+func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
+	f, c := s.f, s.f.M.Config
+	n, base := len(tokens), len(s.pending)
+	if len(parents) != n {
+		return fmt.Errorf("extend: %d tokens but %d parents", n, len(parents))
+	}
+	if s.len+base+n > f.ctx {
+		return fmt.Errorf("context full: %d committed + %d tree nodes > %d", s.len, base+n, f.ctx)
+	}
+	for i, p := range parents {
+		if p < -1 || p >= base+i {
+			return fmt.Errorf("extend: node %d has parent %d, want -1 or an earlier node", base+i, p)
+		}
+		if tokens[i] < 0 || tokens[i] >= c.Vocab {
+			return fmt.Errorf("token %d out of vocabulary range [0, %d)", tokens[i], c.Vocab)
+		}
+	}
+	m := base + n
+	s.grow(n, m)
+	pos := make([]int, n)
+	for i, p := range parents {
+		depth := 0
+		if p >= 0 {
+			depth = s.pending[p].depth + 1
+		}
+		s.pending = append(s.pending, treeNode{parent: p, depth: depth})
+		pos[i] = s.len + depth
+	}
+	// Mask rows of the new nodes: each sees its pending ancestors and itself.
+	mask := s.mask[:m*m]
+	for j := base; j < m; j++ {
+		row := mask[j*m : (j+1)*m]
+		clear(row)
+		for a := j; a >= 0; a = s.pending[a].parent {
+			row[a] = 1
+		}
+	}
+	H, hd := c.Hidden, c.HeadDim
+	x := s.x[:n*H]
+	for i, tok := range tokens {
+		if err := quant.DequantizeRow(f.M.TokenEmbd.Type, x[i*H:(i+1)*H], f.M.TokenEmbd.Row(tok)); err != nil {
+			return err
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	xb := s.xb[:n*H]
+	for l := range f.M.Layers {
+		w := &f.M.Layers[l]
+		f.K.RMSNorm(xb, x, w.AttnNorm, n, H, c.RMSEps)
+		s.act.set(xb, n, H)
+		q := s.qAll[base*H : m*H]
+		f.matmul(q, w.Q, &s.act)
+		f.matmul(s.kk[:n*s.kvDim], w.K, &s.act)
+		f.matmul(s.vv[:n*s.kvDim], w.V, &s.act)
+		for i := 0; i < n; i++ {
+			qi, ki, vi := q[i*H:(i+1)*H], s.kk[i*s.kvDim:(i+1)*s.kvDim], s.vv[i*s.kvDim:(i+1)*s.kvDim]
+			if c.QKVBias {
+				add(qi, w.QBias)
+				add(ki, w.KBias)
+				add(vi, w.VBias)
+			}
+			rope(qi, c.Heads, hd, c.RopeStyle, f.rope, pos[i])
+			rope(ki, c.KVHeads, hd, c.RopeStyle, f.rope, pos[i])
+			slot := s.len + base + i
+			f.K.ToF16(s.k[l][slot*s.kvDim:(slot+1)*s.kvDim], ki)
+			f.K.ToF16(s.v[l][slot*s.kvDim:(slot+1)*s.kvDim], vi)
+		}
+		kc, vc := s.k[l][:(s.len+m)*s.kvDim], s.v[l][:(s.len+m)*s.kvDim]
+		f.pool.ForChunks(n, func(ch, lo, hi int) {
+			f.K.Attention(s.attOut, s.qAll, kc, vc, s.len, m, mask, c.Heads, c.KVHeads, hd, scale, base+lo, base+hi, s.scratch[ch])
+		})
+		s.act.set(s.attOut[base*H:m*H], n, H)
+		f.matmul(xb, w.O, &s.act)
+		add(x, xb)
+		f.K.RMSNorm(xb, x, w.FFNNorm, n, H, c.RMSEps)
+		s.act.set(xb, n, H)
+		hb, hb2 := s.hb[:n*c.FFN], s.hb2[:n*c.FFN]
+		f.matmul(hb, w.Gate, &s.act)
+		f.matmul(hb2, w.Up, &s.act)
+		f.K.SiLUMul(hb, hb, hb2)
+		s.act.set(hb, n, c.FFN)
+		f.matmul(xb, w.Down, &s.act)
+		add(x, xb)
+	}
+	hidden := s.hidden[:n*H]
+	f.K.RMSNorm(hidden, x, f.M.OutputNorm, n, H, c.RMSEps)
+	if logitsFrom < n {
+		rows := n - logitsFrom
+		if len(s.logits) < s.rows*c.Vocab {
+			s.logits = make([]float32, s.rows*c.Vocab)
+		}
+		s.act.set(hidden[logitsFrom*H:], rows, H)
+		f.matmul(s.logits[:rows*c.Vocab], f.M.Output, &s.act)
+	}
+	return nil
+}
+
+// matmul: out[n × Rows] = act[n × Cols] · Wᵀ, split over the pool by
+// weight rows.
+func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
+	act, rowBytes := a.form(w.Type)
+	f.pool.For(w.Rows, func(lo, hi int) {
+		f.K.MatMul(w.Type, out, w.Rows, w.Data, w.RowBytes, lo, hi, act, rowBytes, a.n, w.Cols)
+	})
+}
+
+// commit keeps the pending nodes on path (see State.Commit).
+func (s *Seq) commit(path []int) error {
+	for k, p := range path {
+		if p < 0 || p >= len(s.pending) {
+			return fmt.Errorf("commit: node %d is not pending (%d are)", p, len(s.pending))
+		}
+		want := -1
+		if k > 0 {
+			want = path[k-1]
+		}
+		if s.pending[p].parent != want {
+			return fmt.Errorf("commit: node %d's parent is %d, not %d: the path is not a chain", p, s.pending[p].parent, want)
+		}
+	}
+	d := s.kvDim
+	for k, p := range path {
+		if p == k {
+			continue
+		}
+		to, from := (s.len+k)*d, (s.len+p)*d
+		for l := range s.k {
+			copy(s.k[l][to:to+d], s.k[l][from:from+d])
+			copy(s.v[l][to:to+d], s.v[l][from:from+d])
+		}
+	}
+	s.len += len(path)
+	s.pending = s.pending[:0]
+	return nil
+}
+
+// actBuf holds a batch of activation rows in the form each weight type
+// multiplies them in (see acts), each form computed at most once per batch.
+type actBuf struct {
+	k       *kernels.Set
+	x       []float32
+	n, cols int
+	f16     []uint16
+	q8_0    []byte
+	q8_k    []byte
+	have    [quant.BF16 + 1]bool
+}
+
+func newActBuf(k *kernels.Set, values int) actBuf {
+	return actBuf{k: k, f16: make([]uint16, values),
+		q8_0: make([]byte, values/quant.QK*quant.Q8_0.TypeSize()+quant.Q8_0.TypeSize()),
+		q8_k: make([]byte, values/quant.QKK*quant.Q8_K.TypeSize()+quant.Q8_K.TypeSize())}
+}
+
+func (a *actBuf) set(x []float32, n, cols int) {
+	a.x, a.n, a.cols = x[:n*cols], n, cols
+	a.have = [quant.BF16 + 1]bool{}
+}
+
+// form returns the activations as bytes for weights of type t (in the form
+// kernels.ActivationType gives) and the bytes per row.
+func (a *actBuf) form(t quant.Type) (act []byte, rowBytes int) {
+	switch t {
+	case quant.F16, quant.BF16:
+		if !a.have[t] {
+			if t == quant.F16 {
+				a.k.ToF16(a.f16[:len(a.x)], a.x)
+			} else {
+				for i, v := range a.x {
+					a.f16[i] = quant.F32ToBF16(v)
+				}
+			}
+			a.have[quant.F16], a.have[quant.BF16] = t == quant.F16, t == quant.BF16
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a.f16))), 2*len(a.x)), 2 * a.cols
+	case quant.Q8_0, quant.Q4_0:
+		rb := a.cols / quant.QK * quant.Q8_0.TypeSize()
+		if !a.have[quant.Q8_0] {
+			a.k.QuantizeQ8_0(a.q8_0[:a.n*rb], a.x)
+			a.have[quant.Q8_0] = true
+		}
+		return a.q8_0[:a.n*rb], rb
+	case quant.Q4_K, quant.Q6_K:
+		rb := a.cols / quant.QKK * quant.Q8_K.TypeSize()
+		if !a.have[quant.Q8_K] {
+			a.k.QuantizeQ8_K(a.q8_k[:a.n*rb], a.x)
+			a.have[quant.Q8_K] = true
+		}
+		return a.q8_k[:a.n*rb], rb
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a.x))), 4*len(a.x)), 4 * a.cols
+}

@@ -1,0 +1,104 @@
+package cpu
+
+import (
+	"slices"
+	"testing"
+
+	"dovetail/cpu/kernels"
+	"dovetail/models"
+)
+
+// levels returns every kernel set this machine can run.
+func levels(t testing.TB) []*kernels.Set {
+	var sets []*kernels.Set
+	for _, name := range kernels.Available() {
+		k, err := kernels.ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, k)
+	}
+	return sets
+}
+
+// The fast path at every kernel level matches llama.cpp as the reference
+// does.
+func TestFastGolden(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	for _, k := range levels(t) {
+		t.Run(k.Name, func(t *testing.T) {
+			checkGolden(t, func(m *models.Llama) runner {
+				return targetRunner(NewTargetWith(NewFast(m, k, pool, 0)))
+			})
+		})
+	}
+}
+
+// With the Go kernels the fast path does the reference's arithmetic in the
+// same order, batch or no batch, so it equals it bit for bit: any
+// difference is a bug in batching, masks, positions or cache compaction.
+func TestFastGoEqualsReference(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	k, err := kernels.ByName("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"stories260K-f32.gguf", "stories260K-Q4_0-mixed.gguf", "tinystories656K-F16.gguf", "tinystories656K-Q8_0.gguf"} {
+		m := loadTest(t, name)
+		prompt := []int{1, 403, 407, 261, 380, 300, 301}
+		ref := NewReference(m, pool, 0)
+		rs := ref.NewState()
+		fast := NewTargetWith(NewFast(m, k, pool, 0))
+		// The prompt in one batch, every row's outputs kept.
+		par := []int{-1, 0, 1, 2, 3, 4, 5}
+		lg, hd, err := fast.Extend(prompt, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wl := make([]float32, m.Config.Vocab)
+		wh := make([]float32, m.Config.Hidden)
+		for i, tok := range prompt {
+			ref.Forward(rs, tok, wl, wh)
+			if !slices.Equal(lg[i], wl) || !slices.Equal(hd[i], wh) {
+				t.Fatalf("%s: prompt row %d differs from the reference", name, i)
+			}
+		}
+		if err := fast.Commit([]int{0, 1, 2, 3, 4, 5, 6}); err != nil {
+			t.Fatal(err)
+		}
+		// A tree after it, in two Extend calls.
+		tokens := []int{30, 31, 32, 33, 34, 35, 36}
+		parents := []int{-1, 0, 0, 1, -1, 3, 4}
+		fl1, _, _ := fast.Extend(tokens[:3], parents[:3])
+		got := cloneRows(fl1)
+		fl2, _, _ := fast.Extend(tokens[3:], parents[3:])
+		got = append(got, cloneRows(fl2)...)
+		want := make([][]float32, len(tokens))
+		for i := range want {
+			want[i] = make([]float32, m.Config.Vocab)
+		}
+		if err := ref.Extend(rs, tokens, parents, want, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := range tokens {
+			if !slices.Equal(got[i], want[i]) {
+				t.Errorf("%s: tree node %d differs from the reference", name, i)
+			}
+		}
+		path := []int{0, 1, 3, 5}
+		if err := fast.Commit(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Commit(path); err != nil {
+			t.Fatal(err)
+		}
+		fl, _ := fast.Forward([]int{9, 10})
+		ref.Forward(rs, 9, nil, nil)
+		ref.Forward(rs, 10, wl, nil)
+		if !slices.Equal(fl, wl) || fast.Len() != rs.Cache.Len {
+			t.Errorf("%s: after commit, decoding differs from the reference", name)
+		}
+	}
+}

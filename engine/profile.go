@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Profile is what a target costs on this machine: the numbers the cost
+// model T = (depth·T_D + T_V(γ)) / τ is made of.
+type Profile struct {
+	PrefillTokensPerSec float64
+	DecodeTokensPerSec  float64
+	// Decode is T_T, one ordinary decode step.
+	Decode time.Duration
+	// Verify[n] is T_V(n), one forward over n tree nodes.
+	Verify map[int]time.Duration
+}
+
+// VerifyRatio is T_V(n)/T_T.
+func (p Profile) VerifyRatio(n int) float64 {
+	return float64(p.Verify[n]) / float64(p.Decode)
+}
+
+// ProfileTarget measures t: prefill of prompt tokens, decode of steps
+// tokens, and verification of trees of each size in sizes (a chain: the
+// cost of a forward depends on the node count, not the tree's shape),
+// each the median of reps runs after the prompt. Tokens are random.
+func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile, error) {
+	p := Profile{Verify: map[int]time.Duration{}}
+	need := prompt + steps
+	for _, n := range sizes {
+		need = max(need, prompt+n)
+	}
+	if need > t.Context() {
+		return p, fmt.Errorf("profile needs %d positions, the context holds %d", need, t.Context())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	toks := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = rng.IntN(t.Vocab())
+		}
+		return s
+	}
+	// Warm up: page in the weights.
+	if err := t.Truncate(0); err != nil {
+		return p, err
+	}
+	if _, err := t.Forward(toks(min(8, prompt))); err != nil {
+		return p, err
+	}
+	t.Truncate(0)
+	start := time.Now()
+	if _, err := t.Forward(toks(prompt)); err != nil {
+		return p, err
+	}
+	p.PrefillTokensPerSec = float64(prompt) / time.Since(start).Seconds()
+	start = time.Now()
+	for _, tok := range toks(steps) {
+		if _, err := t.Forward([]int{tok}); err != nil {
+			return p, err
+		}
+	}
+	p.Decode = time.Since(start) / time.Duration(steps)
+	p.DecodeTokensPerSec = float64(steps) / time.Since(start).Seconds()
+	for _, n := range sizes {
+		parents := make([]int, n)
+		for i := range parents {
+			parents[i] = i - 1
+		}
+		var times []time.Duration
+		for r := 0; r < reps; r++ {
+			if err := t.Truncate(prompt); err != nil {
+				return p, err
+			}
+			tk := toks(n)
+			start := time.Now()
+			if _, _, err := t.Extend(tk, parents); err != nil {
+				return p, err
+			}
+			times = append(times, time.Since(start))
+		}
+		slices.Sort(times)
+		p.Verify[n] = times[len(times)/2]
+	}
+	// One decode step measured the same way as T_V, so ratios compare like
+	// with like (same context length, median of reps).
+	var dec []time.Duration
+	for r := 0; r < reps; r++ {
+		t.Truncate(prompt)
+		tk := toks(1)
+		start := time.Now()
+		if _, err := t.Forward(tk); err != nil {
+			return p, err
+		}
+		dec = append(dec, time.Since(start))
+	}
+	slices.Sort(dec)
+	p.Decode = dec[len(dec)/2]
+	return p, t.Truncate(0)
+}
