@@ -1,0 +1,333 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"dovetail/models"
+	"dovetail/models/draft"
+)
+
+// Param is one trainable tensor of the draft on the device.
+type Param struct {
+	draft.Shape
+	W Buffer // values, Rows × Cols
+	G Buffer // gradient, nil until Draft.EnableGrad
+}
+
+// block holds one decoder block's parameters.
+type block struct {
+	attnNorm                *Param // nil in block 0, which reads the DGF output as is
+	q, k, v, o              *Param
+	ffnNorm, gate, up, down *Param
+}
+
+// Draft is the Dovetail draft on a device: DGF, M Llama decoder blocks, no
+// final norm, and the target's embeddings and LM head (frozen, in their
+// stored format) for its inputs and logits.
+type Draft struct {
+	Dev        Device
+	C          draft.Config
+	Embd, Head Matrix
+	Params     []*Param // in draft.Config.Shapes order
+
+	embNorm, w1, w2, wz *Param
+	blocks              []block
+}
+
+// NewDraft allocates a draft of shape c for target m (whose embeddings and
+// LM head it shares) with zero weights: call Init or Load next.
+func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Hidden != m.Config.Hidden || c.Vocab != m.Config.Vocab {
+		return nil, fmt.Errorf("draft of hidden size %d and vocabulary %d cannot run with a target of %d and %d",
+			c.Hidden, c.Vocab, m.Config.Hidden, m.Config.Vocab)
+	}
+	d := &Draft{Dev: dev, C: c}
+	var err error
+	if d.Embd, err = dev.UploadMatrix(m.TokenEmbd); err != nil {
+		return nil, err
+	}
+	if d.Head, err = dev.UploadMatrix(m.Output); err != nil {
+		return nil, err
+	}
+	byName := map[string]*Param{}
+	for _, s := range c.Shapes() {
+		p := &Param{Shape: s, W: dev.Alloc(s.Size())}
+		d.Params = append(d.Params, p)
+		byName[s.Name] = p
+	}
+	d.embNorm, d.w1, d.w2, d.wz = byName[draft.NameEmbedNorm], byName[draft.NameW1], byName[draft.NameW2], byName[draft.NameWz]
+	d.blocks = make([]block, c.Blocks)
+	for b := range d.blocks {
+		p := func(n string) *Param { return byName[draft.BlockTensor(b, n)] }
+		d.blocks[b] = block{attnNorm: p("attn_norm.weight"), q: p("attn_q.weight"), k: p("attn_k.weight"),
+			v: p("attn_v.weight"), o: p("attn_output.weight"), ffnNorm: p("ffn_norm.weight"),
+			gate: p("ffn_gate.weight"), up: p("ffn_up.weight"), down: p("ffn_down.weight")}
+	}
+	return d, nil
+}
+
+// Init sets every matrix to Xavier-uniform values (as the released
+// Dovetail code initializes the DGF) and every norm weight to 1.
+func (d *Draft) Init(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	for _, p := range d.Params {
+		v := make([]float32, p.Size())
+		if p.Rows == 1 {
+			for i := range v {
+				v[i] = 1
+			}
+		} else {
+			a := math.Sqrt(6 / float64(p.Rows+p.Cols))
+			for i := range v {
+				v[i] = float32((2*rng.Float64() - 1) * a)
+			}
+		}
+		d.Dev.Upload(p.W, v)
+	}
+}
+
+// Load copies a checkpoint's weights to the device. The checkpoint must
+// have this draft's shape.
+func (d *Draft) Load(ck *draft.Checkpoint) error {
+	if ck.Config != d.C {
+		return fmt.Errorf("draft checkpoint has shape %+v, the draft %+v", ck.Config, d.C)
+	}
+	for _, p := range d.Params {
+		v, ok := ck.Tensors[p.Name]
+		if !ok || len(v) != p.Size() {
+			return fmt.Errorf("draft checkpoint: tensor %s missing or of the wrong size", p.Name)
+		}
+		d.Dev.Upload(p.W, v)
+	}
+	return nil
+}
+
+// Checkpoint copies the weights to the host as a checkpoint for the target
+// with this fingerprint and name.
+func (d *Draft) Checkpoint(fingerprint, targetName string) *draft.Checkpoint {
+	ck := &draft.Checkpoint{Config: d.C, Fingerprint: fingerprint, TargetName: targetName,
+		Tensors: map[string][]float32{}, Meta: map[string]string{}}
+	for _, p := range d.Params {
+		v := make([]float32, p.Size())
+		d.Dev.Download(v, p.W)
+		ck.Tensors[p.Name] = v
+	}
+	return ck
+}
+
+// EnableGrad allocates a gradient buffer for every parameter.
+func (d *Draft) EnableGrad() {
+	for _, p := range d.Params {
+		if p.G == nil {
+			p.G = d.Dev.Alloc(p.Size())
+		}
+	}
+}
+
+// ZeroGrad clears the gradients.
+func (d *Draft) ZeroGrad() {
+	for _, p := range d.Params {
+		d.Dev.Zero(p.G)
+	}
+}
+
+// Free releases the parameters.
+func (d *Draft) Free() {
+	for _, p := range d.Params {
+		d.Dev.Free(p.W)
+		if p.G != nil {
+			d.Dev.Free(p.G)
+		}
+	}
+}
+
+// acts are the activations of one pass over n rows, kept for backward.
+type acts struct {
+	n                                   int
+	f, e, en, h1, a2, h2, cat, zpre, x0 Buffer // DGF; x0 [n×H] feeds block 0
+	blk                                 []blockActs
+}
+
+// blockActs are one block's activations. k and v are where this pass's
+// keys and values go: its own buffers in training, a KV cache when
+// drafting. probs holds the attention weights.
+type blockActs struct {
+	xn, q, k, v, att, probs, ao, mid, xn2, g, u, hh, dn, out Buffer
+}
+
+// Out is the predicted feature f̂ of every row (the last block's output).
+func (a *acts) Out() Buffer { return a.blk[len(a.blk)-1].out }
+
+// fields lists the buffers of a with their widths per row (probs: per
+// block, given separately). withKV includes k and v.
+func (a *acts) fields(c draft.Config, withKV bool) (bufs []*Buffer, widths []int) {
+	H, F, Q, KV := c.Hidden, c.FFN, c.QDim(), c.KVDim()
+	add := func(b *Buffer, w int) { bufs, widths = append(bufs, b), append(widths, w) }
+	add(&a.f, H)
+	add(&a.e, H)
+	add(&a.en, H)
+	add(&a.h1, H)
+	add(&a.a2, H)
+	add(&a.h2, H)
+	add(&a.cat, 2*H)
+	add(&a.zpre, H)
+	add(&a.x0, H)
+	for b := range a.blk {
+		ba := &a.blk[b]
+		if b > 0 {
+			add(&ba.xn, H)
+		}
+		add(&ba.q, Q)
+		if withKV {
+			add(&ba.k, KV)
+			add(&ba.v, KV)
+		}
+		for _, f := range []struct {
+			b *Buffer
+			w int
+		}{{&ba.att, Q}, {&ba.ao, H}, {&ba.mid, H}, {&ba.xn2, H}, {&ba.g, F}, {&ba.u, F}, {&ba.hh, F}, {&ba.dn, H}, {&ba.out, H}} {
+			add(f.b, f.w)
+		}
+	}
+	return bufs, widths
+}
+
+// allocActs allocates activations for up to rows rows and probs attention
+// weights per block.
+func (d *Draft) allocActs(rows, probs int, withKV bool) *acts {
+	a := &acts{n: rows, blk: make([]blockActs, d.C.Blocks)}
+	bufs, widths := a.fields(d.C, withKV)
+	for i, b := range bufs {
+		*b = d.Dev.Alloc(rows * widths[i])
+	}
+	for b := range a.blk {
+		a.blk[b].probs = d.Dev.Alloc(max(probs, 1))
+		if b == 0 {
+			a.blk[b].xn = a.x0
+		}
+	}
+	return a
+}
+
+// view is a's first n rows and probs attention weights.
+func (a *acts) view(dev Device, c draft.Config, n, probs int, withKV bool) *acts {
+	v := &acts{n: n, blk: make([]blockActs, len(a.blk))}
+	src, widths := a.fields(c, withKV)
+	dst, _ := v.fields(c, withKV)
+	for i := range src {
+		*dst[i] = dev.View(*src[i], 0, n*widths[i])
+	}
+	for b := range v.blk {
+		v.blk[b].probs = dev.View(a.blk[b].probs, 0, probs)
+		if b == 0 {
+			v.blk[b].xn = v.x0
+		}
+	}
+	return v
+}
+
+func (a *acts) free(dev Device, c draft.Config, withKV bool) {
+	bufs, _ := a.fields(c, withKV)
+	for _, b := range bufs {
+		dev.Free(*b)
+	}
+	for _, ba := range a.blk {
+		dev.Free(ba.probs)
+	}
+}
+
+// attender runs a pass's attention: where the keys are and what each row
+// sees differ between training (windows side by side, causal) and drafting
+// (a KV cache and a tree).
+type attender interface {
+	forward(d *Draft, b int, ba *blockActs)
+	backward(d *Draft, b int, ba *blockActs, dq, dk, dv, datt Buffer)
+}
+
+// forward runs the DGF and the blocks over a.n rows: a.f holds the input
+// features; tokens are the inputs' next tokens (x_{t+1}) and pos the RoPE
+// positions. The predicted features end in a.Out().
+func (d *Draft) forward(a *acts, tokens, pos []int, at attender) {
+	dev, c, n := d.Dev, d.C, a.n
+	H, Q, KV, F := c.Hidden, c.QDim(), c.KVDim(), c.FFN
+	dev.Embed(a.e, d.Embd, tokens)
+	dev.RMSNorm(a.en, a.e, d.embNorm.W, n, H, c.RMSEps)
+	dev.MatMul(a.h1, a.f, d.w1.W, n, H, H)
+	dev.MatMul(a.a2, a.en, d.w2.W, n, H, H)
+	dev.SiLU(a.h2, a.a2)
+	dev.Concat(a.cat, a.h1, a.h2, n, H, H)
+	dev.MatMul(a.zpre, a.cat, d.wz.W, n, 2*H, H)
+	dev.Gate(a.x0, a.zpre, a.h1, a.h2)
+	x := a.x0
+	for b := range d.blocks {
+		w, ba := &d.blocks[b], &a.blk[b]
+		if w.attnNorm != nil {
+			dev.RMSNorm(ba.xn, x, w.attnNorm.W, n, H, c.RMSEps)
+		}
+		dev.MatMul(ba.q, ba.xn, w.q.W, n, H, Q)
+		dev.MatMul(ba.k, ba.xn, w.k.W, n, H, KV)
+		dev.MatMul(ba.v, ba.xn, w.v.W, n, H, KV)
+		dev.RoPE(ba.q, pos, c.Heads, c.HeadDim, c.RopeTheta)
+		dev.RoPE(ba.k, pos, c.KVHeads, c.HeadDim, c.RopeTheta)
+		at.forward(d, b, ba)
+		dev.MatMul(ba.ao, ba.att, w.o.W, n, Q, H)
+		dev.Add(ba.mid, x, ba.ao)
+		dev.RMSNorm(ba.xn2, ba.mid, w.ffnNorm.W, n, H, c.RMSEps)
+		dev.MatMul(ba.g, ba.xn2, w.gate.W, n, H, F)
+		dev.MatMul(ba.u, ba.xn2, w.up.W, n, H, F)
+		dev.SwiGLU(ba.hh, ba.g, ba.u)
+		dev.MatMul(ba.dn, ba.hh, w.down.W, n, F, H)
+		dev.Add(ba.out, ba.mid, ba.dn)
+		x = ba.out
+	}
+}
+
+// grads is backward's scratch for one pass of up to rows rows.
+type grads struct {
+	dout, dmid, dxn2, dg, du, dhh, datt, dq, dk, dv, dxn, dxin Buffer
+	dzpre, dh1, dh2, dcat, da2, den                            Buffer
+}
+
+func (g *grads) fields(c draft.Config) (bufs []*Buffer, widths []int) {
+	H, F, Q, KV := c.Hidden, c.FFN, c.QDim(), c.KVDim()
+	for _, f := range []struct {
+		b *Buffer
+		w int
+	}{{&g.dout, H}, {&g.dmid, H}, {&g.dxn2, H}, {&g.dg, F}, {&g.du, F}, {&g.dhh, F}, {&g.datt, Q},
+		{&g.dq, Q}, {&g.dk, KV}, {&g.dv, KV}, {&g.dxn, H}, {&g.dxin, H},
+		{&g.dzpre, H}, {&g.dh1, H}, {&g.dh2, H}, {&g.dcat, 2 * H}, {&g.da2, H}, {&g.den, H}} {
+		bufs, widths = append(bufs, f.b), append(widths, f.w)
+	}
+	return bufs, widths
+}
+
+func (d *Draft) allocGrads(rows int) *grads {
+	g := &grads{}
+	bufs, widths := g.fields(d.C)
+	for i, b := range bufs {
+		*b = d.Dev.Alloc(rows * widths[i])
+	}
+	return g
+}
+
+func (g *grads) view(dev Device, c draft.Config, n int) *grads {
+	v := &grads{}
+	src, widths := g.fields(c)
+	dst, _ := v.fields(c)
+	for i := range src {
+		*dst[i] = dev.View(*src[i], 0, n*widths[i])
+	}
+	return v
+}
+
+func (g *grads) free(dev Device, c draft.Config) {
+	bufs, _ := g.fields(c)
+	for _, b := range bufs {
+		dev.Free(*b)
+	}
+}

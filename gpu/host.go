@@ -1,0 +1,191 @@
+package gpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"dovetail/cpu/kernels"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// host is the Device that runs on the CPU. Its values are T: float32 for
+// real use, float64 for the gradient checks, whose finite differences need
+// the precision. Matrix products of float32 go to the cpu/kernels matmul
+// (SIMD C when built); everything else is plain Go.
+type host[T float32 | float64] struct {
+	workers int
+	k       *kernels.Set
+	pool    sync.Pool // *[]T scratch
+}
+
+// NewHost returns the host device, using up to threads goroutines per
+// operation (≤ 0: one per CPU).
+func NewHost(threads int) Device { return newHost[float32](threads) }
+
+func newHost[T float32 | float64](threads int) *host[T] {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	k, err := kernels.Best()
+	if err != nil {
+		k, _ = kernels.ByName("go")
+	}
+	return &host[T]{workers: threads, k: k}
+}
+
+func (h *host[T]) Name() string {
+	var z T
+	if _, ok := any(z).(float64); ok {
+		return "host (float64)"
+	}
+	return fmt.Sprintf("host (%d threads, %s kernels)", h.workers, h.k.Name)
+}
+
+type hostBuf[T float32 | float64] struct{ d []T }
+
+func (b *hostBuf[T]) Len() int { return len(b.d) }
+
+// s is b's values; a buffer of another device is a bug in the caller.
+func (h *host[T]) s(b Buffer) []T {
+	if b == nil {
+		return nil
+	}
+	hb, ok := b.(*hostBuf[T])
+	if !ok {
+		panic(fmt.Sprintf("gpu: %T is not a buffer of this host device", b))
+	}
+	return hb.d
+}
+
+func (h *host[T]) Alloc(n int) Buffer { return &hostBuf[T]{d: make([]T, n)} }
+
+func (h *host[T]) Free(b Buffer) {
+	if hb, ok := b.(*hostBuf[T]); ok {
+		hb.d = nil
+	}
+}
+
+func (h *host[T]) View(b Buffer, off, n int) Buffer {
+	d := h.s(b)
+	if off < 0 || n < 0 || off+n > len(d) {
+		panic(fmt.Sprintf("gpu: view [%d, %d) of a buffer of %d values", off, off+n, len(d)))
+	}
+	return &hostBuf[T]{d: d[off : off+n : off+n]}
+}
+
+func (h *host[T]) Upload(dst Buffer, src []float32) {
+	d := h.s(dst)
+	if len(src) > len(d) {
+		panic(fmt.Sprintf("gpu: upload of %d values into a buffer of %d", len(src), len(d)))
+	}
+	for i, v := range src {
+		d[i] = T(v)
+	}
+}
+
+func (h *host[T]) Download(dst []float32, src Buffer) {
+	s := h.s(src)
+	if len(dst) > len(s) {
+		panic(fmt.Sprintf("gpu: download of %d values from a buffer of %d", len(dst), len(s)))
+	}
+	for i := range dst {
+		dst[i] = float32(s[i])
+	}
+}
+
+func (h *host[T]) Zero(b Buffer) { clear(h.s(b)) }
+
+func (h *host[T]) Copy(dst, src Buffer) {
+	d, s := h.s(dst), h.s(src)
+	if len(d) != len(s) {
+		panic(fmt.Sprintf("gpu: copy of %d values into %d", len(s), len(d)))
+	}
+	copy(d, s)
+}
+
+// scratch returns n values of temporary memory; give it back with put.
+func (h *host[T]) scratch(n int) []T {
+	if p, ok := h.pool.Get().(*[]T); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]T, n)
+}
+
+func (h *host[T]) put(s []T) { h.pool.Put(&s) }
+
+// par runs fn over [0, n) in contiguous chunks on up to h.workers
+// goroutines, or inline when the work (n × cost per item) is too small to
+// be worth a goroutine. chunk numbers the pieces for per-chunk scratch.
+func (h *host[T]) par(n, cost int, fn func(chunk, lo, hi int)) {
+	chunks := min(h.workers, n, max(1, n*cost/(1<<15)))
+	if chunks <= 1 {
+		if n > 0 {
+			fn(0, 0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(chunks - 1)
+	for c := 1; c < chunks; c++ {
+		go func() {
+			defer wg.Done()
+			fn(c, c*n/chunks, (c+1)*n/chunks)
+		}()
+	}
+	fn(0, 0, n/chunks)
+	wg.Wait()
+}
+
+// hostMat is a frozen matrix: the tensor's bytes (memory-mapped from the
+// model file, not copied) and, for F32 tensors, the same bytes as floats.
+type hostMat struct {
+	t                    quant.Type
+	rows, cols, rowBytes int
+	data                 []byte
+}
+
+func (m *hostMat) Rows() int { return m.rows }
+func (m *hostMat) Cols() int { return m.cols }
+
+func (h *host[T]) UploadMatrix(t *models.Tensor) (Matrix, error) {
+	if !quant.CanDequantize(t.Type) {
+		return nil, fmt.Errorf("tensor %s: type %v cannot be dequantized", t.Name, t.Type)
+	}
+	if rb, err := t.Type.RowSize(t.Cols); err != nil || rb != t.RowBytes || len(t.Data) < t.Rows*t.RowBytes {
+		return nil, fmt.Errorf("tensor %s: %d bytes for %d rows of %d %v values", t.Name, len(t.Data), t.Rows, t.Cols, t.Type)
+	}
+	return &hostMat{t: t.Type, rows: t.Rows, cols: t.Cols, rowBytes: t.RowBytes, data: t.Data}, nil
+}
+
+func (h *host[T]) mat(m Matrix) *hostMat {
+	hm, ok := m.(*hostMat)
+	if !ok {
+		panic(fmt.Sprintf("gpu: %T is not a matrix of this host device", m))
+	}
+	return hm
+}
+
+// dequant writes rows [lo, hi) of m into dst as T.
+func (h *host[T]) dequant(dst []T, m *hostMat, lo, hi int, tmp []float32) {
+	for r := lo; r < hi; r++ {
+		row := dst[(r-lo)*m.cols : (r-lo+1)*m.cols]
+		if f, ok := any(row).([]float32); ok {
+			quant.DequantizeRow(m.t, f, m.data[r*m.rowBytes:(r+1)*m.rowBytes])
+			continue
+		}
+		quant.DequantizeRow(m.t, tmp, m.data[r*m.rowBytes:(r+1)*m.rowBytes])
+		for i, v := range tmp {
+			row[i] = T(v)
+		}
+	}
+}
+
+func need[T float32 | float64](op string, want int, bufs ...[]T) {
+	for i, b := range bufs {
+		if b != nil && len(b) < want {
+			panic(fmt.Sprintf("gpu: %s: argument %d holds %d values, need %d", op, i, len(b), want))
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package gpu
+
+import (
+	"fmt"
+
+	"dovetail/cpu/kernels"
+	"dovetail/quant"
+)
+
+// ntRange computes rows [lo, hi) of b against every row of a:
+// out[j*ldo + r] = Σ_c a[j*lda + c] · b[r*ldb + c] for j < n, c < k.
+// float32 goes to the kernels' F32 matmul, which reads b once for all n
+// rows of a; float64 (gradient checks) is a plain loop.
+func (h *host[T]) ntRange(out []T, ldo int, a []T, lda int, b []T, ldb int, n, k, lo, hi int) {
+	if n == 0 || hi <= lo || k == 0 {
+		return
+	}
+	if o32, ok := any(out).([]float32); ok {
+		a32, b32 := any(a).([]float32), any(b).([]float32)
+		// The kernel checks lengths against its own view of the layout: trim
+		// so that the last row ends where the data does.
+		h.k.MatMul(quant.F32, o32, ldo, kernels.Bytes(b32[:(hi-1)*ldb+k]), 4*ldb, lo, hi,
+			kernels.Bytes(a32[:(n-1)*lda+k]), 4*lda, n, k)
+		return
+	}
+	for j := range n {
+		aj := a[j*lda : j*lda+k]
+		oj := out[j*ldo:]
+		for r := lo; r < hi; r++ {
+			br := b[r*ldb : r*ldb+k]
+			var s T
+			for c, v := range aj {
+				s += v * br[c]
+			}
+			oj[r] = s
+		}
+	}
+}
+
+// nt is ntRange over all m rows of b, split across workers by rows of b.
+func (h *host[T]) nt(out []T, ldo int, a []T, lda int, b []T, ldb int, n, k, m int) {
+	h.par(m, n*k, func(_, lo, hi int) { h.ntRange(out, ldo, a, lda, b, ldb, n, k, lo, hi) })
+}
+
+// transpose: dst[c×r] = src[r×c]ᵀ.
+func transpose[T float32 | float64](dst, src []T, r, c int) {
+	for i := range r {
+		row := src[i*c : (i+1)*c]
+		for j, v := range row {
+			dst[j*r+i] = v
+		}
+	}
+}
+
+func addTo[T float32 | float64](dst, src []T) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+func (h *host[T]) MatMul(out, x, w Buffer, n, in, o int) {
+	os, xs, ws := h.s(out), h.s(x), h.s(w)
+	need("MatMul", n*o, os)
+	need("MatMul", n*in, xs)
+	need("MatMul", o*in, ws)
+	h.nt(os, o, xs, in, ws, in, n, in, o)
+}
+
+// MatMulBackward turns both products into the kernel's "a·bᵀ" form with
+// transposed copies: dx = dout · (wᵀ)ᵀ and dw = doutᵀ · (xᵀ)ᵀ.
+func (h *host[T]) MatMulBackward(dx, dw, dout, x, w Buffer, n, in, o int) {
+	ds, xs, ws := h.s(dout), h.s(x), h.s(w)
+	need("MatMulBackward", n*o, ds)
+	if dx != nil {
+		dxs := h.s(dx)
+		need("MatMulBackward", n*in, dxs)
+		need("MatMulBackward", o*in, ws)
+		wt := h.scratch(in * o)
+		transpose(wt, ws[:o*in], o, in)
+		tmp := h.scratch(n * in)
+		h.nt(tmp, in, ds, o, wt, o, n, o, in)
+		addTo(dxs[:n*in], tmp)
+		h.put(wt)
+		h.put(tmp)
+	}
+	if dw != nil {
+		dws := h.s(dw)
+		need("MatMulBackward", o*in, dws)
+		need("MatMulBackward", n*in, xs)
+		dt, xt := h.scratch(o*n), h.scratch(in*n)
+		transpose(dt, ds[:n*o], n, o)
+		transpose(xt, xs[:n*in], n, in)
+		tmp := h.scratch(o * in)
+		h.nt(tmp, in, dt, n, xt, n, o, n, in)
+		addTo(dws[:o*in], tmp)
+		h.put(dt)
+		h.put(xt)
+		h.put(tmp)
+	}
+}
+
+// frozenChunk is how many rows of a frozen matrix are dequantized at a
+// time: small enough for a worker's cache, large enough to amortize the
+// kernel call. The whole matrix is never held as floats.
+const frozenChunk = 64
+
+func (h *host[T]) MatMulFrozen(out, x Buffer, w Matrix, n int) {
+	m := h.mat(w)
+	os, xs := h.s(out), h.s(x)
+	need("MatMulFrozen", n*m.rows, os)
+	need("MatMulFrozen", n*m.cols, xs)
+	chunks := (m.rows + frozenChunk - 1) / frozenChunk
+	h.par(chunks, n*m.cols*frozenChunk, func(_, clo, chi int) {
+		buf := h.scratch(frozenChunk * m.cols)
+		tmp := make([]float32, m.cols)
+		for ch := clo; ch < chi; ch++ {
+			lo, hi := ch*frozenChunk, min((ch+1)*frozenChunk, m.rows)
+			h.dequant(buf, m, lo, hi, tmp)
+			h.ntRange(os[lo:], m.rows, xs, m.cols, buf, m.cols, n, m.cols, 0, hi-lo)
+		}
+		h.put(buf)
+	})
+}
+
+// MatMulFrozenBackward accumulates per worker, then sums: each worker owns
+// a range of the matrix's rows, and every row contributes to all of dx.
+func (h *host[T]) MatMulFrozenBackward(dx, dout Buffer, w Matrix, n int) {
+	m := h.mat(w)
+	dxs, ds := h.s(dx), h.s(dout)
+	need("MatMulFrozenBackward", n*m.cols, dxs)
+	need("MatMulFrozenBackward", n*m.rows, ds)
+	chunks := (m.rows + frozenChunk - 1) / frozenChunk
+	parts := make([][]T, h.workers)
+	h.par(chunks, n*m.cols*frozenChunk, func(wk, clo, chi int) {
+		buf, bt := h.scratch(frozenChunk*m.cols), h.scratch(frozenChunk*m.cols)
+		tmp := make([]float32, m.cols)
+		acc := make([]T, n*m.cols)
+		out := h.scratch(n * m.cols)
+		for ch := clo; ch < chi; ch++ {
+			lo, hi := ch*frozenChunk, min((ch+1)*frozenChunk, m.rows)
+			h.dequant(buf, m, lo, hi, tmp)
+			transpose(bt, buf[:(hi-lo)*m.cols], hi-lo, m.cols)
+			// out[j, c] = Σ_{r<hi-lo} dout[j, lo+r] · Wᵀ[c, r]
+			h.ntRange(out, m.cols, ds[lo:], m.rows, bt, hi-lo, n, hi-lo, 0, m.cols)
+			addTo(acc, out)
+		}
+		parts[wk] = acc
+		h.put(buf)
+		h.put(bt)
+		h.put(out)
+	})
+	for _, p := range parts {
+		if p != nil {
+			addTo(dxs[:n*m.cols], p)
+		}
+	}
+}
+
+func (h *host[T]) Embed(out Buffer, table Matrix, tokens []int) {
+	m := h.mat(table)
+	os := h.s(out)
+	need("Embed", len(tokens)*m.cols, os)
+	tmp := make([]float32, m.cols)
+	for i, tok := range tokens {
+		if tok < 0 || tok >= m.rows {
+			panic(fmt.Sprintf("gpu: Embed: token %d outside [0, %d)", tok, m.rows))
+		}
+		h.dequant(os[i*m.cols:], m, tok, tok+1, tmp)
+	}
+}

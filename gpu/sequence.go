@@ -1,0 +1,218 @@
+package gpu
+
+import (
+	"fmt"
+)
+
+// seqRows is the most rows one drafting pass runs; longer inputs run in
+// several passes.
+const seqRows = 64
+
+// Sequence is one sequence of a draft while it drafts: the KV cache of its
+// committed positions, and a tree of pending nodes after them. It
+// implements engine.FeatureModel (without importing engine): position i
+// reads the pair (f_i, x_{i+1}) and predicts f̂_{i+1}.
+type Sequence struct {
+	d       *Draft
+	ctx     int
+	kc, vc  []Buffer // per block: ctx × KVDim
+	len     int      // committed positions
+	pending []seqNode
+
+	a      *acts // seqRows rows; k and v point into the cache per pass
+	logits Buffer
+
+	outLogits, outPred [][]float32
+}
+
+type seqNode struct{ parent, depth int }
+
+// NewSequence allocates a sequence of up to ctx positions (≤ 0 or more
+// than the draft's context: the draft's).
+func (d *Draft) NewSequence(ctx int) *Sequence {
+	if ctx <= 0 || ctx > d.C.Context {
+		ctx = d.C.Context
+	}
+	s := &Sequence{d: d, ctx: ctx}
+	for range d.C.Blocks {
+		s.kc = append(s.kc, d.Dev.Alloc(ctx*d.C.KVDim()))
+		s.vc = append(s.vc, d.Dev.Alloc(ctx*d.C.KVDim()))
+	}
+	s.a = d.allocActs(seqRows, seqRows*d.C.Heads*ctx, false)
+	s.logits = d.Dev.Alloc(seqRows * d.C.Vocab)
+	return s
+}
+
+// Free releases the sequence's device memory.
+func (s *Sequence) Free() {
+	dev := s.d.Dev
+	for b := range s.kc {
+		dev.Free(s.kc[b])
+		dev.Free(s.vc[b])
+	}
+	s.a.free(dev, s.d.C, false)
+	dev.Free(s.logits)
+}
+
+// Len is the number of committed positions.
+func (s *Sequence) Len() int { return s.len }
+
+// Context is the most positions the sequence holds.
+func (s *Sequence) Context() int { return s.ctx }
+
+// Vocab is the size of the logits.
+func (s *Sequence) Vocab() int { return s.d.C.Vocab }
+
+// Truncate forgets positions from n on, and any pending nodes.
+func (s *Sequence) Truncate(n int) error {
+	if n < 0 || n > s.len {
+		return fmt.Errorf("draft: truncate to %d: the sequence holds %d positions", n, s.len)
+	}
+	s.len, s.pending = n, s.pending[:0]
+	return nil
+}
+
+func (s *Sequence) check(features [][]float32, tokens []int) error {
+	if len(features) != len(tokens) {
+		return fmt.Errorf("draft: %d features for %d tokens", len(features), len(tokens))
+	}
+	for i, f := range features {
+		if len(f) != s.d.C.Hidden {
+			return fmt.Errorf("draft: feature %d has %d values, want %d", i, len(f), s.d.C.Hidden)
+		}
+		if tokens[i] < 0 || tokens[i] >= s.d.C.Vocab {
+			return fmt.Errorf("draft: token %d outside the vocabulary [0, %d)", tokens[i], s.d.C.Vocab)
+		}
+	}
+	return nil
+}
+
+// cacheAttn is drafting attention: committed keys in the cache, then the
+// pending nodes, each seeing its ancestors.
+type cacheAttn struct {
+	s *Sequence
+	a Attn
+}
+
+func (c *cacheAttn) forward(d *Draft, b int, ba *blockActs) {
+	keys := c.a.Keys() * d.C.KVDim()
+	d.Dev.Attention(ba.att, ba.probs, ba.q, d.Dev.View(c.s.kc[b], 0, keys), d.Dev.View(c.s.vc[b], 0, keys), c.a)
+}
+
+func (c *cacheAttn) backward(*Draft, int, *blockActs, Buffer, Buffer, Buffer, Buffer) {
+	panic("gpu: no backward pass through a drafting sequence")
+}
+
+// pass runs n rows whose keys go to cache slots [slot, slot+n).
+func (s *Sequence) pass(features [][]float32, tokens, pos []int, slot int, at Attn) *acts {
+	d, dev, c := s.d, s.d.Dev, s.d.C
+	n := len(tokens)
+	a := s.a.view(dev, c, n, n*c.Heads*at.Keys(), false)
+	KV := c.KVDim()
+	for b := range a.blk {
+		a.blk[b].k = dev.View(s.kc[b], slot*KV, n*KV)
+		a.blk[b].v = dev.View(s.vc[b], slot*KV, n*KV)
+	}
+	flat := make([]float32, 0, n*c.Hidden)
+	for _, f := range features {
+		flat = append(flat, f...)
+	}
+	dev.Upload(a.f, flat)
+	at.Heads, at.KVHeads, at.HeadDim = c.Heads, c.KVHeads, c.HeadDim
+	d.forward(a, tokens, pos, &cacheAttn{s: s, a: at})
+	return a
+}
+
+// Forward commits positions: pair i is (features[i], tokens[i]) = (f_t,
+// x_{t+1}) for t = Len()+i. Pending nodes are dropped. It returns the
+// logits and predicted feature of the last pair, valid until the next call.
+func (s *Sequence) Forward(features [][]float32, tokens []int) (logits, predicted []float32, err error) {
+	if err := s.check(features, tokens); err != nil {
+		return nil, nil, err
+	}
+	if len(tokens) == 0 {
+		return nil, nil, fmt.Errorf("draft: forward of no positions")
+	}
+	if s.len+len(tokens) > s.ctx {
+		return nil, nil, fmt.Errorf("draft: context full: %d + %d positions > %d", s.len, len(tokens), s.ctx)
+	}
+	s.pending = s.pending[:0]
+	var a *acts
+	for lo := 0; lo < len(tokens); lo += seqRows {
+		hi := min(lo+seqRows, len(tokens))
+		pos := make([]int, hi-lo)
+		for i := range pos {
+			pos[i] = s.len + i
+		}
+		a = s.pass(features[lo:hi], tokens[lo:hi], pos, s.len, Attn{Past: s.len, Pend: hi - lo, Rows: hi - lo})
+		s.len += hi - lo
+	}
+	s.outputs(a, a.n-1, 1, 0)
+	return s.outLogits[0], s.outPred[0], nil
+}
+
+// outputs downloads the predicted features and logits of rows [from,
+// from+n) of a's pass into outputs [to, to+n).
+func (s *Sequence) outputs(a *acts, from, n, to int) {
+	dev, c := s.d.Dev, s.d.C
+	H, V := c.Hidden, c.Vocab
+	for len(s.outLogits) < to+n {
+		s.outLogits = append(s.outLogits, make([]float32, V))
+		s.outPred = append(s.outPred, make([]float32, H))
+	}
+	out := dev.View(a.Out(), from*H, n*H)
+	lg := dev.View(s.logits, 0, n*V)
+	dev.MatMulFrozen(lg, out, s.d.Head, n)
+	for i := range n {
+		dev.Download(s.outPred[to+i], dev.View(out, i*H, H))
+		dev.Download(s.outLogits[to+i], dev.View(lg, i*V, V))
+	}
+}
+
+// Extend runs tree nodes after the committed positions and the pending
+// nodes: node i pairs features[i] (its parent's predicted feature) with
+// tokens[i]. parents[i] indexes the pending nodes (earlier calls' first,
+// then this call's) or is −1 for a child of the committed positions. A
+// node sees the committed positions and its ancestors; its position is
+// Len() + depth. It returns each node's logits and predicted feature,
+// valid until the next call.
+func (s *Sequence) Extend(features [][]float32, tokens, parents []int) (logits, predicted [][]float32, err error) {
+	if err := s.check(features, tokens); err != nil {
+		return nil, nil, err
+	}
+	if len(parents) != len(tokens) {
+		return nil, nil, fmt.Errorf("draft: extend: %d tokens but %d parents", len(tokens), len(parents))
+	}
+	base := len(s.pending)
+	for i, p := range parents {
+		if p < -1 || p >= base+i {
+			return nil, nil, fmt.Errorf("draft: extend: node %d has parent %d, want -1 or an earlier node", base+i, p)
+		}
+	}
+	if s.len+base+len(tokens) > s.ctx {
+		return nil, nil, fmt.Errorf("draft: context full: %d positions + %d tree nodes > %d", s.len, base+len(tokens), s.ctx)
+	}
+	for lo := 0; lo < len(tokens); lo += seqRows {
+		hi := min(lo+seqRows, len(tokens))
+		n, first := hi-lo, len(s.pending)
+		pos := make([]int, n)
+		for i, p := range parents[lo:hi] {
+			depth := 0
+			if p >= 0 {
+				depth = s.pending[p].depth + 1
+			}
+			s.pending = append(s.pending, seqNode{parent: p, depth: depth})
+			pos[i] = s.len + depth
+		}
+		m := len(s.pending)
+		mask := make([]uint8, n*m)
+		for j := range n {
+			for x := first + j; x >= 0; x = s.pending[x].parent {
+				mask[j*m+x] = 1
+			}
+		}
+		a := s.pass(features[lo:hi], tokens[lo:hi], pos, s.len+first, Attn{Past: s.len, Pend: m, Rows: n, Mask: mask})
+		s.outputs(a, 0, n, lo)
+	}
+	return s.outLogits[:len(tokens)], s.outPred[:len(tokens)], nil
+}

@@ -1,0 +1,395 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Window is a stretch of text with the target's features: Tokens x_0..x_T
+// and Features f_0..f_T (the target's final hidden states, after its final
+// norm). Draft position t reads (f_t, x_{t+1}) and learns to predict
+// f_{t+1}, whose LM-head logits give x_{t+2}.
+type Window struct {
+	Tokens   []int
+	Features [][]float32
+}
+
+// positions is the number of training positions: T.
+func (w Window) positions() int { return len(w.Tokens) - 1 }
+
+// TrainConfig is the training recipe: EAGLE's loss
+// FeatureWeight·SmoothL1(f̂, f) + ProbWeight·softCE(lm_head(f), lm_head(f̂))
+// per position, AdamW with warm-up and cosine decay, gradient clipping, and
+// optionally training-time test: Unroll > 1 runs the draft Unroll times,
+// step i reading the features step i−1 predicted (as the draft does when
+// it grows a tree), with loss weight Decay^i.
+type TrainConfig struct {
+	LR, Beta1, Beta2, Eps, WeightDecay, Clip float32
+	Warmup, TotalSteps                       int // learning-rate schedule; TotalSteps 0: constant after warm-up
+	FeatureWeight, ProbWeight                float32
+	Noise                                    float32 // uniform noise ±Noise on input features
+	Unroll                                   int     // ≥ 1
+	Decay                                    float32 // loss weight ratio between unroll steps
+	Seed                                     uint64
+}
+
+// DefaultTrainConfig is the Dovetail/EAGLE recipe with a learning rate for
+// small drafts.
+func DefaultTrainConfig() TrainConfig {
+	return TrainConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, Clip: 0.5,
+		Warmup: 50, FeatureWeight: 1, ProbWeight: 0.1, Unroll: 1, Decay: 0.8, Seed: 1}
+}
+
+// Metrics summarize a batch. Top1 is, for each unroll step i, the share of
+// positions where the draft's most likely token is the target's (step 0:
+// from the target's own features; step i: after i of the draft's own).
+type Metrics struct {
+	Loss      float64 // weighted total, as optimized
+	FeatLoss  float64 // step 0's SmoothL1
+	ProbLoss  float64 // step 0's soft cross-entropy
+	Top1      []float64
+	Positions int // step 0's
+	GradNorm  float64
+}
+
+// Trainer trains a draft on batches of windows.
+type Trainer struct {
+	d   *Draft
+	cfg TrainConfig
+	Opt *Optimizer
+	rng *rand.Rand
+
+	capRows, maxLen int
+	steps           []*acts // per unroll step
+	g               *grads
+	df              [2]Buffer // gradient of a step's input features, alternating
+
+	// Keys and values of every unroll step, each window's steps side by
+	// side, so that step i's attention reads one contiguous range.
+	kcat, vcat, dkcat, dvcat []Buffer
+
+	tf, logits, tlogits, dlogits, lossV, lossP, agree Buffer
+}
+
+// NewTrainer prepares training of d on batches of at most maxRows
+// positions in windows of at most maxLen positions.
+func NewTrainer(d *Draft, cfg TrainConfig, maxRows, maxLen int) (*Trainer, error) {
+	if cfg.Unroll < 1 || cfg.Unroll > 16 {
+		return nil, fmt.Errorf("training-time test unroll %d out of range [1, 16]", cfg.Unroll)
+	}
+	if maxRows < 1 || maxLen < 1 || maxLen > maxRows {
+		return nil, fmt.Errorf("trainer: %d rows per batch, windows of %d", maxRows, maxLen)
+	}
+	dev, c := d.Dev, d.C
+	d.EnableGrad()
+	t := &Trainer{d: d, cfg: cfg, Opt: NewOptimizer(d), rng: rand.New(rand.NewPCG(cfg.Seed, 7)), capRows: maxRows, maxLen: maxLen}
+	// Attention weights of step i: rows × heads × (i+1)·window.
+	for i := range cfg.Unroll {
+		t.steps = append(t.steps, d.allocActs(maxRows, maxRows*c.Heads*(i+1)*maxLen, true))
+	}
+	t.g = d.allocGrads(maxRows)
+	H, V, KV := c.Hidden, c.Vocab, c.KVDim()
+	t.df = [2]Buffer{dev.Alloc(maxRows * H), dev.Alloc(maxRows * H)}
+	for range c.Blocks {
+		for _, s := range []*[]Buffer{&t.kcat, &t.vcat, &t.dkcat, &t.dvcat} {
+			*s = append(*s, dev.Alloc(cfg.Unroll*maxRows*KV))
+		}
+	}
+	t.tf = dev.Alloc(maxRows * H)
+	t.logits, t.tlogits, t.dlogits = dev.Alloc(maxRows*V), dev.Alloc(maxRows*V), dev.Alloc(maxRows*V)
+	t.lossV, t.lossP, t.agree = dev.Alloc(maxRows), dev.Alloc(maxRows), dev.Alloc(maxRows)
+	return t, nil
+}
+
+// Free releases the trainer's buffers (not the draft's).
+func (t *Trainer) Free() {
+	dev, c := t.d.Dev, t.d.C
+	for _, a := range t.steps {
+		a.free(dev, c, true)
+	}
+	t.g.free(dev, c)
+	for _, b := range append(append(append(append([]Buffer{t.df[0], t.df[1], t.tf, t.logits, t.tlogits, t.dlogits, t.lossV, t.lossP, t.agree},
+		t.kcat...), t.vcat...), t.dkcat...), t.dvcat...) {
+		dev.Free(b)
+	}
+	t.Opt.Free()
+}
+
+// LearningRate is the schedule at update step (0-based): linear warm-up,
+// then cosine decay to a tenth over TotalSteps.
+func (c TrainConfig) LearningRate(step int) float32 {
+	lr := float64(c.LR)
+	if step < c.Warmup {
+		return float32(lr * float64(step+1) / float64(c.Warmup))
+	}
+	if c.TotalSteps <= c.Warmup {
+		return float32(lr)
+	}
+	p := min(1, float64(step-c.Warmup)/float64(c.TotalSteps-c.Warmup))
+	return float32(lr * (0.1 + 0.9*0.5*(1+math.Cos(math.Pi*p))))
+}
+
+// batch is one batch laid out on the device.
+type batch struct {
+	lens    []int       // positions per window
+	off     []int       // first row of each window
+	catOff  []int       // first row of each window in kcat
+	n       int         // rows
+	masks   [][][]uint8 // [step][window], nil for step 0 (causal)
+	tokens  [][]int     // per step
+	pos     [][]int     // per step
+	probOff [][]int     // [step][window]
+}
+
+// layout checks the windows and prepares the device inputs of step 0.
+func (t *Trainer) layout(ws []Window, noise bool) (*batch, error) {
+	c, K := t.d.C, t.cfg.Unroll
+	b := &batch{masks: make([][][]uint8, K), tokens: make([][]int, K), pos: make([][]int, K), probOff: make([][]int, K)}
+	for i, w := range ws {
+		T := w.positions()
+		if T < 1 || len(w.Features) != T+1 {
+			return nil, fmt.Errorf("window %d: %d tokens and %d features, want T+1 of each with T ≥ 1", i, len(w.Tokens), len(w.Features))
+		}
+		for _, f := range w.Features {
+			if len(f) != c.Hidden {
+				return nil, fmt.Errorf("window %d: a feature of %d values, want %d", i, len(f), c.Hidden)
+			}
+		}
+		for _, tok := range w.Tokens {
+			if tok < 0 || tok >= c.Vocab {
+				return nil, fmt.Errorf("window %d: token %d outside the vocabulary", i, tok)
+			}
+		}
+		b.lens = append(b.lens, T)
+		b.off = append(b.off, b.n)
+		b.catOff = append(b.catOff, K*b.n)
+		b.n += T
+	}
+	if b.n == 0 {
+		return nil, errors.New("empty batch")
+	}
+	if b.n > t.capRows || slices.Max(b.lens) > t.maxLen {
+		return nil, fmt.Errorf("batch of %d positions in windows of up to %d, the trainer holds %d in windows of up to %d",
+			b.n, slices.Max(b.lens), t.capRows, t.maxLen)
+	}
+	H := c.Hidden
+	f, tf := make([]float32, b.n*H), make([]float32, b.n*H)
+	for i, w := range ws {
+		for p := range b.lens[i] {
+			copy(f[(b.off[i]+p)*H:], w.Features[p])
+			copy(tf[(b.off[i]+p)*H:], w.Features[p+1])
+		}
+	}
+	if noise && t.cfg.Noise > 0 {
+		for i := range f {
+			f[i] += t.cfg.Noise * float32(2*t.rng.Float64()-1)
+		}
+	}
+	t.d.Dev.Upload(t.steps[0].f, f)
+	t.d.Dev.Upload(t.tf, tf)
+	for s := range K {
+		po := 0
+		for i, w := range ws {
+			T := b.lens[i]
+			for p := range T {
+				// Rows past the end of the window have no target at this
+				// step; any token will do, their loss is not counted.
+				b.tokens[s] = append(b.tokens[s], w.Tokens[min(p+1+s, T)])
+				b.pos[s] = append(b.pos[s], p+s)
+			}
+			b.probOff[s] = append(b.probOff[s], po)
+			po += T * c.Heads * (s + 1) * T
+			if s > 0 {
+				b.masks[s] = append(b.masks[s], tttMask(T, s))
+			}
+		}
+	}
+	return b, nil
+}
+
+// tttMask is what row t of unroll step s sees among the keys of steps
+// 0..s (T each): step 0's keys up to t (the context, from the target's
+// features) and its own row in steps 1..s (its ancestors in a draft tree,
+// then itself).
+func tttMask(T, s int) []uint8 {
+	pend := (s + 1) * T
+	m := make([]uint8, T*pend)
+	for t := range T {
+		row := m[t*pend : (t+1)*pend]
+		for k := 0; k <= t; k++ {
+			row[k] = 1
+		}
+		for j := 1; j <= s; j++ {
+			row[j*T+t] = 1
+		}
+	}
+	return m
+}
+
+// tttAttn is training attention at one unroll step.
+type tttAttn struct {
+	t    *Trainer
+	b    *batch
+	step int
+}
+
+func (a *tttAttn) shape(w int) Attn {
+	c := a.t.d.C
+	T := a.b.lens[w]
+	at := Attn{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Pend: (a.step + 1) * T, Rows: T}
+	if a.step > 0 {
+		at.Mask = a.b.masks[a.step][w]
+	}
+	return at
+}
+
+func (a *tttAttn) forward(d *Draft, blk int, ba *blockActs) {
+	dev, c := d.Dev, d.C
+	Q, KV := c.QDim(), c.KVDim()
+	for w, T := range a.b.lens {
+		off, cat := a.b.off[w], a.b.catOff[w]
+		dev.Copy(dev.View(a.t.kcat[blk], (cat+a.step*T)*KV, T*KV), dev.View(ba.k, off*KV, T*KV))
+		dev.Copy(dev.View(a.t.vcat[blk], (cat+a.step*T)*KV, T*KV), dev.View(ba.v, off*KV, T*KV))
+		at := a.shape(w)
+		dev.Attention(dev.View(ba.att, off*Q, T*Q), dev.View(ba.probs, a.b.probOff[a.step][w], T*c.Heads*at.Keys()),
+			dev.View(ba.q, off*Q, T*Q), dev.View(a.t.kcat[blk], cat*KV, at.Keys()*KV), dev.View(a.t.vcat[blk], cat*KV, at.Keys()*KV), at)
+	}
+}
+
+// backward adds this step's attention gradients to the keys and values of
+// every step it read, then hands on this step's own: later steps ran
+// their backward first, so they are complete.
+func (a *tttAttn) backward(d *Draft, blk int, ba *blockActs, dq, dk, dv, datt Buffer) {
+	dev, c := d.Dev, d.C
+	Q, KV := c.QDim(), c.KVDim()
+	for w, T := range a.b.lens {
+		off, cat := a.b.off[w], a.b.catOff[w]
+		at := a.shape(w)
+		dev.AttentionBackward(dev.View(dq, off*Q, T*Q),
+			dev.View(a.t.dkcat[blk], cat*KV, at.Keys()*KV), dev.View(a.t.dvcat[blk], cat*KV, at.Keys()*KV),
+			dev.View(datt, off*Q, T*Q), dev.View(ba.probs, a.b.probOff[a.step][w], T*c.Heads*at.Keys()),
+			dev.View(ba.q, off*Q, T*Q), dev.View(a.t.kcat[blk], cat*KV, at.Keys()*KV), dev.View(a.t.vcat[blk], cat*KV, at.Keys()*KV), at)
+		dev.Copy(dev.View(dk, off*KV, T*KV), dev.View(a.t.dkcat[blk], (cat+a.step*T)*KV, T*KV))
+		dev.Copy(dev.View(dv, off*KV, T*KV), dev.View(a.t.dvcat[blk], (cat+a.step*T)*KV, T*KV))
+	}
+}
+
+// run does the forward pass of every unroll step and the loss, and when
+// train is set the backward pass (gradients zeroed first).
+func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
+	d, dev, c := t.d, t.d.Dev, t.d.C
+	H, V := c.Hidden, c.Vocab
+	b, err := t.layout(ws, train)
+	if err != nil {
+		return Metrics{}, nil, err
+	}
+	n := b.n
+	steps := make([]*acts, t.cfg.Unroll)
+	ats := make([]*tttAttn, t.cfg.Unroll)
+	for s := range steps {
+		probs := 0
+		for _, T := range b.lens {
+			probs += T * c.Heads * (s + 1) * T
+		}
+		steps[s] = t.steps[s].view(dev, c, n, probs, true)
+		if s > 0 {
+			dev.Copy(steps[s].f, steps[s-1].Out())
+		}
+		ats[s] = &tttAttn{t: t, b: b, step: s}
+		d.forward(steps[s], b.tokens[s], b.pos[s], ats[s])
+	}
+	g := t.g.view(dev, c, n)
+	m := Metrics{Positions: n}
+	if train {
+		d.ZeroGrad()
+		for blk := range c.Blocks {
+			dev.Zero(t.dkcat[blk])
+			dev.Zero(t.dvcat[blk])
+		}
+	}
+	tf := dev.View(t.tf, 0, n*H)
+	tlogits, logits, dlogits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V), dev.View(t.dlogits, 0, n*V)
+	dev.MatMulFrozen(tlogits, tf, d.Head, n)
+	var dfNext Buffer
+	for s := t.cfg.Unroll - 1; s >= 0; s-- {
+		a := steps[s]
+		valid := 0
+		for _, T := range b.lens {
+			valid += max(0, T-s)
+		}
+		if valid == 0 {
+			m.Top1 = append([]float64{0}, m.Top1...)
+			continue
+		}
+		w := float32(math.Pow(float64(t.cfg.Decay), float64(s)))
+		scaleV := w * t.cfg.FeatureWeight / float32(valid)
+		scaleP := w * t.cfg.ProbWeight / float32(valid)
+		dev.MatMulFrozen(logits, a.Out(), d.Head, n)
+		if train {
+			dev.Zero(dlogits)
+			dev.Zero(g.dout)
+		}
+		var sumV, sumP, hits float64
+		for wi, T := range b.lens {
+			k := T - s
+			if k <= 0 {
+				continue
+			}
+			off := b.off[wi]
+			var dp, dl Buffer
+			if train {
+				dp, dl = dev.View(g.dout, off*H, k*H), dev.View(dlogits, off*V, k*V)
+			}
+			lv, lp, ag := dev.View(t.lossV, off, k), dev.View(t.lossP, off, k), dev.View(t.agree, off, k)
+			dev.SmoothL1(dp, lv, dev.View(a.Out(), off*H, k*H), dev.View(tf, (off+s)*H, k*H), k, H, scaleV)
+			dev.SoftCrossEntropy(dl, lp, ag, dev.View(logits, off*V, k*V), dev.View(tlogits, (off+s)*V, k*V), k, V, scaleP)
+			sumV += dev.Sum(lv)
+			sumP += dev.Sum(lp)
+			hits += dev.Sum(ag)
+		}
+		mv, mp := sumV/float64(valid), sumP/float64(valid)
+		// The scales as rounded for the device, so that Loss is exactly
+		// what the gradients differentiate.
+		m.Loss += float64(scaleV)*sumV + float64(scaleP)*sumP
+		m.Top1 = append([]float64{hits / float64(valid)}, m.Top1...)
+		if s == 0 {
+			m.FeatLoss, m.ProbLoss = mv, mp
+		}
+		if !train {
+			continue
+		}
+		dev.MatMulFrozenBackward(g.dout, dlogits, d.Head, n)
+		if dfNext != nil {
+			dev.Add(g.dout, g.dout, dfNext)
+		}
+		var df Buffer
+		if s > 0 {
+			df = dev.View(t.df[s%2], 0, n*H)
+			dev.Zero(df)
+		}
+		d.backward(a, g, b.pos[s], ats[s], df)
+		dfNext = df
+	}
+	return m, b, nil
+}
+
+// Step trains on one batch: forward, loss, backward, clipping and one
+// AdamW update at the scheduled learning rate.
+func (t *Trainer) Step(ws []Window) (Metrics, error) {
+	m, _, err := t.run(ws, true)
+	if err != nil {
+		return m, err
+	}
+	cfg := t.cfg
+	m.GradNorm = t.Opt.Update(cfg.LearningRate(t.Opt.Step), cfg.Beta1, cfg.Beta2, cfg.Eps, cfg.WeightDecay, cfg.Clip)
+	return m, nil
+}
+
+// Eval measures loss and agreement on windows without training.
+func (t *Trainer) Eval(ws []Window) (Metrics, error) {
+	m, _, err := t.run(ws, false)
+	return m, err
+}
