@@ -48,6 +48,7 @@ type runStats struct {
 	GenTokensPerSec    float64   `json:"gen_tokens_per_s"`
 	Seed               uint64    `json:"seed"`
 	StopReason         string    `json:"stop_reason"`
+	Kernels            string    `json:"kernels"`
 	Draft              string    `json:"draft"`
 	Rounds             int       `json:"rounds"`
 	Tau                float64   `json:"tau"`
@@ -108,6 +109,10 @@ func run(c *cobra.Command, f runFlags) error {
 	if err := f.tree.Validate(); err != nil {
 		return usageError{fmt.Errorf("run: %v", err)}
 	}
+	kname, err := checkKernels(c.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	lm, err := loadModel(f.model)
 	if err != nil {
 		return err
@@ -149,7 +154,7 @@ func run(c *cobra.Command, f runFlags) error {
 	if f.json {
 		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
 			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
-				StopReason: st.StopReason, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
+				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
 				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime)}}
 		if tokens == nil {
 			res.Tokens = []int{}

@@ -73,6 +73,9 @@ func serve(c *cobra.Command, f serveFlags) error {
 	if f.apiKey == "" {
 		f.apiKey = os.Getenv("DOVETAIL_API_KEY")
 	}
+	if _, err := checkKernels(c.ErrOrStderr()); err != nil {
+		return err
+	}
 	lm, err := loadModel(f.model)
 	if err != nil {
 		return err

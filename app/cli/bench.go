@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"dovetail/cpu"
+	"dovetail/engine"
+)
+
+// benchResult is the --json output of dovetail bench.
+type benchResult struct {
+	Model         string             `json:"model"`
+	Kernels       string             `json:"kernels"`
+	Threads       int                `json:"threads"`
+	PrefillTokS   float64            `json:"prefill_tok_s"`
+	DecodeTokS    float64            `json:"decode_tok_s"`
+	VerifyRatio   map[string]float64 `json:"verify_ratio"`
+	BandwidthGBs  float64            `json:"bandwidth_gb_s"`
+	RooflineShare float64            `json:"roofline_share"`
+	WeightBytes   int64              `json:"weight_bytes_per_token"`
+}
+
+var verifySizes = []int{1, 2, 4, 8, 16, 32, 64}
+
+func newBenchCmd() *cobra.Command {
+	var model string
+	var threads, reps int
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "bench [-m MODEL] [--threads N] [--json]",
+		Short: "Measure prefill and decode speed, tree verification cost T_V(n)/T_T and memory bandwidth",
+		Long: "Measure prefill (64 tokens) and decode (64 tokens) speed, the cost of verifying n draft\n" +
+			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and this\n" +
+			"machine's memory bandwidth, and print decode speed as a share of the bandwidth roofline.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if threads < 1 || threads > 1024 {
+				return usageError{fmt.Errorf("bench: --threads %d out of range [1, 1024]", threads)}
+			}
+			if _, err := checkKernels(c.ErrOrStderr()); err != nil {
+				return err
+			}
+			lm, err := loadModel(model)
+			if err != nil {
+				return err
+			}
+			defer lm.Model.Close()
+			pool := cpu.NewPool(threads)
+			defer pool.Close()
+			f := cpu.NewFast(lm.Model, cpu.DefaultKernels(), pool, 0)
+			t := cpu.NewTargetWith(f)
+			prof, err := engine.ProfileTarget(t, 64, 64, verifySizes, reps)
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			res := benchResult{Model: lm.Name, Kernels: f.K.Name, Threads: threads,
+				PrefillTokS: prof.PrefillTokensPerSec, DecodeTokS: prof.DecodeTokensPerSec,
+				VerifyRatio: map[string]float64{}, WeightBytes: f.WeightBytesPerToken()}
+			for _, n := range verifySizes {
+				res.VerifyRatio[strconv.Itoa(n)] = prof.VerifyRatio(n)
+			}
+			res.BandwidthGBs = cpu.MeasureBandwidth(threads, 5)
+			// Decode reads the weights once per token; at full bandwidth
+			// (counted read + write, as STREAM's copy) reading alone runs
+			// at about the same rate, so the roofline is bandwidth/bytes.
+			res.RooflineShare = res.DecodeTokS * float64(res.WeightBytes) / (res.BandwidthGBs * 1e9)
+			out := c.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			fmt.Fprintf(out, "model %s, kernels %s, %d threads\n", res.Model, res.Kernels, threads)
+			fmt.Fprintf(out, "prefill  %8.1f tokens/s (64 tokens)\n", res.PrefillTokS)
+			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
+			fmt.Fprintf(out, "memory   %8.1f GB/s; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
+			fmt.Fprintf(out, "T_V(n)/T_T:")
+			for _, n := range verifySizes {
+				fmt.Fprintf(out, "  %d: %.2f", n, res.VerifyRatio[strconv.Itoa(n)])
+			}
+			fmt.Fprintln(out)
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVarP(&model, "model", "m", "", "GGUF model file (default: the embedded model)")
+	fl.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+	fl.IntVar(&reps, "reps", 9, "repetitions of each verification size (the median is kept)")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}
