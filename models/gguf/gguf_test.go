@@ -129,6 +129,9 @@ func TestWriteFileAtomic(t *testing.T) {
 	if len(f.Tensors) != 2 {
 		t.Errorf("got %d tensors", len(f.Tensors))
 	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+		t.Errorf("written with mode %v, want 0644", st.Mode().Perm())
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("temporary files left behind: %v", entries)

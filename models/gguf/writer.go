@@ -142,6 +142,10 @@ func (w *Writer) WriteFile(path string) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// CreateTemp makes the file private; a model is an ordinary file.
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
 	if _, err = w.WriteTo(tmp); err != nil {
 		return err
 	}
