@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"dovetail/cpu/kernels"
 	"dovetail/models"
@@ -139,12 +140,19 @@ func (h *host[T]) par(n, cost int, fn func(chunk, lo, hi int)) {
 }
 
 // hostMat is a frozen matrix: the tensor's bytes (memory-mapped from the
-// model file, not copied) and, for F32 tensors, the same bytes as floats.
+// model file, not copied) and, when that is cheap, its values as float32:
+// the same bytes for an aligned F32 tensor, or a dequantized copy of a
+// small one (at most smallMatrix values: the LM heads of the test models).
+// Large quantized matrices are dequantized a chunk at a time per product,
+// never whole: 32k × 4096 floats would be half a gigabyte.
 type hostMat struct {
 	t                    quant.Type
 	rows, cols, rowBytes int
 	data                 []byte
+	f32                  []float32
 }
+
+const smallMatrix = 1 << 22
 
 func (m *hostMat) Rows() int { return m.rows }
 func (m *hostMat) Cols() int { return m.cols }
@@ -156,7 +164,20 @@ func (h *host[T]) UploadMatrix(t *models.Tensor) (Matrix, error) {
 	if rb, err := t.Type.RowSize(t.Cols); err != nil || rb != t.RowBytes || len(t.Data) < t.Rows*t.RowBytes {
 		return nil, fmt.Errorf("tensor %s: %d bytes for %d rows of %d %v values", t.Name, len(t.Data), t.Rows, t.Cols, t.Type)
 	}
-	return &hostMat{t: t.Type, rows: t.Rows, cols: t.Cols, rowBytes: t.RowBytes, data: t.Data}, nil
+	m := &hostMat{t: t.Type, rows: t.Rows, cols: t.Cols, rowBytes: t.RowBytes, data: t.Data}
+	n := t.Rows * t.Cols
+	switch {
+	case t.Type == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(t.Data)))%4 == 0:
+		m.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(t.Data))), n)
+	case n <= smallMatrix:
+		m.f32 = make([]float32, n)
+		for r := range t.Rows {
+			if err := quant.DequantizeRow(t.Type, m.f32[r*t.Cols:(r+1)*t.Cols], t.Row(r)); err != nil {
+				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+		}
+	}
+	return m, nil
 }
 
 func (h *host[T]) mat(m Matrix) *hostMat {
@@ -171,6 +192,12 @@ func (h *host[T]) mat(m Matrix) *hostMat {
 func (h *host[T]) dequant(dst []T, m *hostMat, lo, hi int, tmp []float32) {
 	for r := lo; r < hi; r++ {
 		row := dst[(r-lo)*m.cols : (r-lo+1)*m.cols]
+		if m.f32 != nil {
+			for i, v := range m.f32[r*m.cols : (r+1)*m.cols] {
+				row[i] = T(v)
+			}
+			continue
+		}
 		if f, ok := any(row).([]float32); ok {
 			quant.DequantizeRow(m.t, f, m.data[r*m.rowBytes:(r+1)*m.rowBytes])
 			continue

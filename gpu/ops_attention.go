@@ -86,48 +86,49 @@ func (h *host[T]) Attention(out, probs, q, k, v Buffer, a Attn) {
 	group := a.Heads / a.KVHeads
 	h.par(a.Rows*a.Heads, keys*hd*2, func(_, lo, hi int) {
 		acc := make([]float64, hd)
+		sc := make([]float64, keys)
+		vis := make([]int, 0, keys)
+		lastJ := -1
 		for jh := lo; jh < hi; jh++ {
 			j, hh := jh/a.Heads, jh%a.Heads
+			if j != lastJ {
+				// The keys row j sees, shared by its heads.
+				vis, lastJ = vis[:0], j
+				for t := range a.keyLimit(j) {
+					if a.visible(j, t) {
+						vis = append(vis, t)
+					}
+				}
+			}
 			g := hh / group
 			qj := qs[j*qd+hh*hd : j*qd+(hh+1)*hd]
-			p := ps[jh*keys : (jh+1)*keys]
-			clear(p)
-			lim := a.keyLimit(j)
 			mx := math.Inf(-1)
-			for t := 0; t < lim; t++ {
-				if !a.visible(j, t) {
-					continue
-				}
+			for i, t := range vis {
 				kt := ks[t*kvd+g*hd : t*kvd+(g+1)*hd]
-				var s float64
+				var s T
 				for d, qv := range qj {
-					s += float64(qv) * float64(kt[d])
+					s += qv * kt[d]
 				}
-				s *= scale
-				p[t] = T(s)
-				mx = max(mx, s)
+				sc[i] = float64(s) * scale
+				mx = max(mx, sc[i])
 			}
 			var sum float64
-			for t := 0; t < lim; t++ {
-				if a.visible(j, t) {
-					e := math.Exp(float64(p[t]) - mx)
-					p[t] = T(e)
-					sum += e
-				}
+			for i := range vis {
+				sc[i] = math.Exp(sc[i] - mx)
+				sum += sc[i]
 			}
-			oj := os[j*qd+hh*hd : j*qd+(hh+1)*hd]
+			p := ps[jh*keys : (jh+1)*keys]
+			clear(p)
 			clear(acc)
-			for t := 0; t < lim; t++ {
-				if p[t] == 0 {
-					continue
-				}
-				w := float64(p[t]) / sum
+			for i, t := range vis {
+				w := sc[i] / sum
 				p[t] = T(w)
 				vt := vs[t*kvd+g*hd : t*kvd+(g+1)*hd]
 				for d, vv := range vt {
 					acc[d] += w * float64(vv)
 				}
 			}
+			oj := os[j*qd+hh*hd : j*qd+(hh+1)*hd]
 			for d := range oj {
 				oj[d] = T(acc[d])
 			}

@@ -109,6 +109,11 @@ func (h *host[T]) MatMulFrozen(out, x Buffer, w Matrix, n int) {
 	os, xs := h.s(out), h.s(x)
 	need("MatMulFrozen", n*m.rows, os)
 	need("MatMulFrozen", n*m.cols, xs)
+	// float32 values at hand (and a float32 device): one product, no copy.
+	if w, ok := any(m.f32).([]T); ok && m.f32 != nil {
+		h.nt(os, m.rows, xs, m.cols, w, m.cols, n, m.cols, m.rows)
+		return
+	}
 	chunks := (m.rows + frozenChunk - 1) / frozenChunk
 	h.par(chunks, n*m.cols*frozenChunk, func(_, clo, chi int) {
 		buf := h.scratch(frozenChunk * m.cols)

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+)
+
+// FeatureModel is a draft model that reads the target's features
+// (Dovetail's DGF draft, EAGLE-style) on some device. Draft position t
+// reads the pair (f_t, x_{t+1}) — the target's final hidden state at t and
+// the next token — and predicts f̂_{t+1}, whose logits give x_{t+2}.
+type FeatureModel interface {
+	// Forward commits draft positions after the committed ones: pair i is
+	// (features[i], tokens[i]) = (f_t, x_{t+1}). Pending nodes are dropped.
+	// It returns the logits and predicted feature f̂ of the last pair,
+	// valid until the next call.
+	Forward(features [][]float32, tokens []int) (logits, predicted []float32, err error)
+	// Extend runs pending tree nodes: node i pairs features[i] (its
+	// parent's predicted f̂) with tokens[i]; parents index the pending
+	// nodes (-1: a child of the committed positions), as in Target.Extend.
+	// It returns each node's logits and predicted feature, valid until the
+	// next call.
+	Extend(features [][]float32, tokens, parents []int) (logits, predicted [][]float32, err error)
+	// Truncate forgets positions from n on, and any pending nodes.
+	Truncate(n int) error
+	// Len is the number of committed positions.
+	Len() int
+	// Context is the most positions it holds.
+	Context() int
+	// Vocab is the size of the logits.
+	Vocab() int
+}
+
+// DGFDrafter drafts with a FeatureModel. It keeps the target features it
+// has been told (the prompt's at prefill, then the root's and accepted
+// nodes' every round) and, before each tree, commits the draft positions
+// it is missing — the last of which pairs the newest target feature with
+// the root token, whose outputs are the root's logits and f̂ — then grows
+// an EAGLE-2 tree, each frontier node reading its parent's f̂.
+type DGFDrafter struct {
+	m        FeatureModel
+	features [][]float32 // f_0, f_1, … of the context, as the target computed them
+	tokens   []int       // x_0 … x_Len(): the tokens of the committed draft positions
+	pred     [][]float32 // f̂ of each pending node of the current tree
+}
+
+// NewDGFDrafter drafts with m, which must share the target's vocabulary.
+func NewDGFDrafter(m FeatureModel) *DGFDrafter { return &DGFDrafter{m: m} }
+
+// Prefilled records the prompt's features.
+func (d *DGFDrafter) Prefilled(prompt []int, features [][]float32) {
+	d.features = d.features[:0]
+	d.Accepted(nil, features)
+}
+
+// Accepted records the features of the root and the accepted nodes; the
+// next Draft commits their draft positions.
+func (d *DGFDrafter) Accepted(_ []int, features [][]float32) {
+	for _, f := range features {
+		d.features = append(d.features, slices.Clone(f))
+	}
+}
+
+// Reset forgets the sequence.
+func (d *DGFDrafter) Reset() {
+	d.features, d.tokens = d.features[:0], d.tokens[:0]
+	d.m.Truncate(0)
+}
+
+// Draft grows a tree below the root ctx[L], L = len(ctx)−1. Draft
+// positions 0 … L−1 read (f_t, x_{t+1}); the last is the root's.
+func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+	L := len(ctx) - 1
+	// Without the target's features up to the root there is nothing to
+	// read (a prefill that did not pass them), and without room for every
+	// expanded node nothing fits: draft nothing.
+	if L < 1 || len(d.features) < L || L+p.Depth*p.TopK > d.m.Context() {
+		return &Tree{}, nil
+	}
+	// Keep the committed positions whose tokens still match, and always
+	// rerun the root's position: its outputs seed the tree.
+	keep := 0
+	for keep < d.m.Len() && keep < L-1 && keep+1 < len(d.tokens) && d.tokens[keep+1] == ctx[keep+1] && d.tokens[0] == ctx[0] {
+		keep++
+	}
+	if err := d.m.Truncate(keep); err != nil {
+		return nil, err
+	}
+	logits, rootPred, err := d.m.Forward(d.features[keep:L], ctx[keep+1:L+1])
+	if err != nil {
+		return nil, fmt.Errorf("draft model: %w", err)
+	}
+	d.tokens = append(d.tokens[:0], ctx[:L+1]...)
+	rootPred = slices.Clone(rootPred)
+	d.pred = d.pred[:0]
+	return BuildTree(p, logits, func(tokens, parents []int) ([][]float32, error) {
+		feats := make([][]float32, len(tokens))
+		for i, par := range parents {
+			feats[i] = rootPred
+			if par >= 0 {
+				feats[i] = d.pred[par]
+			}
+		}
+		lg, pr, err := d.m.Extend(feats, tokens, parents)
+		if err != nil {
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		for _, f := range pr {
+			d.pred = append(d.pred, slices.Clone(f))
+		}
+		return lg, nil
+	})
+}
