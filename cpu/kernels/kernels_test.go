@@ -53,14 +53,15 @@ func randFloats(r *rand.Rand, n int, scale float64) []float32 {
 func putF16(b []byte, v float32) { binary.LittleEndian.PutUint16(b, quant.F32ToF16(v)) }
 
 // randWeights fills rows of rowBytes with weights of type t: even rows are
-// quantized from random floats (realistic scales), odd rows are random bytes
+// quantized from random floats (realistic scales) if quantize is set, the
+// others are random bytes
 // with finite random scales, which reach the corners the quantizers avoid
 // (Q8_0's -128, Q4_K's largest 6-bit scales, Q6_K's negative scales).
-func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byte) {
+func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byte, quantize bool) {
 	wsz, _ := t.RowSize(cols)
 	for row := range rows {
 		w := dst[row*rowBytes : row*rowBytes+wsz]
-		if row%2 == 0 {
+		if quantize && row%2 == 0 {
 			if err := quant.QuantizeRow(t, w, randFloats(r, cols, 1)); err != nil {
 				panic(err)
 			}
@@ -230,7 +231,7 @@ func runMatMul(t *testing.T, c mmCase, ns []int, seed uint64) {
 	asz, _ := ActivationType(c.t).RowSize(c.cols)
 	rowBytes, actRowBytes := wsz+6, asz+10 // padded strides
 	w := guarded(t, (c.rows-1)*rowBytes+wsz)
-	randWeights(r, c.t, c.rows, c.cols, rowBytes, w)
+	randWeights(r, c.t, c.rows, c.cols, rowBytes, w, true)
 	for _, n := range ns {
 		act := guarded(t, (n-1)*actRowBytes+asz)
 		randActs(r, c.t, n, c.cols, actRowBytes, act)

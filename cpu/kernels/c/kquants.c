@@ -33,15 +33,18 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	__m512 acc[16];
 	__m512i W[64], mp[8];
 	__m512 scf[8];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const int64_t o = b * Q4_K_SIZE;
+		prefetch_rows(p, o, Q4_K_SIZE);
 		const __m512i hdr = _mm512_i32gather_epi32(vidx, w + o, 1);
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
 		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr, 16)));
 		const __m512i A = _mm512_i32gather_epi32(vidx, w + o + 4, 1);
 		const __m512i B = _mm512_i32gather_epi32(vidx, w + o + 8, 1);
 		const __m512i C = _mm512_i32gather_epi32(vidx, w + o + 12, 1);
+		#pragma GCC unroll 16
 		for (int s = 0; s < 8; s++) {
 			__m512i sc, m;
 			if (s < 4) {
@@ -57,27 +60,33 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
 			mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
 		}
+		#pragma GCC unroll 16
 		for (int k = 0; k < 4; k++) {
 			__m512i T[8];
 			transpose32(p, o + 16 + 32 * k, T);
+			#pragma GCC unroll 16
 			for (int g = 0; g < 8; g++) {
 				W[16 * k + g] = _mm512_and_si512(T[g], m4);
 				W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
 			}
 		}
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
 			__m512 t = _mm512_setzero_ps();
+			#pragma GCC unroll 16
 			for (int s = 0; s < 8; s++) {
-				__m512i S = dot8(NT, _mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
+				__m512i S = dot8(_mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
 				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t);
 			}
 			__m512i mi = _mm512_setzero_si512();
+			#pragma GCC unroll 16
 			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
 			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t);
 			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
@@ -89,13 +98,16 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	__m512 acc[16];
 	__m512i W[64], cp[8];
 	__m512 scf[16];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const int64_t o = b * Q6_K_SIZE;
+		prefetch_rows(p, o, Q6_K_SIZE);
 		// d is the last two bytes of the block: gather from 206 so as not to
 		// read past the end of the tensor.
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(vidx, w + o + 206, 1), 16)));
 		__m512i sc[16];
+		#pragma GCC unroll 16
 		for (int i = 0; i < 4; i++) {
 			const __m512i G = _mm512_i32gather_epi32(vidx, w + o + 192 + 4 * i, 1);
 			sc[4 * i + 0] = _mm512_srai_epi32(_mm512_slli_epi32(G, 24), 24);
@@ -103,7 +115,9 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			sc[4 * i + 2] = _mm512_srai_epi32(_mm512_slli_epi32(G, 8), 24);
 			sc[4 * i + 3] = _mm512_srai_epi32(G, 24);
 		}
+		#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) scf[i] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[i]));
+		#pragma GCC unroll 16
 		for (int t = 0; t < 8; t++)
 			cp[t] = _mm512_or_si512(_mm512_and_si512(sc[2 * t], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[2 * t + 1], 16));
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
@@ -112,6 +126,7 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			transpose32(p, o + 64 * h, Ta);
 			transpose32(p, o + 64 * h + 32, Tb);
 			transpose32(p, o + 128 + 32 * h, Th);
+			#pragma GCC unroll 16
 			for (int g = 0; g < 8; g++) {
 				W[32 * h + g] = _mm512_or_si512(_mm512_and_si512(Ta[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 4), m30));
 				W[32 * h + 8 + g] = _mm512_or_si512(_mm512_and_si512(Tb[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 2), m30));
@@ -120,9 +135,11 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 				                                     _mm512_and_si512(_mm512_srli_epi16(Th[g], 2), m30));
 			}
 		}
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
 			__m512 t = _mm512_setzero_ps();
+			#pragma GCC unroll 16
 			for (int i = 0; i < 16; i++) {
 				__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
 				S = _mm512_dpbusd_epi32(S, W[4 * i + 0], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 0)));
@@ -132,11 +149,13 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t);
 			}
 			__m512i ci = _mm512_setzero_si512();
+			#pragma GCC unroll 16
 			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
 			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t);
 			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
@@ -180,19 +199,24 @@ DT_INLINE void q4_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
                         int64_t nb) {
 	__m256 acc[4];
 	float accm[4] = {0};
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = w + b * Q4_K_SIZE;
 		const float d = f16_to_f32(ld16(wb)), dmin = f16_to_f32(ld16(wb + 2));
 		uint8_t sc[8], m[8];
+		#pragma GCC unroll 16
 		for (int s = 0; s < 8; s++) scale_min_k4(s, wb + 4, &sc[s], &m[s]);
 		int16_t m16[16];
+		#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) m16[i] = m[i / 2];
 		const __m256i mins = _mm256_loadu_si256((const __m256i *)m16);
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
 			__m256i sumi = _mm256_setzero_si256();
+			#pragma GCC unroll 16
 			for (int k = 0; k < 4; k++) {
 				const __m256i raw = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
 				__m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), _mm256_loadu_si256((const __m256i *)(y + 4 + 64 * k)));
@@ -211,6 +235,7 @@ DT_INLINE void q4_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			accm[j] += dmin * dy * (float)_mm_cvtsi128_si32(h);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
 }
 
@@ -218,6 +243,7 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
                         int64_t nb) {
 	__m256 acc[4];
 	float accm[4] = {0};
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
 	for (int64_t b = 0; b < nb; b++) {
@@ -235,14 +261,18 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
 			                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 		}
+		#pragma GCC unroll 16
 		for (int i = 0; i < 8; i++) // quarter i covers sub-blocks 2i and 2i+1
 			scv[i] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]), _mm_set1_epi16(sc[2 * i]));
 		int16_t sc16[16];
+		#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) sc16[i] = sc[i];
 		const __m256i scw = _mm256_loadu_si256((const __m256i *)sc16);
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
 			__m256i sumi = _mm256_setzero_si256();
+			#pragma GCC unroll 16
 			for (int i = 0; i < 8; i++) {
 				__m256i pr = _mm256_maddubs_epi16(q[i], _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * i)));
 				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv[i]));
@@ -256,6 +286,7 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			accm[j] += dd * 32 * (float)_mm_cvtsi128_si32(h);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
 }
 
@@ -284,6 +315,7 @@ static float dot_q4_k(const uint8_t *w, const uint8_t *x, int64_t nb) {
 	for (int64_t b = 0; b < nb; b++, w += Q4_K_SIZE, x += Q8_K_SIZE) {
 		const int8_t *q8 = (const int8_t *)(x + 4);
 		int32_t sumi = 0, mins = 0;
+		#pragma GCC unroll 16
 		for (int j = 0; j < 4; j++) {
 			uint8_t sc1, m1, sc2, m2;
 			scale_min_k4(2 * j, w + 4, &sc1, &m1);

@@ -24,17 +24,25 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
                           int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
 	const int es = kind == KF32 ? 4 : 2;
 	__m512 acc[4][4];
+	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) acc[r][j] = _mm512_setzero_ps();
 	for (int64_t k = 0; k < cols; k += 16) {
 		const __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
 		__m512 wv[4], xv[4];
+		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld16f(kind, w + r * rb + k * es, m);
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) xv[j] = ld16f(kind, act + j * arb + k * es, m);
+		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++)
+			#pragma GCC unroll 16
 			for (int j = 0; j < NT; j++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv[j], acc[r][j]);
 	}
+	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) out[j * ldo + r] = hsum512(acc[r][j]);
 }
 #define MAXNT 4
@@ -61,17 +69,25 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
                           int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
 	const int es = kind == KF32 ? 4 : 2;
 	__m256 acc[4][2];
+	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) acc[r][j] = _mm256_setzero_ps();
 	int64_t k = 0;
 	for (; k + 8 <= cols; k += 8) {
 		__m256 wv[4], xv[2];
+		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld8f(kind, w + r * rb + k * es);
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) xv[j] = ld8f(kind, act + j * arb + k * es);
+		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++)
+			#pragma GCC unroll 16
 			for (int j = 0; j < NT; j++) acc[r][j] = _mm256_fmadd_ps(wv[r], xv[j], acc[r][j]);
 	}
+	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			float s = hsum256(acc[r][j]);
 			for (int64_t i = k; i < cols; i++) s += ld1f(kind, w + r * rb + i * es) * ld1f(kind, act + j * arb + i * es);

@@ -2,6 +2,9 @@
 // bytes of nibbles: the low nibbles are values 0..15, the high ones 16..31,
 // each stored as q+8.
 #include "tile512.h"
+#ifndef PF_AHEAD
+#define PF_AHEAD 1024
+#endif
 
 #if defined(DT_AVX512)
 
@@ -9,25 +12,50 @@ DT_INLINE void q4_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
                          const uint8_t *act, int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo,
                          int add) {
 	const uint8_t *p[16];
-	const __m512i vidx = tile_rows(w, rb, rows, p);
+	tile_rows(w, rb, rows, p);
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512 acc[16];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	__m512 dw = f16_rows(p, b0 * Q4_0_SIZE);
 	for (int64_t b = 0; b < nbc; b++) {
 		const int64_t o = (b0 + b) * Q4_0_SIZE;
-		__m512i T[4], W[8];
-		transpose16(p, o + 2, T);
+		__m512i T[5], W[8];
+		__m512 dwn = dw;
+		prefetch_rows(p, o, 1);
+		if (b + 1 < nbc) {
+			// 32 bytes from the nibbles on reach the next block's scale;
+			// the last block of a row must not read past it.
+			transpose20(p, o + 2, T);
+			dwn = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(T[4]));
+		} else {
+			transpose16(p, o + 2, T);
+		}
+		#pragma GCC unroll 16
 		for (int g = 0; g < 4; g++) {
 			W[g] = _mm512_and_si512(T[g], m4);                          // values 4g..4g+3
 			W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4); // values 16+4g..
 		}
-		const __m512 dw = f16_lanes(w, vidx, o);
-		for (int j = 0; j < NT; j++) {
+		int j = 0;
+		#pragma GCC unroll 4
+		for (; j + 4 <= NT; j += 4) {
+			__m512i s[4];
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c);
+			dot8x4(s, W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2, arb);
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), acc[j + i]);
+		}
+		#pragma GCC unroll 4
+		for (; j < NT; j++) {
 			const q8a t = tab[j * ts + b];
-			__m512i s = dot8(NT, _mm512_set1_epi32(t.c), W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2);
+			__m512i s = dot8(_mm512_set1_epi32(t.c), W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2);
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
 		}
+		dw = dwn;
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);
 }
 
@@ -38,6 +66,7 @@ TILE_FNS(q4_0_tile)
 DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         int64_t nb) {
 	__m256 acc[4];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
 	const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8);
 	for (int64_t b = 0; b < nb; b++) {
@@ -47,6 +76,7 @@ DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 		qw = _mm256_sub_epi8(qw, eight); // -8..7
 		const __m256i aw = _mm256_sign_epi8(qw, qw);
 		const float dw = f16_to_f32(ld16(wb));
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
 			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
@@ -54,6 +84,7 @@ DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 

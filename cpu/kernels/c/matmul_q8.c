@@ -11,19 +11,35 @@ DT_INLINE void q8_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	const __m512i vidx = tile_rows(w, rb, rows, p);
 	const __m512i x80 = _mm512_set1_epi8((char)0x80);
 	__m512 acc[16];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nbc; b++) {
 		const int64_t o = (b0 + b) * Q8_0_SIZE;
 		__m512i W[8];
+		prefetch_rows(p, o, 1);
 		transpose32(p, o + 2, W);
+		#pragma GCC unroll 16
 		for (int g = 0; g < 8; g++) W[g] = _mm512_xor_si512(W[g], x80); // w+128: unsigned for vpdpbusd
 		const __m512 dw = f16_lanes(w, vidx, o);
-		for (int j = 0; j < NT; j++) {
+		int j = 0;
+		#pragma GCC unroll 4
+		for (; j + 4 <= NT; j += 4) {
+			__m512i s[4];
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c);
+			dot8x4(s, W, act + j * arb + o + 2, arb);
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), acc[j + i]);
+		}
+		#pragma GCC unroll 4
+		for (; j < NT; j++) {
 			const q8a t = tab[j * ts + b];
-			__m512i s = dot8(NT, _mm512_set1_epi32(t.c), W, act + j * arb + o + 2);
+			__m512i s = dot8(_mm512_set1_epi32(t.c), W, act + j * arb + o + 2);
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);
 }
 
@@ -37,6 +53,7 @@ TILE_FNS(q8_0_tile)
 DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         int64_t nb) {
 	__m256 acc[4];
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
 	const __m256i ones = _mm256_set1_epi16(1);
 	for (int64_t b = 0; b < nb; b++) {
@@ -44,6 +61,7 @@ DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 		const __m256i qw = _mm256_loadu_si256((const __m256i *)(wb + 2));
 		const __m256i aw = _mm256_sign_epi8(qw, qw);
 		const float dw = f16_to_f32(ld16(wb));
+		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
 			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
@@ -51,6 +69,7 @@ DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
 		}
 	}
+	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 

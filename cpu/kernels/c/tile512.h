@@ -85,6 +85,7 @@ __attribute__((unused)) static void q8a_matmul(tile_fn const tiles[17], int32_t 
 // offsets for gathering per-row block headers.
 DT_INLINE __m512i tile_rows(const uint8_t *w, int64_t rb, int rows, const uint8_t *p[16]) {
 	int32_t offs[16];
+	#pragma GCC unroll 16
 	for (int i = 0; i < 16; i++) {
 		int r = i < rows ? i : rows - 1;
 		p[i] = w + r * rb;
@@ -93,9 +94,23 @@ DT_INLINE __m512i tile_rows(const uint8_t *w, int64_t rb, int rows, const uint8_
 	return _mm512_loadu_si512(offs);
 }
 
+// ld2x256 loads 32 bytes at a and b into the two halves of a zmm. The
+// upper half comes in as a merging broadcast rather than vinserti64x4:
+// that merge runs on two ports, the insert only on the shuffle port, which
+// the transposes keep busy.
 DT_INLINE __m512i ld2x256(const uint8_t *a, const uint8_t *b) {
-	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-	                          _mm256_loadu_si256((const __m256i *)b), 1);
+	return _mm512_mask_broadcast_i64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)), 0xf0,
+	                                   _mm256_loadu_si256((const __m256i *)b));
+}
+
+// ld4x128 loads 16 bytes at a, b, c and d into the four lanes of a zmm,
+// as two ymm (inserts on three ports) and one merging broadcast.
+DT_INLINE __m512i ld4x128(const uint8_t *a, const uint8_t *b, const uint8_t *c, const uint8_t *d) {
+	__m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+	                                     _mm_loadu_si128((const __m128i *)b), 1);
+	__m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)c)),
+	                                     _mm_loadu_si128((const __m128i *)d), 1);
+	return _mm512_mask_broadcast_i64x4(_mm512_castsi256_si512(lo), 0xf0, hi);
 }
 
 // transpose32 loads 32 bytes at offset o of the 16 rows and returns in W[g]
@@ -121,10 +136,34 @@ DT_INLINE void transpose32(const uint8_t *const p[16], int64_t o, __m512i W[8]) 
 	W[3] = _mm512_shuffle_i32x4(u3, u7, 0x88), W[7] = _mm512_shuffle_i32x4(u3, u7, 0xdd);
 }
 
+// transpose20 loads the same 32 bytes as transpose32 but returns only
+// bytes 0..19 of every row, as T[0..4]: a Q4_0 kernel reads its 16 bytes of
+// nibbles and, in T[4], the next block's scale, which spares it loading the
+// scales separately.
+DT_INLINE void transpose20(const uint8_t *const p[16], int64_t o, __m512i T[5]) {
+	__m512i z0 = ld2x256(p[0] + o, p[4] + o), z1 = ld2x256(p[1] + o, p[5] + o);
+	__m512i z2 = ld2x256(p[2] + o, p[6] + o), z3 = ld2x256(p[3] + o, p[7] + o);
+	__m512i z4 = ld2x256(p[8] + o, p[12] + o), z5 = ld2x256(p[9] + o, p[13] + o);
+	__m512i z6 = ld2x256(p[10] + o, p[14] + o), z7 = ld2x256(p[11] + o, p[15] + o);
+	__m512i t0 = _mm512_unpacklo_epi32(z0, z1), t1 = _mm512_unpackhi_epi32(z0, z1);
+	__m512i t2 = _mm512_unpacklo_epi32(z2, z3), t3 = _mm512_unpackhi_epi32(z2, z3);
+	__m512i t4 = _mm512_unpacklo_epi32(z4, z5), t5 = _mm512_unpackhi_epi32(z4, z5);
+	__m512i t6 = _mm512_unpacklo_epi32(z6, z7), t7 = _mm512_unpackhi_epi32(z6, z7);
+	__m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+	__m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+	__m512i u4 = _mm512_unpacklo_epi64(t4, t6), u5 = _mm512_unpackhi_epi64(t4, t6);
+	__m512i u6 = _mm512_unpacklo_epi64(t5, t7), u7 = _mm512_unpackhi_epi64(t5, t7);
+	T[0] = _mm512_shuffle_i32x4(u0, u4, 0x88), T[4] = _mm512_shuffle_i32x4(u0, u4, 0xdd);
+	T[1] = _mm512_shuffle_i32x4(u1, u5, 0x88);
+	T[2] = _mm512_shuffle_i32x4(u2, u6, 0x88);
+	T[3] = _mm512_shuffle_i32x4(u3, u7, 0x88);
+}
+
 // transpose16 is transpose32 for 16 bytes per row: T[g] holds bytes
 // 4g..4g+3 of every row.
 DT_INLINE void transpose16(const uint8_t *const p[16], int64_t o, __m512i T[4]) {
 	__m512i z[4];
+	#pragma GCC unroll 16
 	for (int k = 0; k < 4; k++) {
 		__m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p[k] + o)));
 		v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p[4 + k] + o)), 1);
@@ -142,6 +181,31 @@ DT_INLINE __m512 f16_lanes(const uint8_t *w, __m512i vidx, int64_t o) {
 	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(vidx, w + o, 1)));
 }
 
+// f16_rows is f16_lanes by scalar loads.
+DT_INLINE __m512 f16_rows(const uint8_t *const p[16], int64_t o) {
+	__m128i a = _mm_cvtsi32_si128(ld16(p[0] + o)), b = _mm_cvtsi32_si128(ld16(p[8] + o));
+	a = _mm_insert_epi16(a, ld16(p[1] + o), 1); b = _mm_insert_epi16(b, ld16(p[9] + o), 1);
+	a = _mm_insert_epi16(a, ld16(p[2] + o), 2); b = _mm_insert_epi16(b, ld16(p[10] + o), 2);
+	a = _mm_insert_epi16(a, ld16(p[3] + o), 3); b = _mm_insert_epi16(b, ld16(p[11] + o), 3);
+	a = _mm_insert_epi16(a, ld16(p[4] + o), 4); b = _mm_insert_epi16(b, ld16(p[12] + o), 4);
+	a = _mm_insert_epi16(a, ld16(p[5] + o), 5); b = _mm_insert_epi16(b, ld16(p[13] + o), 5);
+	a = _mm_insert_epi16(a, ld16(p[6] + o), 6); b = _mm_insert_epi16(b, ld16(p[14] + o), 6);
+	a = _mm_insert_epi16(a, ld16(p[7] + o), 7); b = _mm_insert_epi16(b, ld16(p[15] + o), 7);
+	return _mm512_cvtph_ps(_mm256_set_m128i(b, a));
+}
+
+// prefetch_rows asks for the bytes [o, o+len) of every row of the tile,
+// some iterations ahead: sixteen interleaved row streams that advance a few
+// dozen bytes per iteration are more than the hardware prefetchers follow,
+// and without this the kernels wait on memory instead of overlapping it.
+#define PF_AHEAD 192
+DT_INLINE void prefetch_rows(const uint8_t *const p[16], int64_t o, int len) {
+	#pragma GCC unroll 16
+	for (int i = 0; i < 16; i++)
+		#pragma GCC unroll 4
+		for (int k = 0; k < len; k += 64) _mm_prefetch((const char *)p[i] + o + PF_AHEAD + k, _MM_HINT_T0);
+}
+
 // store_tile writes (or adds) the rows of a tile's output lanes.
 DT_INLINE void store_tile(float *out, int rows, __m512 v, int add) {
 	__mmask16 m = rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
@@ -149,19 +213,29 @@ DT_INLINE void store_tile(float *out, int rows, __m512 v, int add) {
 	_mm512_mask_storeu_ps(out, m, v);
 }
 
-// dot8 is the 8 vpdpbusd of one activation block against W: with few
-// activation rows the chain's latency would show, so it is split in two.
-DT_INLINE __m512i dot8(const int NT, __m512i s, const __m512i W[8], const uint8_t *x) {
-	if (NT <= 2) {
-		__m512i s1 = _mm512_setzero_si512();
-		for (int g = 0; g < 8; g += 2) {
-			s = _mm512_dpbusd_epi32(s, W[g], _mm512_set1_epi32(ld32(x + 4 * g)));
-			s1 = _mm512_dpbusd_epi32(s1, W[g + 1], _mm512_set1_epi32(ld32(x + 4 * g + 4)));
-		}
-		return _mm512_add_epi32(s, s1);
-	}
-	for (int g = 0; g < 8; g++) s = _mm512_dpbusd_epi32(s, W[g], _mm512_set1_epi32(ld32(x + 4 * g)));
-	return s;
+// dot8 is the 8 vpdpbusd of one activation block against W, for one
+// activation row; its chain is split in four because with few activation
+// rows the latency of dependent vpdpbusd would otherwise show.
+DT_INLINE __m512i dot8(__m512i s, const __m512i W[8], const uint8_t *x) {
+	__m512i s1 = _mm512_setzero_si512(), s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
+	s = _mm512_dpbusd_epi32(s, W[0], _mm512_set1_epi32(ld32(x)));
+	s1 = _mm512_dpbusd_epi32(s1, W[1], _mm512_set1_epi32(ld32(x + 4)));
+	s2 = _mm512_dpbusd_epi32(s2, W[2], _mm512_set1_epi32(ld32(x + 8)));
+	s3 = _mm512_dpbusd_epi32(s3, W[3], _mm512_set1_epi32(ld32(x + 12)));
+	s = _mm512_dpbusd_epi32(s, W[4], _mm512_set1_epi32(ld32(x + 16)));
+	s1 = _mm512_dpbusd_epi32(s1, W[5], _mm512_set1_epi32(ld32(x + 20)));
+	s2 = _mm512_dpbusd_epi32(s2, W[6], _mm512_set1_epi32(ld32(x + 24)));
+	s3 = _mm512_dpbusd_epi32(s3, W[7], _mm512_set1_epi32(ld32(x + 28)));
+	return _mm512_add_epi32(_mm512_add_epi32(s, s1), _mm512_add_epi32(s2, s3));
+}
+
+// dot8x4 is dot8 for four activation rows at once, interleaved so that
+// four independent chains hide vpdpbusd's latency.
+DT_INLINE void dot8x4(__m512i s[4], const __m512i W[8], const uint8_t *x, int64_t arb) {
+#pragma GCC unroll 8
+	for (int g = 0; g < 8; g++)
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) s[i] = _mm512_dpbusd_epi32(s[i], W[g], _mm512_set1_epi32(ld32(x + i * arb + 4 * g)));
 }
 
 #define TILE_FNS(name)                                                                                          \
