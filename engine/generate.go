@@ -21,6 +21,10 @@ type Request struct {
 	// distribution when sampling.
 	Drafter Drafter
 	Tree    TreeParams
+	// Planner, when set, chooses the tree shape each round (Tree is then
+	// only its starting point) and turns speculation off while it would
+	// lose to plain decoding.
+	Planner *Planner
 }
 
 // Stats is what a generation measured.
@@ -33,6 +37,7 @@ type Stats struct {
 
 	// Speculative decoding only.
 	Rounds       int
+	PlainSteps   int   // decode steps without a draft while the planner had speculation off
 	Accepted     int   // draft tokens accepted
 	DepthReached []int // [d-1]: rounds whose accepted path reached depth d
 	DraftTime    time.Duration
@@ -188,6 +193,21 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		}
 		// tok is the root: emitted, not yet run by the target.
 		p := req.Tree
+		if req.Planner != nil {
+			var on bool
+			if p, on = req.Planner.Plan(); !on {
+				// A round with no draft: only the root is committed, and a
+				// drafter reading features still gets the root's.
+				logits, hidden, err := t.ForwardFeatures([]int{tok})
+				if err != nil {
+					return err
+				}
+				req.Drafter.Accepted(nil, hidden)
+				st.PlainSteps++
+				tok = s.Sample(logits, e.history)
+				continue
+			}
+		}
 		p.Tokens = min(p.Tokens, t.Context()-t.Len()-1)
 		t0 := time.Now()
 		tree := &Tree{}
@@ -232,6 +252,13 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			}
 		}
 		req.Drafter.Accepted(accepted, features)
+		if req.Planner != nil {
+			depth := 0
+			for _, d := range tree.Depths {
+				depth = max(depth, d)
+			}
+			req.Planner.Observe(p, depth, len(path)-1, t1.Sub(t0))
+		}
 		for _, v := range path[1:] {
 			if done, err := e.push(nodes[v]); done || err != nil {
 				return err

@@ -148,3 +148,30 @@ func fmtFloats(x []float64) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// With the planner switching shapes and speculation on and off, greedy
+// output still equals plain decoding.
+func TestPlannerKeepsGreedyOutput(t *testing.T) {
+	m := load(t, "stories260K-f32.gguf")
+	defer m.Close()
+	dm := load(t, "stories260K-Q4_0-mixed.gguf")
+	defer dm.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	prof, err := engine.ProfileTarget(target, 16, 16, []int{1, 2, 4, 8, 16, 32, 64}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{1, 403, 407, 261, 380}
+	plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+	for _, probe := range []int{1, 3, 1 << 30} {
+		pl := engine.NewPlanner(prof, 10)
+		pl.ProbeEvery = probe
+		for _, d := range []engine.Drafter{engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)), &engine.NgramDrafter{}} {
+			got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.ServerTree, Planner: pl})
+			if !slices.Equal(got, plain) {
+				t.Errorf("probe %d, %T: output differs with the planner\n got %v\nwant %v", probe, d, got, plain)
+			}
+			t.Logf("probe %d, %T: %d rounds, %d plain steps, τ %.2f", probe, d, st.Rounds, st.PlainSteps, st.Tau())
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// Planner chooses the draft tree shape, or no speculation, to maximise
+// predicted tokens/s with Dovetail's cost model:
+//
+//	T = (depth·T_D + T_V(γ+1)) / τ(depth, γ)   per token, against T_T plain,
+//
+// where T_V(n) is the profiled cost of verifying n nodes (the root and γ
+// draft nodes), T_D the cost of one draft step, measured live, and τ the
+// expected tokens per round, predicted from live acceptance by depth.
+// It is safe for concurrent use.
+type Planner struct {
+	mu      sync.Mutex
+	prof    Profile
+	k       int
+	shapes  []TreeParams
+	reached []float64 // decayed count of rounds whose path reached depth d+1
+	offered []float64 // decayed count of rounds that offered a node at depth d+1
+	draftT  float64   // EMA of seconds per draft step
+	rounds  int
+	idle    int // rounds since the last speculative one while off
+	// ProbeEvery is how often, while speculation is off, one speculative
+	// round runs anyway, so that acceptance stays measured and speculation
+	// comes back when it would win.
+	ProbeEvery int
+}
+
+// decay weighs recent rounds: acceptance drifts with the text.
+const decay = 0.98
+
+// NewPlanner plans from a profile of the target. k is the top-k of every
+// candidate shape.
+func NewPlanner(p Profile, k int) *Planner {
+	pl := &Planner{prof: p, k: k, ProbeEvery: 16}
+	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
+		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
+			if _, ok := p.Verify[nearestSize(p, g+1)]; ok && g >= depth+1 {
+				pl.shapes = append(pl.shapes, TreeParams{TopK: k, Depth: depth, Tokens: g})
+			}
+		}
+	}
+	return pl
+}
+
+// nearestSize is the smallest profiled size ≥ n (or the largest).
+func nearestSize(p Profile, n int) int {
+	best := -1
+	for s := range p.Verify {
+		if s >= n && (best < 0 || s < best) {
+			best = s
+		}
+	}
+	if best < 0 {
+		for s := range p.Verify {
+			best = max(best, s)
+		}
+	}
+	return best
+}
+
+// verifyCost interpolates T_V(n) linearly between profiled sizes.
+func (pl *Planner) verifyCost(n int) float64 {
+	lo, hi := -1, -1
+	for s := range pl.prof.Verify {
+		if s <= n && s > lo {
+			lo = s
+		}
+		if s >= n && (hi < 0 || s < hi) {
+			hi = s
+		}
+	}
+	switch {
+	case lo < 0:
+		return pl.prof.Verify[hi].Seconds()
+	case hi < 0 || hi == lo:
+		return pl.prof.Verify[lo].Seconds() * float64(n) / float64(lo)
+	}
+	a, b := pl.prof.Verify[lo].Seconds(), pl.prof.Verify[hi].Seconds()
+	return a + (b-a)*float64(n-lo)/float64(hi-lo)
+}
+
+// alpha is the estimated probability that a round whose path reached depth
+// d−1 also accepts a node at depth d, with a Beta(1, 1) prior.
+func (pl *Planner) alpha(d int) float64 {
+	if d-1 < len(pl.offered) {
+		return (pl.reached[d-1] + 1) / (pl.offered[d-1] + 2)
+	}
+	// Beyond what was measured: the last measured rate, no better.
+	if n := len(pl.offered); n > 0 {
+		return pl.alpha(n)
+	}
+	return 0.5
+}
+
+// tau predicts tokens per round for a shape: 1 + Σ_d Π_{i≤d} α_i over the
+// depths the tree can cover (a tree of γ nodes is at most γ deep).
+func (pl *Planner) tau(p TreeParams) float64 {
+	tau, reach := 1.0, 1.0
+	for d := 1; d <= min(p.Depth+1, p.Tokens); d++ {
+		reach *= pl.alpha(d)
+		tau += reach
+	}
+	return tau
+}
+
+// Speedup predicts the speedup of a shape over plain decoding.
+func (pl *Planner) Speedup(p TreeParams) float64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.speedup(p)
+}
+
+func (pl *Planner) speedup(p TreeParams) float64 {
+	cost := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
+	return pl.tau(p) * pl.prof.Decode.Seconds() / cost
+}
+
+// best is the shape of highest predicted speedup.
+func (pl *Planner) best() (TreeParams, float64) {
+	best, bestS := TreeParams{}, 0.0
+	for _, s := range pl.shapes {
+		if v := pl.speedup(s); v > bestS {
+			best, bestS = s, v
+		}
+	}
+	return best, bestS
+}
+
+// Plan returns the shape to use next and whether to speculate at all.
+func (pl *Planner) Plan() (TreeParams, bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	best, bestS := pl.best()
+	if bestS > 1 {
+		pl.idle = 0
+		return best, true
+	}
+	pl.idle++
+	if pl.idle >= pl.ProbeEvery {
+		pl.idle = 0
+		return best, true
+	}
+	return best, false
+}
+
+// Observe records a speculative round: the shape used, the depth of its
+// tree, how deep the accepted path went, and the time spent drafting.
+func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Duration) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for len(pl.offered) < treeDepth {
+		pl.offered = append(pl.offered, 0)
+		pl.reached = append(pl.reached, 0)
+	}
+	for d := range pl.offered {
+		pl.offered[d] *= decay
+		pl.reached[d] *= decay
+	}
+	// Depth d was on offer if the path reached d−1 and the tree went that
+	// deep; it was accepted if the path reached d.
+	for d := 1; d <= min(treeDepth, accepted+1); d++ {
+		pl.offered[d-1]++
+		if d <= accepted {
+			pl.reached[d-1]++
+		}
+	}
+	steps := float64(p.Depth + 1)
+	t := draft.Seconds() / steps
+	if pl.rounds == 0 {
+		pl.draftT = t
+	} else {
+		pl.draftT = 0.9*pl.draftT + 0.1*t
+	}
+	pl.rounds++
+}
+
+// PredictedTokensPerSec is the predicted decode speed under the plan: the
+// best shape's, or plain decoding's when no shape beats it.
+func (pl *Planner) PredictedTokensPerSec() float64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	_, s := pl.best()
+	return max(s, 1) / pl.prof.Decode.Seconds()
+}

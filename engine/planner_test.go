@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func profileWith(decode time.Duration, verify func(n int) time.Duration) Profile {
+	p := Profile{Decode: decode, Verify: map[int]time.Duration{}}
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		p.Verify[n] = verify(n)
+	}
+	return p
+}
+
+// observeRounds feeds rounds whose paths accept each depth with
+// probability alpha (deterministically: every round reaches the expected
+// depth, rounded).
+func observeRounds(pl *Planner, p TreeParams, alpha float64, draft time.Duration, n int) {
+	for i := 0; i < n; i++ {
+		acc, reach := 0, 1.0
+		for d := 1; d <= p.Depth+1; d++ {
+			reach *= alpha
+			if float64(i%100)/100 < reach {
+				acc = d
+			}
+		}
+		pl.Observe(p, p.Depth+1, acc, draft)
+	}
+}
+
+func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
+	// Cheap verification (T_V(n) ≈ T_T for small n) and a good draft:
+	// speculate, deep.
+	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
+	pl := NewPlanner(cheap, 10)
+	observeRounds(pl, ServerTree, 0.8, 100*time.Microsecond, 200)
+	p, on := pl.Plan()
+	if !on || p.Depth < 2 {
+		t.Errorf("cheap verify, α 0.8: plan %+v on=%v, want deep speculation", p, on)
+	}
+	if s := pl.Speedup(p); s < 2 {
+		t.Errorf("predicted speedup %.2f", s)
+	}
+	// Verification as dear as γ decode steps: never worth it.
+	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 11 * time.Millisecond })
+	pl = NewPlanner(dear, 10)
+	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+	offRounds := 0
+	for i := 0; i < 64; i++ {
+		if _, on := pl.Plan(); !on {
+			offRounds++
+		}
+	}
+	// Off, but probing every ProbeEvery rounds.
+	if want := 64 - 64/pl.ProbeEvery; offRounds != want {
+		t.Errorf("dear verify: %d of 64 rounds off, want %d", offRounds, want)
+	}
+	if got := pl.PredictedTokensPerSec(); got < 99 || got > 101 {
+		t.Errorf("predicted %.1f tokens/s with speculation off, want plain decoding's 100", got)
+	}
+}
+
+func TestPlannerTracksAcceptance(t *testing.T) {
+	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*time.Millisecond })
+	pl := NewPlanner(prof, 10)
+	observeRounds(pl, ServerTree, 0.95, 0, 300)
+	hi := pl.tau(ServerTree)
+	observeRounds(pl, ServerTree, 0.1, 0, 300)
+	lo := pl.tau(ServerTree)
+	if !(hi > 4 && lo < 1.5) {
+		t.Errorf("τ predicted %.2f after α 0.95, %.2f after α 0.1", hi, lo)
+	}
+}
