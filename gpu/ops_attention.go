@@ -74,131 +74,142 @@ func (a Attn) keyLimit(j int) int {
 	return a.Keys()
 }
 
+// Attention works head by head as matrix products on the kernels' matmul
+// (strided rows, no copies of q, k or the weights): scores S = q_h·k_gᵀ go
+// straight into probs, are masked and softmaxed in place, and out_h = P·v_g.
+// Masked scores are computed and then dropped: with the SIMD product that
+// costs less than skipping them one by one.
 func (h *host[T]) Attention(out, probs, q, k, v Buffer, a Attn) {
 	checkAttn("Attention", a)
-	hd, keys := a.HeadDim, a.Keys()
+	hd, keys, rows := a.HeadDim, a.Keys(), a.Rows
 	qd, kvd := a.Heads*hd, a.KVHeads*hd
 	os, ps, qs, ks, vs := h.s(out), h.s(probs), h.s(q), h.s(k), h.s(v)
-	need("Attention", a.Rows*qd, os, qs)
-	need("Attention", a.Rows*a.Heads*keys, ps)
+	need("Attention", rows*qd, os, qs)
+	need("Attention", rows*a.Heads*keys, ps)
 	need("Attention", keys*kvd, ks, vs)
 	scale := 1 / math.Sqrt(float64(hd))
 	group := a.Heads / a.KVHeads
-	h.par(a.Rows*a.Heads, keys*hd*2, func(_, lo, hi int) {
-		acc := make([]float64, hd)
-		sc := make([]float64, keys)
-		vis := make([]int, 0, keys)
-		lastJ := -1
-		for jh := lo; jh < hi; jh++ {
-			j, hh := jh/a.Heads, jh%a.Heads
-			if j != lastJ {
-				// The keys row j sees, shared by its heads.
-				vis, lastJ = vis[:0], j
-				for t := range a.keyLimit(j) {
-					if a.visible(j, t) {
-						vis = append(vis, t)
-					}
+	lp := a.Heads * keys // stride between a head's rows in probs
+	h.par(a.KVHeads, rows*keys*hd*2*group, func(_, glo, ghi int) {
+		vt := h.scratch(hd * keys)
+		for g := glo; g < ghi; g++ {
+			transposeStrided(vt, vs[g*hd:], kvd, keys, hd)
+			for hh := g * group; hh < (g+1)*group; hh++ {
+				p := ps[hh*keys:]
+				h.ntRange(p, lp, qs[hh*hd:], qd, ks[g*hd:], kvd, rows, hd, 0, keys)
+				for j := range rows {
+					softmaxRow(p[j*lp:j*lp+keys], a, j, scale)
 				}
-			}
-			g := hh / group
-			qj := qs[j*qd+hh*hd : j*qd+(hh+1)*hd]
-			mx := math.Inf(-1)
-			for i, t := range vis {
-				kt := ks[t*kvd+g*hd : t*kvd+(g+1)*hd]
-				var s T
-				for d, qv := range qj {
-					s += qv * kt[d]
-				}
-				sc[i] = float64(s) * scale
-				mx = max(mx, sc[i])
-			}
-			var sum float64
-			for i := range vis {
-				sc[i] = math.Exp(sc[i] - mx)
-				sum += sc[i]
-			}
-			p := ps[jh*keys : (jh+1)*keys]
-			clear(p)
-			clear(acc)
-			for i, t := range vis {
-				w := sc[i] / sum
-				p[t] = T(w)
-				vt := vs[t*kvd+g*hd : t*kvd+(g+1)*hd]
-				for d, vv := range vt {
-					acc[d] += w * float64(vv)
-				}
-			}
-			oj := os[j*qd+hh*hd : j*qd+(hh+1)*hd]
-			for d := range oj {
-				oj[d] = T(acc[d])
+				h.ntRange(os[hh*hd:], qd, p, lp, vt, keys, rows, keys, 0, hd)
 			}
 		}
+		h.put(vt)
 	})
 }
 
-// AttentionBackward splits the work by KV head: the queries of one group
-// are the only writers of that head's columns of dk and dv.
+// softmaxRow turns row j's raw scores into attention weights: scaled,
+// masked (0), normalized. The maximum and sum are taken in float64.
+func softmaxRow[T float32 | float64](p []T, a Attn, j int, scale float64) {
+	lim := a.keyLimit(j)
+	mx := math.Inf(-1)
+	for t := range lim {
+		if a.visible(j, t) {
+			mx = max(mx, float64(p[t])*scale)
+		}
+	}
+	var sum float64
+	for t := range lim {
+		if a.visible(j, t) {
+			e := exp[T](float64(p[t])*scale - mx)
+			p[t] = T(e)
+			sum += e
+		} else {
+			p[t] = 0
+		}
+	}
+	clear(p[lim:])
+	inv := 1 / sum
+	for t := range lim {
+		p[t] = T(float64(p[t]) * inv)
+	}
+}
+
+// transposeStrided: dst[c×r] = the r × c block of src whose rows are ld
+// apart. It goes in tiles so that both sides stay in cache.
+func transposeStrided[T float32 | float64](dst, src []T, ld, r, c int) {
+	const tile = 16
+	for i0 := 0; i0 < r; i0 += tile {
+		for j0 := 0; j0 < c; j0 += tile {
+			for i := i0; i < min(i0+tile, r); i++ {
+				row := src[i*ld : i*ld+c]
+				for j := j0; j < min(j0+tile, c); j++ {
+					dst[j*r+i] = row[j]
+				}
+			}
+		}
+	}
+}
+
+// addStrided: dst's r × c block with rows ld apart += src[r×c].
+func addStrided[T float32 | float64](dst []T, ld int, src []T, r, c int) {
+	for i := range r {
+		addTo(dst[i*ld:i*ld+c], src[i*c:(i+1)*c])
+	}
+}
+
+// AttentionBackward, per KV head g (its queries are the only writers of
+// g's columns of dk and dv) and per query head h of the group, with P the
+// weights:
 //
-// With p the weights of one query row and head: dp_t = dout·v_t,
-// ds_t = p_t(dp_t − Σ p·dp); dq += scale·Σ ds_t k_t; dk_t += scale·ds_t q;
-// dv_t += p_t dout.
+//	dP = dout_h · v_gᵀ                  [rows × keys]
+//	dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale
+//	dq_h += dS · k_g;  dk_g += dSᵀ · q_h;  dv_g += Pᵀ · dout_h
+//
+// each a kernel product on transposed copies where the kernel needs rows.
 func (h *host[T]) AttentionBackward(dq, dk, dv, dout, probs, q, k, v Buffer, a Attn) {
 	checkAttn("AttentionBackward", a)
-	hd, keys := a.HeadDim, a.Keys()
+	hd, keys, rows := a.HeadDim, a.Keys(), a.Rows
 	qd, kvd := a.Heads*hd, a.KVHeads*hd
 	dqs, dks, dvs, ds, ps, qs, ks, vs := h.s(dq), h.s(dk), h.s(dv), h.s(dout), h.s(probs), h.s(q), h.s(k), h.s(v)
-	need("AttentionBackward", a.Rows*qd, dqs, ds, qs)
-	need("AttentionBackward", a.Rows*a.Heads*keys, ps)
+	need("AttentionBackward", rows*qd, dqs, ds, qs)
+	need("AttentionBackward", rows*a.Heads*keys, ps)
 	need("AttentionBackward", keys*kvd, dks, dvs, ks, vs)
 	scale := 1 / math.Sqrt(float64(hd))
 	group := a.Heads / a.KVHeads
-	h.par(a.KVHeads, a.Rows*group*keys*hd*4, func(_, glo, ghi int) {
-		dp := make([]float64, keys)
-		dqa := make([]float64, hd)
+	lp := a.Heads * keys
+	h.par(a.KVHeads, rows*keys*hd*6*group, func(_, glo, ghi int) {
+		dS, dST, pT := h.scratch(rows*keys), h.scratch(keys*rows), h.scratch(keys*rows)
+		kT, qT, doT := h.scratch(hd*keys), h.scratch(hd*rows), h.scratch(hd*rows)
+		tq, tkv := h.scratch(rows*hd), h.scratch(keys*hd)
 		for g := glo; g < ghi; g++ {
-			for j := range a.Rows {
-				lim := a.keyLimit(j)
-				for hh := g * group; hh < (g+1)*group; hh++ {
-					jh := j*a.Heads + hh
-					p := ps[jh*keys : (jh+1)*keys]
-					dj := ds[j*qd+hh*hd : j*qd+(hh+1)*hd]
-					qj := qs[j*qd+hh*hd : j*qd+(hh+1)*hd]
-					var sum float64
-					for t := 0; t < lim; t++ {
-						if p[t] == 0 {
-							dp[t] = 0
-							continue
-						}
-						vt := vs[t*kvd+g*hd : t*kvd+(g+1)*hd]
-						var s float64
-						for d, x := range dj {
-							s += float64(x) * float64(vt[d])
-						}
-						dp[t] = s
-						sum += float64(p[t]) * s
+			transposeStrided(kT, ks[g*hd:], kvd, keys, hd)
+			for hh := g * group; hh < (g+1)*group; hh++ {
+				p := ps[hh*keys:]
+				h.ntRange(dS, keys, ds[hh*hd:], qd, vs[g*hd:], kvd, rows, hd, 0, keys)
+				for j := range rows {
+					pj, dj := p[j*lp:j*lp+keys], dS[j*keys:(j+1)*keys]
+					var dot float64
+					for t, pv := range pj {
+						dot += float64(pv) * float64(dj[t])
 					}
-					clear(dqa)
-					for t := 0; t < lim; t++ {
-						pt := float64(p[t])
-						if pt == 0 {
-							continue
-						}
-						dsc := pt * (dp[t] - sum) * scale
-						kt := ks[t*kvd+g*hd : t*kvd+(g+1)*hd]
-						dkt := dks[t*kvd+g*hd : t*kvd+(g+1)*hd]
-						dvt := dvs[t*kvd+g*hd : t*kvd+(g+1)*hd]
-						for d := range hd {
-							dqa[d] += dsc * float64(kt[d])
-							dkt[d] += T(dsc * float64(qj[d]))
-							dvt[d] += T(pt * float64(dj[d]))
-						}
-					}
-					dqj := dqs[j*qd+hh*hd : j*qd+(hh+1)*hd]
-					for d := range dqj {
-						dqj[d] += T(dqa[d])
+					for t, pv := range pj {
+						dj[t] = T(float64(pv) * (float64(dj[t]) - dot) * scale)
 					}
 				}
+				h.ntRange(tq, hd, dS, keys, kT, keys, rows, keys, 0, hd)
+				addStrided(dqs[hh*hd:], qd, tq, rows, hd)
+				transpose(dST, dS, rows, keys)
+				transposeStrided(qT, qs[hh*hd:], qd, rows, hd)
+				h.ntRange(tkv, hd, dST, rows, qT, rows, keys, rows, 0, hd)
+				addStrided(dks[g*hd:], kvd, tkv, keys, hd)
+				transposeStrided(pT, p, lp, rows, keys)
+				transposeStrided(doT, ds[hh*hd:], qd, rows, hd)
+				h.ntRange(tkv, hd, pT, rows, doT, rows, keys, rows, 0, hd)
+				addStrided(dvs[g*hd:], kvd, tkv, keys, hd)
 			}
+		}
+		for _, b := range [][]T{dS, dST, pT, kT, qT, doT, tq, tkv} {
+			h.put(b)
 		}
 	})
 }

@@ -26,19 +26,22 @@ func (h *host[T]) SmoothL1(dpred, loss, pred, target Buffer, n, c int, scale flo
 	}
 }
 
-// logSumExp returns the maximum, its first index and log Σ exp(x).
-func logSumExp[T float32 | float64](x []T) (mx float64, arg int, lse float64) {
-	mx = math.Inf(-1)
+// softmaxInto writes exp(x − max) into e and returns the index of the
+// maximum and log Σ exp(x): one exponential per value, reused by the
+// caller for the probabilities.
+func softmaxInto[T float32 | float64](e []float64, x []T) (arg int, lse float64) {
+	mx := math.Inf(-1)
 	for i, v := range x {
 		if float64(v) > mx {
 			mx, arg = float64(v), i
 		}
 	}
 	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - mx)
+	for i, v := range x {
+		e[i] = exp[T](float64(v) - mx)
+		s += e[i]
 	}
-	return mx, arg, mx + math.Log(s)
+	return arg, mx + math.Log(s)
 }
 
 func (h *host[T]) SoftCrossEntropy(dlogits, loss, agree, logits, target Buffer, n, v int, scale float32) {
@@ -46,17 +49,20 @@ func (h *host[T]) SoftCrossEntropy(dlogits, loss, agree, logits, target Buffer, 
 	need("SoftCrossEntropy", n*v, dls, lgs, ts)
 	need("SoftCrossEntropy", n, ls, as)
 	h.par(n, 8*v, func(_, lo, hi int) {
+		eq, ep := make([]float64, v), make([]float64, v)
 		for r := lo; r < hi; r++ {
 			lr, tr := lgs[r*v:(r+1)*v], ts[r*v:(r+1)*v]
-			_, aq, lq := logSumExp(lr)
-			_, ap, lp := logSumExp(tr)
+			aq, lq := softmaxInto(eq, lr)
+			ap, lp := softmaxInto(ep, tr)
+			// e holds exp(x − max); dividing by Σ = exp(lse − max) gives
+			// the probabilities.
+			sq, sp := 1/exp[T](lq-float64(lr[aq])), 1/exp[T](lp-float64(tr[ap]))
 			var l float64
 			for i := range v {
-				p := math.Exp(float64(tr[i]) - lp)
-				logq := float64(lr[i]) - lq
-				l -= p * logq
+				p := ep[i] * sp
+				l -= p * (float64(lr[i]) - lq)
 				if dls != nil {
-					dls[r*v+i] += T(float64(scale) * (math.Exp(logq) - p))
+					dls[r*v+i] += T(float64(scale) * (eq[i]*sq - p))
 				}
 			}
 			ls[r] = T(l)

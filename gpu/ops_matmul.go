@@ -43,14 +43,7 @@ func (h *host[T]) nt(out []T, ldo int, a []T, lda int, b []T, ldb int, n, k, m i
 }
 
 // transpose: dst[c×r] = src[r×c]ᵀ.
-func transpose[T float32 | float64](dst, src []T, r, c int) {
-	for i := range r {
-		row := src[i*c : (i+1)*c]
-		for j, v := range row {
-			dst[j*r+i] = v
-		}
-	}
-}
+func transpose[T float32 | float64](dst, src []T, r, c int) { transposeStrided(dst, src, c, r, c) }
 
 func addTo[T float32 | float64](dst, src []T) {
 	for i, v := range src {
