@@ -72,9 +72,13 @@ func (d *DGFDrafter) Reset() {
 func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	L := len(ctx) - 1
 	// Without the target's features up to the root there is nothing to
-	// read (a prefill that did not pass them), and without room for every
-	// expanded node nothing fits: draft nothing.
-	if L < 1 || len(d.features) < L || L+p.Depth*p.TopK > d.m.Context() {
+	// read (a prefill that did not pass them): draft nothing. Near the end
+	// of the draft's context, grow a shallower tree: every expanded node
+	// takes a slot.
+	if p.TopK > 0 {
+		p.Depth = min(p.Depth, (d.m.Context()-L)/p.TopK)
+	}
+	if L < 1 || len(d.features) < L || L >= d.m.Context() {
 		return &Tree{}, nil
 	}
 	// Keep the committed positions whose tokens still match, and always

@@ -8,6 +8,10 @@ import (
 // several passes.
 const seqRows = 64
 
+// treeRoom is how many slots a sequence holds beyond its context for the
+// nodes of a draft tree (the server tree expands 70).
+const treeRoom = 256
+
 // Sequence is one sequence of a draft while it drafts: the KV cache of its
 // committed positions, and a tree of pending nodes after them. It
 // implements engine.FeatureModel (without importing engine): position i
@@ -27,12 +31,13 @@ type Sequence struct {
 
 type seqNode struct{ parent, depth int }
 
-// NewSequence allocates a sequence of up to ctx positions (≤ 0 or more
-// than the draft's context: the draft's).
+// NewSequence allocates a sequence of up to ctx positions (≤ 0: the
+// draft's context), and room for a draft tree after them.
 func (d *Draft) NewSequence(ctx int) *Sequence {
-	if ctx <= 0 || ctx > d.C.Context {
+	if ctx <= 0 {
 		ctx = d.C.Context
 	}
+	ctx += treeRoom
 	s := &Sequence{d: d, ctx: ctx}
 	for range d.C.Blocks {
 		s.kc = append(s.kc, d.Dev.Alloc(ctx*d.C.KVDim()))
@@ -57,7 +62,7 @@ func (s *Sequence) Free() {
 // Len is the number of committed positions.
 func (s *Sequence) Len() int { return s.len }
 
-// Context is the most positions the sequence holds.
+// Context is the most positions and tree nodes the sequence holds.
 func (s *Sequence) Context() int { return s.ctx }
 
 // Vocab is the size of the logits.
