@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+)
+
+// Records is the adaptation buffer: for every position the target
+// committed, its token and final hidden state, exactly what the draft
+// trains on (input f_t with token x_{t+1}, target f_{t+1}). Nothing here
+// costs an extra target forward: the features come from verification and
+// prefill. It is a ring bounded in bytes: the oldest positions go first.
+// Positions of one sequence stay in order, so the trainer can take windows
+// of consecutive positions; one decoder writes while one trainer reads.
+type Records struct {
+	mu     sync.Mutex
+	hidden int
+	cap    int       // positions
+	feats  []float32 // cap × hidden
+	toks   []int32
+	seqs   []uint64
+	start  int // oldest position in the ring
+	n      int
+	total  uint64 // positions ever appended
+}
+
+// RecordBytes is the memory one position takes.
+func RecordBytes(hidden int) int { return 4*hidden + 4 + 8 }
+
+// NewRecords holds at most maxBytes of positions of features of size
+// hidden.
+func NewRecords(hidden, maxBytes int) (*Records, error) {
+	c := maxBytes / RecordBytes(hidden)
+	if hidden <= 0 || c < 2 {
+		return nil, fmt.Errorf("records: %d bytes hold no window of %d-wide features", maxBytes, hidden)
+	}
+	return &Records{hidden: hidden, cap: c, feats: make([]float32, c*hidden), toks: make([]int32, c), seqs: make([]uint64, c)}, nil
+}
+
+// Append adds consecutive positions of sequence seq.
+func (r *Records) Append(seq uint64, tokens []int, features [][]float32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, tok := range tokens {
+		at := (r.start + r.n) % r.cap
+		if r.n == r.cap {
+			r.start = (r.start + 1) % r.cap
+		} else {
+			r.n++
+		}
+		copy(r.feats[at*r.hidden:(at+1)*r.hidden], features[i])
+		r.toks[at] = int32(tok)
+		r.seqs[at] = seq
+		r.total++
+	}
+}
+
+// Len is the number of positions held.
+func (r *Records) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// Total is the number of positions ever appended.
+func (r *Records) Total() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// Bytes is the memory the ring holds (its bound).
+func (r *Records) Bytes() int { return r.cap * RecordBytes(r.hidden) }
+
+// Window is consecutive positions of one sequence.
+type Window struct {
+	Tokens   []int
+	Features [][]float32 // copies: the ring may overwrite its own
+}
+
+// Sample copies up to count windows of length positions each, from random
+// places in the ring, preferring recent positions when recent is set (the
+// newest half). Windows never cross sequences.
+func (r *Records) Sample(rng *rand.Rand, count, length int, recent bool) []Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Window
+	if r.n < length {
+		return nil
+	}
+	lo := 0
+	if recent {
+		lo = r.n / 2
+	}
+	for tries := 0; len(out) < count && tries < 4*count; tries++ {
+		first := lo + rng.IntN(max(1, r.n-length+1-lo))
+		if first+length > r.n {
+			continue
+		}
+		seq := r.seqs[(r.start+first)%r.cap]
+		if r.seqs[(r.start+first+length-1)%r.cap] != seq {
+			continue
+		}
+		w := Window{Tokens: make([]int, length), Features: make([][]float32, length)}
+		for i := 0; i < length; i++ {
+			at := (r.start + first + i) % r.cap
+			if r.seqs[at] != seq {
+				break
+			}
+			w.Tokens[i] = int(r.toks[at])
+			w.Features[i] = append([]float32(nil), r.feats[at*r.hidden:(at+1)*r.hidden]...)
+		}
+		out = append(out, w)
+	}
+	return out
+}
