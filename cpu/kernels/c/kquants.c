@@ -25,11 +25,34 @@ DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
 // go through vpdpwssd of the per-lane mins (or scales) with the
 // activations' 16-value sums.
 
+// q4k_scales unpacks the 6-bit scale and min of sub-block s for every
+// row (lane) from the scale bytes 0..3 (A), 4..7 (B) and 8..11 (C).
+DT_INLINE void q4k_scales(int s, __m512i A, __m512i B, __m512i C, __m512i *sc, __m512i *m) {
+	const __m512i m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3), m4 = _mm512_set1_epi32(15);
+	if (s < 4) {
+		*sc = _mm512_and_si512(_mm512_srli_epi32(A, 8 * s), m6);
+		*m = _mm512_and_si512(_mm512_srli_epi32(B, 8 * s), m6);
+	} else {
+		const int t = s - 4;
+		*sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t), m4),
+		                      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(A, 8 * t + 6), m2), 4));
+		*m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t + 4), m4),
+		                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(B, 8 * t + 6), m2), 4));
+	}
+}
+
+// With one or two activation rows a super-block is done 64 values at a
+// time straight from registers: the loop body stays short enough for the
+// out-of-order core to overlap one chunk's transpose with the previous
+// chunk's products. With more rows the unpacked weights are staged once
+// and reused from L1 by every row.
+#define KREG 2
+
 DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
                          int64_t arb, float *out, int64_t ldo) {
 	const uint8_t *p[16];
 	const __m512i vidx = tile_rows(w, rb, rows, p);
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3);
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512 acc[16];
 	__m512i W[64], mp[8];
 	__m512 scf[8];
@@ -44,57 +67,101 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 		const __m512i A = _mm512_i32gather_epi32(vidx, w + o + 4, 1);
 		const __m512i B = _mm512_i32gather_epi32(vidx, w + o + 8, 1);
 		const __m512i C = _mm512_i32gather_epi32(vidx, w + o + 12, 1);
+		__m512 t[16];
 		#pragma GCC unroll 16
-		for (int s = 0; s < 8; s++) {
-			__m512i sc, m;
-			if (s < 4) {
-				sc = _mm512_and_si512(_mm512_srli_epi32(A, 8 * s), m6);
-				m = _mm512_and_si512(_mm512_srli_epi32(B, 8 * s), m6);
-			} else {
-				const int t = s - 4;
-				sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t), _mm512_set1_epi32(15)),
-				                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(A, 8 * t + 6), m2), 4));
-				m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t + 4), _mm512_set1_epi32(15)),
-				                    _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(B, 8 * t + 6), m2), 4));
+		for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
+		if (NT <= KREG) {
+			#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				__m512i T[8], Wk[8], sc0, sc1, m;
+				transpose32(p, o + 16 + 32 * k, T);
+				q4k_scales(2 * k, A, B, C, &sc0, &m);
+				q4k_scales(2 * k + 1, A, B, C, &sc1, &m);
+				const __m512 f0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc0)), f1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc1));
+				#pragma GCC unroll 8
+				for (int g = 0; g < 8; g++) Wk[g] = _mm512_and_si512(T[g], m4);
+				#pragma GCC unroll 4
+				for (int j = 0; j < NT; j++) {
+					__m512i S = dot8(_mm512_setzero_si512(), Wk, act + j * arb + b * Q8_K_SIZE + 4 + 64 * k);
+					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), f0, t[j]);
+				}
+				#pragma GCC unroll 8
+				for (int g = 0; g < 8; g++) Wk[g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+				#pragma GCC unroll 4
+				for (int j = 0; j < NT; j++) {
+					__m512i S = dot8(_mm512_setzero_si512(), Wk, act + j * arb + b * Q8_K_SIZE + 4 + 64 * k + 32);
+					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), f1, t[j]);
+				}
 			}
-			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
-			mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-		}
-		#pragma GCC unroll 16
-		for (int k = 0; k < 4; k++) {
-			__m512i T[8];
-			transpose32(p, o + 16 + 32 * k, T);
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				__m512i sc, m;
+				q4k_scales(s, A, B, C, &sc, &m);
+				mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+			}
+		} else {
 			#pragma GCC unroll 16
-			for (int g = 0; g < 8; g++) {
-				W[16 * k + g] = _mm512_and_si512(T[g], m4);
-				W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+			for (int s = 0; s < 8; s++) {
+				__m512i sc, m;
+				q4k_scales(s, A, B, C, &sc, &m);
+				scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+				mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+			}
+			#pragma GCC unroll 16
+			for (int k = 0; k < 4; k++) {
+				__m512i T[8];
+				transpose32(p, o + 16 + 32 * k, T);
+				#pragma GCC unroll 16
+				for (int g = 0; g < 8; g++) {
+					W[16 * k + g] = _mm512_and_si512(T[g], m4);
+					W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+				}
+			}
+			#pragma GCC unroll 16
+			for (int j = 0; j < NT; j++) {
+				const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+				#pragma GCC unroll 16
+				for (int s = 0; s < 8; s++) {
+					__m512i S = dot8(_mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
+					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t[j]);
+				}
 			}
 		}
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512 t = _mm512_setzero_ps();
-			#pragma GCC unroll 16
-			for (int s = 0; s < 8; s++) {
-				__m512i S = dot8(_mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
-				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t);
-			}
 			__m512i mi = _mm512_setzero_si512();
 			#pragma GCC unroll 16
 			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
-			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t);
-			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
+			t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t[j]);
+			acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(ldf(y)), acc[j]);
 		}
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
+// q6_quant builds, for half h of a Q6_K super-block, the unsigned 6-bit
+// quants of one quarter (qi: 0..3, 32 values) for every row, from the
+// transposed low-bit bytes (Tq: ql[0..31] for quarters 0 and 2, ql[32..63]
+// for 1 and 3) and high-bit bytes Th.
+DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	__m512i lo = qi < 2 ? _mm512_and_si512(Tq, m4) : _mm512_and_si512(_mm512_srli_epi16(Tq, 4), m4);
+	__m512i hi;
+	switch (qi) {
+	case 0: hi = _mm512_slli_epi16(Th, 4); break;
+	case 1: hi = _mm512_slli_epi16(Th, 2); break;
+	case 2: hi = Th; break;
+	default: hi = _mm512_srli_epi16(Th, 2); break;
+	}
+	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+}
+
 DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
                          int64_t arb, float *out, int64_t ldo) {
 	const uint8_t *p[16];
 	const __m512i vidx = tile_rows(w, rb, rows, p);
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
 	__m512 acc[16];
 	__m512i W[64], cp[8];
 	__m512 scf[16];
@@ -107,7 +174,7 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 		// read past the end of the tensor.
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(vidx, w + o + 206, 1), 16)));
 		__m512i sc[16];
-		#pragma GCC unroll 16
+		#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
 			const __m512i G = _mm512_i32gather_epi32(vidx, w + o + 192 + 4 * i, 1);
 			sc[4 * i + 0] = _mm512_srai_epi32(_mm512_slli_epi32(G, 24), 24);
@@ -117,42 +184,71 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 		}
 		#pragma GCC unroll 16
 		for (int i = 0; i < 16; i++) scf[i] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[i]));
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++)
+			cp[u] = _mm512_or_si512(_mm512_and_si512(sc[2 * u], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[2 * u + 1], 16));
+		__m512 t[16];
 		#pragma GCC unroll 16
-		for (int t = 0; t < 8; t++)
-			cp[t] = _mm512_or_si512(_mm512_and_si512(sc[2 * t], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[2 * t + 1], 16));
-		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
+		for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
+		#pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
-			__m512i Ta[8], Tb[8], Th[8];
-			transpose32(p, o + 64 * h, Ta);
-			transpose32(p, o + 64 * h + 32, Tb);
+			__m512i Th[8];
 			transpose32(p, o + 128 + 32 * h, Th);
-			#pragma GCC unroll 16
-			for (int g = 0; g < 8; g++) {
-				W[32 * h + g] = _mm512_or_si512(_mm512_and_si512(Ta[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 4), m30));
-				W[32 * h + 8 + g] = _mm512_or_si512(_mm512_and_si512(Tb[g], m4), _mm512_and_si512(_mm512_slli_epi16(Th[g], 2), m30));
-				W[32 * h + 16 + g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Ta[g], 4), m4), _mm512_and_si512(Th[g], m30));
-				W[32 * h + 24 + g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Tb[g], 4), m4),
-				                                     _mm512_and_si512(_mm512_srli_epi16(Th[g], 2), m30));
+			#pragma GCC unroll 2
+			for (int half = 0; half < 2; half++) { // ql[0..31] (quarters 0, 2), ql[32..63] (1, 3)
+				__m512i Tq[8];
+				transpose32(p, o + 64 * h + 32 * half, Tq);
+				#pragma GCC unroll 2
+				for (int up = 0; up < 2; up++) {
+					const int qi = half + 2 * up;
+					if (NT <= KREG) {
+						__m512i Wq[8];
+						#pragma GCC unroll 8
+						for (int g = 0; g < 8; g++) Wq[g] = q6_quant(qi, Tq[g], Th[g]);
+						#pragma GCC unroll 4
+						for (int j = 0; j < NT; j++) {
+							const uint8_t *y = act + j * arb + b * Q8_K_SIZE + 4 + 128 * h + 32 * qi;
+							#pragma GCC unroll 2
+							for (int e = 0; e < 2; e++) { // the quarter's two 16-value sub-blocks
+								__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+								S = _mm512_dpbusd_epi32(S, Wq[4 * e + 0], _mm512_set1_epi32(ld32(y + 16 * e + 0)));
+								S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 1], _mm512_set1_epi32(ld32(y + 16 * e + 4)));
+								S = _mm512_dpbusd_epi32(S, Wq[4 * e + 2], _mm512_set1_epi32(ld32(y + 16 * e + 8)));
+								S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 3], _mm512_set1_epi32(ld32(y + 16 * e + 12)));
+								t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[8 * h + 2 * qi + e], t[j]);
+							}
+						}
+					} else {
+						#pragma GCC unroll 8
+						for (int g = 0; g < 8; g++) W[32 * h + 8 * qi + g] = q6_quant(qi, Tq[g], Th[g]);
+					}
+				}
 			}
 		}
+		if (NT > KREG) {
+			#pragma GCC unroll 16
+			for (int j = 0; j < NT; j++) {
+				const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+				#pragma GCC unroll 16
+				for (int i = 0; i < 16; i++) {
+					__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+					S = _mm512_dpbusd_epi32(S, W[4 * i + 0], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 0)));
+					S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 1], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 4)));
+					S = _mm512_dpbusd_epi32(S, W[4 * i + 2], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 8)));
+					S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 3], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 12)));
+					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t[j]);
+				}
+			}
+		}
+		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512 t = _mm512_setzero_ps();
-			#pragma GCC unroll 16
-			for (int i = 0; i < 16; i++) {
-				__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-				S = _mm512_dpbusd_epi32(S, W[4 * i + 0], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 0)));
-				S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 1], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 4)));
-				S = _mm512_dpbusd_epi32(S, W[4 * i + 2], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 8)));
-				S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 3], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 12)));
-				t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t);
-			}
 			__m512i ci = _mm512_setzero_si512();
-			#pragma GCC unroll 16
+			#pragma GCC unroll 8
 			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
-			t = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t);
-			acc[j] = _mm512_fmadd_ps(t, _mm512_set1_ps(ldf(y)), acc[j]);
+			t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t[j]);
+			acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(ldf(y)), acc[j]);
 		}
 	}
 	#pragma GCC unroll 16
