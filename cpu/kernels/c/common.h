@@ -84,6 +84,12 @@ static inline uint16_t f32_to_f16_soft(float f) {
 
 #if defined(__F16C__)
 DT_INLINE float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+#elif defined(__aarch64__)
+DT_INLINE float f16_to_f32(uint16_t h) {
+	__fp16 f;
+	memcpy(&f, &h, 2);
+	return (float)f;
+}
 #else
 DT_INLINE float f16_to_f32(uint16_t h) { return f16_to_f32_soft(h); }
 #endif
@@ -92,6 +98,46 @@ DT_INLINE float bf16_to_f32(uint16_t h) { return bitsf((uint32_t)h << 16); }
 // Float accumulation order: every kernel sums its float32 terms in its own
 // order (SIMD lanes, FMA). The integer parts of the quantized dot products
 // are exact, so levels differ only by float32 rounding; see the tests.
+
+#if defined(DT_NEON)
+// neon_f16x4 widens the f16 at p0..p3 to four floats.
+DT_INLINE float32x4_t neon_f16x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3) {
+	uint16x4_t h = vdup_n_u16(ld16(p0));
+	h = vset_lane_u16(ld16(p1), h, 1);
+	h = vset_lane_u16(ld16(p2), h, 2);
+	h = vset_lane_u16(ld16(p3), h, 3);
+	return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+// neon_transpose4 turns four rows of four 4-byte groups into four vectors
+// of one group from each row (lane i = row i), the layout vdotq_laneq_s32
+// multiplies against a broadcast group of activations.
+DT_INLINE void neon_transpose4(int8x16_t r0, int8x16_t r1, int8x16_t r2, int8x16_t r3, int8x16_t g[4]) {
+	int32x4_t t0 = vtrn1q_s32(vreinterpretq_s32_s8(r0), vreinterpretq_s32_s8(r1));
+	int32x4_t t1 = vtrn2q_s32(vreinterpretq_s32_s8(r0), vreinterpretq_s32_s8(r1));
+	int32x4_t t2 = vtrn1q_s32(vreinterpretq_s32_s8(r2), vreinterpretq_s32_s8(r3));
+	int32x4_t t3 = vtrn2q_s32(vreinterpretq_s32_s8(r2), vreinterpretq_s32_s8(r3));
+	g[0] = vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+	g[1] = vreinterpretq_s8_s64(vtrn1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+	g[2] = vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+	g[3] = vreinterpretq_s8_s64(vtrn2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+}
+
+// neon_dot8 is the dot of 8 transposed weight groups (G[0..7]: lane i =
+// row i) with one activation block x (32 int8, groups broadcast by lane).
+DT_INLINE int32x4_t neon_dot8(const int8x16_t G[8], const uint8_t *x) {
+	const int8x16_t x0 = vld1q_s8((const int8_t *)x), x1 = vld1q_s8((const int8_t *)x + 16);
+	int32x4_t s0 = vdotq_laneq_s32(vdupq_n_s32(0), G[0], x0, 0);
+	int32x4_t s1 = vdotq_laneq_s32(vdupq_n_s32(0), G[1], x0, 1);
+	s0 = vdotq_laneq_s32(s0, G[2], x0, 2);
+	s1 = vdotq_laneq_s32(s1, G[3], x0, 3);
+	s0 = vdotq_laneq_s32(s0, G[4], x1, 0);
+	s1 = vdotq_laneq_s32(s1, G[5], x1, 1);
+	s0 = vdotq_laneq_s32(s0, G[6], x1, 2);
+	s1 = vdotq_laneq_s32(s1, G[7], x1, 3);
+	return vaddq_s32(s0, s1);
+}
+#endif
 
 #if defined(DT_AVX512)
 DT_INLINE float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }

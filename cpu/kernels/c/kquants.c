@@ -403,6 +403,102 @@ static void k_matmul(krow_fn const rowfns[5], float *out, int64_t ldo, const uin
 		}
 }
 
+#elif defined(DT_NEON)
+
+// One weight row against up to four activation rows: sdot per 16 values,
+// the sub-block scales applied in int32 (vmlaq_n_s32), one float multiply
+// per super-block.
+DT_INLINE void q4_k_neon(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                         int64_t nb) {
+	float32x4_t acc[4];
+	float accm[4] = {0};
+	for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q4_K_SIZE;
+		const float d = f16_to_f32(ld16(wb)), dmin = f16_to_f32(ld16(wb + 2));
+		uint8_t sc[8], m[8];
+		for (int s = 0; s < 8; s++) scale_min_k4(s, wb + 4, &sc[s], &m[s]);
+		int32x4_t isum[4];
+		for (int j = 0; j < NT; j++) isum[j] = vdupq_n_s32(0);
+		for (int k = 0; k < 4; k++) {
+			const uint8x16_t a0 = vld1q_u8(wb + 16 + 32 * k), a1 = vld1q_u8(wb + 32 + 32 * k);
+			const int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(a0, vdupq_n_u8(0x0f)));
+			const int8x16_t l1 = vreinterpretq_s8_u8(vandq_u8(a1, vdupq_n_u8(0x0f)));
+			const int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(a0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(a1, 4));
+			for (int j = 0; j < NT; j++) {
+				const int8_t *y = (const int8_t *)(act + j * arb + b * Q8_K_SIZE + 4 + 64 * k);
+				int32x4_t sl = vdotq_s32(vdotq_s32(vdupq_n_s32(0), l0, vld1q_s8(y)), l1, vld1q_s8(y + 16));
+				int32x4_t sh = vdotq_s32(vdotq_s32(vdupq_n_s32(0), h0, vld1q_s8(y + 32)), h1, vld1q_s8(y + 48));
+				isum[j] = vmlaq_n_s32(vmlaq_n_s32(isum[j], sl, sc[2 * k]), sh, sc[2 * k + 1]);
+			}
+		}
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			int16_t bs[16];
+			memcpy(bs, y + 4 + QKK, sizeof bs);
+			int32_t mins = 0;
+			for (int s = 0; s < 8; s++) mins += m[s] * (bs[2 * s] + bs[2 * s + 1]);
+			const float dy = ldf(y);
+			acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(isum[j]), d * dy);
+			accm[j] += dmin * dy * (float)mins;
+		}
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = vaddvq_f32(acc[j]) - accm[j];
+}
+
+DT_INLINE void q6_k_neon(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
+                         int64_t nb) {
+	float32x4_t acc[4];
+	for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0);
+	const uint8x16_t m4 = vdupq_n_u8(0x0f), m30 = vdupq_n_u8(0x30);
+	const int8x16_t k32 = vdupq_n_s8(32);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = w + b * Q6_K_SIZE;
+		const int8_t *sc = (const int8_t *)(wb + 192);
+		int32x4_t isum[4];
+		for (int j = 0; j < NT; j++) isum[j] = vdupq_n_s32(0);
+		for (int h = 0; h < 2; h++) {
+			for (int part = 0; part < 2; part++) { // l = 16*part .. 16*part+15
+				const uint8x16_t a = vld1q_u8(wb + 64 * h + 16 * part), c = vld1q_u8(wb + 64 * h + 32 + 16 * part);
+				const uint8x16_t hb = vld1q_u8(wb + 128 + 32 * h + 16 * part);
+				int8x16_t q[4];
+				q[0] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(a, m4), vandq_u8(vshlq_n_u8(hb, 4), m30))), k32);
+				q[1] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(c, m4), vandq_u8(vshlq_n_u8(hb, 2), m30))), k32);
+				q[2] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(a, 4), vandq_u8(hb, m30))), k32);
+				q[3] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(c, 4), vandq_u8(vshrq_n_u8(hb, 2), m30))), k32);
+				for (int j = 0; j < NT; j++) {
+					const int8_t *y = (const int8_t *)(act + j * arb + b * Q8_K_SIZE + 4 + 128 * h + 16 * part);
+					for (int qi = 0; qi < 4; qi++) { // values 128h + 32qi + 16part + 0..15: sub-block 8h + 2qi + part
+						int32x4_t s = vdotq_s32(vdupq_n_s32(0), q[qi], vld1q_s8(y + 32 * qi));
+						isum[j] = vmlaq_n_s32(isum[j], s, sc[8 * h + 2 * qi + part]);
+					}
+				}
+			}
+		}
+		const float d = f16_to_f32(ld16(wb + 208));
+		for (int j = 0; j < NT; j++)
+			acc[j] = vfmaq_n_f32(acc[j], vcvtq_f32_s32(isum[j]), d * ldf(act + j * arb + b * Q8_K_SIZE));
+	}
+	for (int j = 0; j < NT; j++) out[j * ldo] = vaddvq_f32(acc[j]);
+}
+
+typedef void (*krow_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
+#define KROW(name, NT) \
+	static void name##_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { name(NT, out, ldo, w, act, arb, nb); }
+KROW(q4_k_neon, 1) KROW(q4_k_neon, 2) KROW(q4_k_neon, 3) KROW(q4_k_neon, 4)
+KROW(q6_k_neon, 1) KROW(q6_k_neon, 2) KROW(q6_k_neon, 3) KROW(q6_k_neon, 4)
+static krow_fn const q4_k_rows[5] = {0, q4_k_neon_1, q4_k_neon_2, q4_k_neon_3, q4_k_neon_4};
+static krow_fn const q6_k_rows[5] = {0, q6_k_neon_1, q6_k_neon_2, q6_k_neon_3, q6_k_neon_4};
+
+static void k_matmul(krow_fn const rowfns[5], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
+                     int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	for (int64_t r = lo; r < hi; r++)
+		for (int64_t j = 0; j < n; j += 4) {
+			const int nt = n - j < 4 ? (int)(n - j) : 4;
+			rowfns[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QKK);
+		}
+}
+
 #else
 
 // The generic dots mirror quant.DotQ4_KQ8_K and quant.DotQ6_KQ8_K.
@@ -462,7 +558,7 @@ DT_API void dt_matmul_q4_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX512)
 	k_matmul(q4_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
-#elif defined(DT_AVX2)
+#elif defined(DT_AVX2) || defined(DT_NEON)
 	k_matmul(q4_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #else
 	for (int64_t r = lo; r < hi; r++)
@@ -474,7 +570,7 @@ DT_API void dt_matmul_q6_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX512)
 	k_matmul(q6_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
-#elif defined(DT_AVX2)
+#elif defined(DT_AVX2) || defined(DT_NEON)
 	k_matmul(q6_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #else
 	for (int64_t r = lo; r < hi; r++)

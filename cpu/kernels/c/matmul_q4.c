@@ -2,9 +2,6 @@
 // bytes of nibbles: the low nibbles are values 0..15, the high ones 16..31,
 // each stored as q+8.
 #include "tile512.h"
-#ifndef PF_AHEAD
-#define PF_AHEAD 1024
-#endif
 
 #if defined(DT_AVX512)
 
@@ -88,6 +85,51 @@ DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 
+#elif defined(DT_NEON)
+
+// q4_0_unpack returns a row's 32 quants of block wb as signed bytes:
+// values 0..15 (low nibbles) and 16..31 (high nibbles), minus 8.
+DT_INLINE void q4_0_unpack(const uint8_t *wb, int8x16_t *lo, int8x16_t *hi) {
+	const uint8x16_t q = vld1q_u8(wb + 2);
+	*lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+	*hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vdupq_n_s8(8));
+}
+
+DT_INLINE void q4_0_neon(const int NT, float *out, int64_t ldo, const uint8_t *w, int64_t rb, const uint8_t *act,
+                         int64_t arb, int64_t nb) {
+	float32x4_t acc[8];
+	for (int j = 0; j < NT; j++) acc[j] = vdupq_n_f32(0);
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *w0 = w + b * Q4_0_SIZE, *w1 = w0 + rb, *w2 = w1 + rb, *w3 = w2 + rb;
+		int8x16_t l0, h0, l1, h1, l2, h2, l3, h3, G[8];
+		q4_0_unpack(w0, &l0, &h0);
+		q4_0_unpack(w1, &l1, &h1);
+		q4_0_unpack(w2, &l2, &h2);
+		q4_0_unpack(w3, &l3, &h3);
+		neon_transpose4(l0, l1, l2, l3, G);
+		neon_transpose4(h0, h1, h2, h3, G + 4);
+		const float32x4_t dw = neon_f16x4(w0, w1, w2, w3);
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *x = act + j * arb + b * Q8_0_SIZE;
+			int32x4_t s = neon_dot8(G, x + 2);
+			acc[j] = vfmaq_f32(acc[j], vcvtq_f32_s32(s), vmulq_n_f32(dw, f16_to_f32(ld16(x))));
+		}
+	}
+	for (int j = 0; j < NT; j++) vst1q_f32(out + j * ldo, acc[j]);
+}
+
+static float dot_q4_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sum = 0;
+	for (int64_t b = 0; b < nb; b++, w += Q4_0_SIZE, x += Q8_0_SIZE) {
+		int8x16_t lo, hi;
+		q4_0_unpack(w, &lo, &hi);
+		int32x4_t s = vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8((const int8_t *)x + 2));
+		s = vdotq_s32(s, hi, vld1q_s8((const int8_t *)x + 18));
+		sum += (float)vaddvq_s32(s) * (f16_to_f32(ld16(w)) * f16_to_f32(ld16(x)));
+	}
+	return sum;
+}
+
 #else
 
 static float dot_q4_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
@@ -118,6 +160,25 @@ DT_API void dt_matmul_q4_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 		case 1: q4_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
 		}
 	}
+#elif defined(DT_NEON)
+	int64_t r = lo;
+	for (; r + 4 <= hi; r += 4)
+		for (int64_t j = 0; j < n; j += 8) {
+			float *o = out + j * ldo + r;
+			const uint8_t *a = act + j * arb, *wr = w + r * rb;
+			switch (n - j < 8 ? n - j : 8) {
+			case 1: q4_0_neon(1, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 2: q4_0_neon(2, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 3: q4_0_neon(3, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 4: q4_0_neon(4, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 5: q4_0_neon(5, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 6: q4_0_neon(6, o, ldo, wr, rb, a, arb, cols / QK); break;
+			case 7: q4_0_neon(7, o, ldo, wr, rb, a, arb, cols / QK); break;
+			default: q4_0_neon(8, o, ldo, wr, rb, a, arb, cols / QK); break;
+			}
+		}
+	for (; r < hi; r++)
+		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_0(w + r * rb, act + j * arb, cols / QK);
 #else
 	for (int64_t r = lo; r < hi; r++)
 		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_0(w + r * rb, act + j * arb, cols / QK);
