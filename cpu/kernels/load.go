@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -166,13 +168,26 @@ func ensureFile(dir, path string, data []byte, sum [32]byte) error {
 	return nil
 }
 
-// p returns the address of a slice's first element for C. Callers have
-// checked that the slice is not empty; the conversion to uintptr happens in
-// the SyscallN argument list, where the pointed-to memory is kept alive for
-// the call.
-func p[T any](s []T) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)) }
+// p returns the address of a slice's first element for C.
+func p[T any](s []T) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(s))) }
 
 func f32bits(f float32) uintptr { return uintptr(math.Float32bits(f)) }
+
+// argPool recycles argument arrays: purego.SyscallN's variadic arguments
+// escape, so passing them directly would allocate on every kernel call.
+var argPool = sync.Pool{New: func() any { return new([14]uintptr) }}
+
+// call runs a C function. The pointers among args come from slices that
+// the caller passed to a Set function: those are called through func
+// values, so escape analysis has already put whatever they point to on the
+// heap, where it does not move; the callers keep the slices alive across
+// the call with runtime.KeepAlive.
+func call(fn uintptr, args ...uintptr) {
+	a := argPool.Get().(*[14]uintptr)
+	n := copy(a[:], args)
+	purego.SyscallN(fn, a[:n]...)
+	argPool.Put(a)
+}
 
 // set wraps the library's functions in a Set.
 func (l *cLib) set(level string) *Set {
@@ -186,28 +201,48 @@ func (l *cLib) set(level string) *Set {
 	}
 	return newSet(level, impl{
 		quantizeQ8_0: func(dst []byte, x []float32) {
-			purego.SyscallN(l.quantizeQ8_0, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+			call(l.quantizeQ8_0, p(dst), p(x), uintptr(len(x)))
+			runtime.KeepAlive(dst)
+			runtime.KeepAlive(x)
 		},
 		quantizeQ8_K: func(dst []byte, x []float32) {
-			purego.SyscallN(l.quantizeQ8_K, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+			call(l.quantizeQ8_K, p(dst), p(x), uintptr(len(x)))
+			runtime.KeepAlive(dst)
+			runtime.KeepAlive(x)
 		},
 		toF16: func(dst []uint16, x []float32) {
-			purego.SyscallN(l.toF16, uintptr(p(dst)), uintptr(p(x)), uintptr(len(x)))
+			call(l.toF16, p(dst), p(x), uintptr(len(x)))
+			runtime.KeepAlive(dst)
+			runtime.KeepAlive(x)
 		},
 		matmul: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) {
-			purego.SyscallN(mmTab[t], uintptr(p(out)), uintptr(ldo), uintptr(p(w)), uintptr(rowBytes),
-				uintptr(lo), uintptr(hi), uintptr(p(act)), uintptr(actRowBytes), uintptr(n), uintptr(cols))
+			call(mmTab[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(lo), uintptr(hi), p(act),
+				uintptr(actRowBytes), uintptr(n), uintptr(cols))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(w)
+			runtime.KeepAlive(act)
 		},
 		rmsnorm: func(out, x, weight []float32, n, cols int, eps float32) {
-			purego.SyscallN(l.rmsnorm, uintptr(p(out)), uintptr(p(x)), uintptr(p(weight)), uintptr(n), uintptr(cols), f32bits(eps))
+			call(l.rmsnorm, p(out), p(x), p(weight), uintptr(n), uintptr(cols), f32bits(eps))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(x)
+			runtime.KeepAlive(weight)
 		},
 		siluMul: func(out, gate, up []float32) {
-			purego.SyscallN(l.siluMul, uintptr(p(out)), uintptr(p(gate)), uintptr(p(up)), uintptr(len(gate)))
+			call(l.siluMul, p(out), p(gate), p(up), uintptr(len(gate)))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(gate)
+			runtime.KeepAlive(up)
 		},
 		attention: func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
-			purego.SyscallN(l.attention, uintptr(p(out)), uintptr(p(q)), uintptr(p(kc)), uintptr(p(vc)),
-				uintptr(past), uintptr(n), uintptr(p(mask)), uintptr(heads), uintptr(kvHeads), uintptr(hd),
-				f32bits(scale), uintptr(jlo), uintptr(jhi), uintptr(p(scratch)))
+			call(l.attention, p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
+				uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(q)
+			runtime.KeepAlive(kc)
+			runtime.KeepAlive(vc)
+			runtime.KeepAlive(mask)
+			runtime.KeepAlive(scratch)
 		},
 	})
 }

@@ -91,7 +91,10 @@ DT_INLINE float f16_to_f32(uint16_t h) {
 	return (float)f;
 }
 #else
-DT_INLINE float f16_to_f32(uint16_t h) { return f16_to_f32_soft(h); }
+// Without a conversion instruction, a table of all 65536 values (filled
+// when the library loads, see quantize.c) beats the bit manipulation.
+extern float dt_f16_table[65536];
+DT_INLINE float f16_to_f32(uint16_t h) { return dt_f16_table[h]; }
 #endif
 DT_INLINE float bf16_to_f32(uint16_t h) { return bitsf((uint32_t)h << 16); }
 

@@ -7,6 +7,14 @@
 
 DT_API int64_t dt_abi_version(void) { return DT_ABI_VERSION; }
 
+#if !defined(__F16C__) && !defined(__aarch64__)
+float dt_f16_table[65536];
+
+__attribute__((constructor)) static void fill_f16_table(void) {
+	for (uint32_t h = 0; h < 65536; h++) dt_f16_table[h] = f16_to_f32_soft((uint16_t)h);
+}
+#endif
+
 // round_even is round-half-to-even for |v| <= 2^22 (the 1.5*2^23 trick),
 // which is what the SIMD conversions do under the default rounding mode.
 DT_INLINE int32_t round_even(float v) {
@@ -65,6 +73,13 @@ DT_API void dt_quantize_q8_k(uint8_t *dst, const float *x, int64_t k) {
 		__m512 m = _mm512_setzero_ps();
 		for (int i = 0; i < QKK; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
 		amax = _mm512_reduce_max_ps(m);
+#elif defined(DT_AVX2)
+		const __m256 sign = _mm256_set1_ps(-0.0f);
+		__m256 m = _mm256_setzero_ps();
+		for (int i = 0; i < QKK; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
 #else
 		for (int i = 0; i < QKK; i++) amax = fmaxf(amax, fabsf(x[i]));
 #endif
@@ -89,6 +104,22 @@ DT_API void dt_quantize_q8_k(uint8_t *dst, const float *x, int64_t k) {
 			q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
 			_mm_storeu_si128((__m128i *)(qs + 16 * j), _mm512_cvtepi32_epi8(q));
 			bs[j] = (int16_t)_mm512_reduce_add_epi32(q);
+		}
+#elif defined(DT_AVX2)
+		const __m256 vs = _mm256_set1_ps(iscale);
+		const __m256i top = _mm256_set1_epi32(127);
+		for (int j = 0; j < 16; j++) {
+			__m256i q0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * j), vs)), top);
+			__m256i q1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * j + 8), vs)), top);
+			// packs work within 128-bit lanes: 0..3 8..11 4..7 12..15 as int16, then bytes in that order.
+			__m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xd8);
+			__m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+			_mm_storeu_si128((__m128i *)(qs + 16 * j), p8);
+			__m256i sum = _mm256_add_epi32(q0, q1);
+			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+			bs[j] = (int16_t)_mm_cvtsi128_si32(h);
 		}
 #else
 		for (int j = 0; j < 16; j++) {
