@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"dovetail/cpu/kernels"
 	"dovetail/models"
@@ -278,7 +277,7 @@ func (a *actBuf) form(t quant.Type) (act []byte, rowBytes int) {
 			}
 			a.have[quant.F16], a.have[quant.BF16] = t == quant.F16, t == quant.BF16
 		}
-		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a.f16))), 2*len(a.x)), 2 * a.cols
+		return kernels.Bytes(a.f16[:len(a.x)]), 2 * a.cols
 	case quant.Q8_0, quant.Q4_0:
 		rb := a.cols / quant.QK * quant.Q8_0.TypeSize()
 		if !a.have[quant.Q8_0] {
@@ -294,5 +293,5 @@ func (a *actBuf) form(t quant.Type) (act []byte, rowBytes int) {
 		}
 		return a.q8_k[:a.n*rb], rb
 	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a.x))), 4*len(a.x)), 4 * a.cols
+	return kernels.Bytes(a.x), 4 * a.cols
 }

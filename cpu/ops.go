@@ -9,17 +9,6 @@ import (
 // These are the pure-Go reference operations of the forward pass. Outputs
 // come first; shapes are in the comments.
 
-// matmul: out[Rows] = W[Rows×Cols] · x[Cols], W in its stored format and x
-// the current vector of a, in the form W's type multiplies it in.
-func matmul(p *Pool, out []float32, w *models.Tensor, a *acts) {
-	f := a.form(w.Type)
-	p.For(w.Rows, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			out[r] = a.dot(w, r, f)
-		}
-	})
-}
-
 // rmsnorm: out[n] = x[n] / sqrt(mean(x²) + eps) * weight[n].
 func rmsnorm(out, x, weight []float32, eps float32) {
 	var ss float64
