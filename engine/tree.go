@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"dovetail/internal/fastmath"
 )
 
 // TreeParams shape a draft tree: TopK children per expanded node, Depth
@@ -202,7 +204,7 @@ func topKLogProbs(logits []float32, k int) []tokenLogProb {
 	}
 	var sum float64
 	for i, v := range logits {
-		sum += math.Exp(float64(v - mx))
+		sum += float64(fastmath.Expf(v - mx))
 		if len(top) == k && float64(v) <= top[k-1].logp {
 			continue
 		}
