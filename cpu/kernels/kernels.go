@@ -5,19 +5,41 @@
 //
 // Every kernel exists at several levels. "go" is pure Go: the reference the
 // others are tested against, and the fallback when nothing else can run. The
-// other levels are C compiled by `make kernels` once per ISA level into shared
-// libraries ("generic": plain C for the baseline ISA; "avx2": x86-64-v3;
-// "avx512": x86-64-v4 with AVX512-VNNI; "neon": arm64 with the dot-product
-// extension). The libraries are embedded in the Go binary, written on first
-// use to the user's cache directory under a content-addressed name, and
-// opened with purego, so the binary needs neither cgo nor files beside it.
-// Best picks the highest level the CPU supports; DOVETAIL_KERNELS=name forces
-// one. A plain `go build` without `make` embeds no library and runs in Go.
+// other levels are C (c/*.c) compiled by `make kernels` once per ISA level
+// into shared libraries: "generic" (plain C for the baseline ISA), "avx2"
+// (x86-64-v3), "avx512" (x86-64-v4 with AVX512-VNNI; AVX-VNNI is not
+// required, since its ymm vpdpbusd adds nothing where AVX512-VNNI exists and
+// requiring it would exclude Zen 4 and Ice Lake) and "neon" (arm64 with the
+// dot-product extension). The libraries are embedded in the Go binary,
+// written on first use to the user's cache directory under a
+// content-addressed name, and opened with purego, so the binary needs
+// neither cgo nor files beside it. Best picks the highest level the CPU
+// supports; DOVETAIL_KERNELS=name forces one. A plain `go build` without
+// `make` embeds no library and runs in Go.
 //
 // The levels are interchangeable: integer parts of the quantized products are
 // exact at every level, so results differ only in the order of float32
 // additions (see the tests for the bound), and the quantizers agree byte for
 // byte.
+//
+// For the caller (the forward pass):
+//   - Sets are immutable and safe for concurrent use. Every kernel is
+//     single-threaded and writes only its own outputs, so workers can run
+//     disjoint row ranges of one MatMul, or disjoint query rows of one
+//     Attention, at the same time.
+//   - A call into C costs about 0.2-0.3 µs (purego; cgo would be 0.06 µs), so
+//     give each worker one call per matrix (a row range [lo, hi)), and pass
+//     RMSNorm all rows at once.
+//   - No alignment and no padding is needed anywhere: kernels use unaligned
+//     loads and never read past the end of a weight row or activation row
+//     (tested with data placed just before an unmapped page). Strides may be
+//     any size at least a row.
+//   - Activations must come from QuantizeQ8_0 / QuantizeQ8_K (or equal
+//     bytes): the Q8_0 kernels rely on quants in [-127, 127].
+//   - MatMul with n activation rows reads the weights once: weight rows are
+//     tiled (16 at AVX-512, 4 at NEON) against up to 16 activation rows held
+//     in registers. Give a worker at least 16 consecutive rows (lo, hi) so
+//     that its tiles are full.
 //
 // Deviations from a straight "one function per kernel" API, and why:
 //   - MatMul takes the weight type and dispatches on it, because the forward
@@ -30,9 +52,6 @@
 //     it reach C would turn it into memory corruption.
 //   - Attention supports head dimensions up to MaxHeadDim, so that the C side
 //     can keep the f16-rounded query on its stack.
-//
-// All kernels are single-threaded and safe for concurrent use on disjoint
-// outputs: the caller splits work across its own worker pool.
 package kernels
 
 import (
