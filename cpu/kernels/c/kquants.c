@@ -117,13 +117,29 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 					W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
 				}
 			}
-			#pragma GCC unroll 16
-			for (int j = 0; j < NT; j++) {
-				const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-				#pragma GCC unroll 16
-				for (int s = 0; s < 8; s++) {
-					__m512i S = dot8(_mm512_setzero_si512(), W + 8 * s, y + 4 + 32 * s);
-					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t[j]);
+			// Each sub-block's weights are loaded from the stage once and
+			// serve every activation row, four rows interleaved; dy folds
+			// into the scale so that no per-row partial sum is live.
+			#pragma GCC unroll 1
+			for (int s = 0; s < 8; s++) {
+				__m512i Ws[8];
+				#pragma GCC unroll 8
+				for (int g = 0; g < 8; g++) Ws[g] = W[8 * s + g];
+				#pragma GCC unroll 4
+				for (int j = 0; j + 4 <= NT; j += 4) {
+					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+					dot8x4(S, Ws, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
+					#pragma GCC unroll 4
+					for (int i = 0; i < 4; i++) {
+						const __m512 f = _mm512_mul_ps(scf[s], _mm512_set1_ps(ldf(act + (j + i) * arb + b * Q8_K_SIZE)));
+						acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), f, acc[j + i]);
+					}
+				}
+				#pragma GCC unroll 4
+				for (int j = NT / 4 * 4; j < NT; j++) {
+					__m512i S = dot8(_mm512_setzero_si512(), Ws, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
+					const __m512 f = _mm512_mul_ps(scf[s], _mm512_set1_ps(ldf(act + j * arb + b * Q8_K_SIZE)));
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), f, acc[j]);
 				}
 			}
 		}
@@ -133,8 +149,13 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			__m512i mi = _mm512_setzero_si512();
 			#pragma GCC unroll 16
 			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
-			t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t[j]);
-			acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(ldf(y)), acc[j]);
+			const __m512 dy = _mm512_set1_ps(ldf(y));
+			if (NT <= KREG) {
+				t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), dmin, t[j]);
+				acc[j] = _mm512_fmadd_ps(t[j], dy, acc[j]);
+			} else {
+				acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(dmin, dy), acc[j]);
+			}
 		}
 	}
 	#pragma GCC unroll 16
@@ -226,17 +247,20 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			}
 		}
 		if (NT > KREG) {
-			#pragma GCC unroll 16
-			for (int j = 0; j < NT; j++) {
-				const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			#pragma GCC unroll 1
+			for (int i = 0; i < 16; i++) {
+				const __m512i W0 = W[4 * i], W1 = W[4 * i + 1], W2 = W[4 * i + 2], W3 = W[4 * i + 3];
 				#pragma GCC unroll 16
-				for (int i = 0; i < 16; i++) {
+				for (int j = 0; j < NT; j++) {
+					const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+					const uint8_t *x = y + 4 + 16 * i;
 					__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-					S = _mm512_dpbusd_epi32(S, W[4 * i + 0], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 0)));
-					S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 1], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 4)));
-					S = _mm512_dpbusd_epi32(S, W[4 * i + 2], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 8)));
-					S1 = _mm512_dpbusd_epi32(S1, W[4 * i + 3], _mm512_set1_epi32(ld32(y + 4 + 16 * i + 12)));
-					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t[j]);
+					S = _mm512_dpbusd_epi32(S, W0, _mm512_set1_epi32(ld32(x)));
+					S1 = _mm512_dpbusd_epi32(S1, W1, _mm512_set1_epi32(ld32(x + 4)));
+					S = _mm512_dpbusd_epi32(S, W2, _mm512_set1_epi32(ld32(x + 8)));
+					S1 = _mm512_dpbusd_epi32(S1, W3, _mm512_set1_epi32(ld32(x + 12)));
+					const __m512 f = _mm512_mul_ps(scf[i], _mm512_set1_ps(ldf(y)));
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), f, acc[j]);
 				}
 			}
 		}
@@ -247,8 +271,13 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			__m512i ci = _mm512_setzero_si512();
 			#pragma GCC unroll 8
 			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
-			t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t[j]);
-			acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(ldf(y)), acc[j]);
+			const __m512 dy = _mm512_set1_ps(ldf(y));
+			if (NT <= KREG) {
+				t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d32, t[j]);
+				acc[j] = _mm512_fmadd_ps(t[j], dy, acc[j]);
+			} else {
+				acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d32, dy), acc[j]);
+			}
 		}
 	}
 	#pragma GCC unroll 16
