@@ -408,65 +408,34 @@ func scalarSlice(t ValueType, b []byte, n int) any {
 	case TypeUint8:
 		return append([]uint8(nil), b...)
 	case TypeInt8:
-		s := make([]int8, n)
-		for i := range s {
-			s[i] = int8(b[i])
-		}
-		return s
+		return decodeSlice(b, n, 1, func(b []byte) int8 { return int8(b[0]) })
 	case TypeBool:
-		s := make([]bool, n)
-		for i := range s {
-			s[i] = b[i] != 0
-		}
-		return s
+		return decodeSlice(b, n, 1, func(b []byte) bool { return b[0] != 0 })
 	case TypeUint16:
-		s := make([]uint16, n)
-		for i := range s {
-			s[i] = le.Uint16(b[2*i:])
-		}
-		return s
+		return decodeSlice(b, n, 2, le.Uint16)
 	case TypeInt16:
-		s := make([]int16, n)
-		for i := range s {
-			s[i] = int16(le.Uint16(b[2*i:]))
-		}
-		return s
+		return decodeSlice(b, n, 2, func(b []byte) int16 { return int16(le.Uint16(b)) })
 	case TypeUint32:
-		s := make([]uint32, n)
-		for i := range s {
-			s[i] = le.Uint32(b[4*i:])
-		}
-		return s
+		return decodeSlice(b, n, 4, le.Uint32)
 	case TypeInt32:
-		s := make([]int32, n)
-		for i := range s {
-			s[i] = int32(le.Uint32(b[4*i:]))
-		}
-		return s
+		return decodeSlice(b, n, 4, func(b []byte) int32 { return int32(le.Uint32(b)) })
 	case TypeFloat32:
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-		return s
+		return decodeSlice(b, n, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) })
 	case TypeUint64:
-		s := make([]uint64, n)
-		for i := range s {
-			s[i] = le.Uint64(b[8*i:])
-		}
-		return s
+		return decodeSlice(b, n, 8, le.Uint64)
 	case TypeInt64:
-		s := make([]int64, n)
-		for i := range s {
-			s[i] = int64(le.Uint64(b[8*i:]))
-		}
-		return s
+		return decodeSlice(b, n, 8, func(b []byte) int64 { return int64(le.Uint64(b)) })
 	case TypeFloat64:
-		s := make([]float64, n)
-		for i := range s {
-			s[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-		return s
+		return decodeSlice(b, n, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) })
 	}
 	panic("unreachable")
+}
+
+// decodeSlice decodes n values of size bytes each.
+func decodeSlice[T any](b []byte, n, size int, decode func([]byte) T) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = decode(b[i*size:])
+	}
+	return s
 }
