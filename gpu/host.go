@@ -150,6 +150,8 @@ type hostMat struct {
 	rows, cols, rowBytes int
 	data                 []byte
 	f32                  []float32
+	f32T                 []float32 // f32 transposed, made by the first backward pass
+	once                 sync.Once
 }
 
 const smallMatrix = 1 << 22

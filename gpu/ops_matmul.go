@@ -127,6 +127,21 @@ func (h *host[T]) MatMulFrozenBackward(dx, dout Buffer, w Matrix, n int) {
 	dxs, ds := h.s(dx), h.s(dout)
 	need("MatMulFrozenBackward", n*m.cols, dxs)
 	need("MatMulFrozenBackward", n*m.rows, ds)
+	// A small matrix is transposed once and kept: then dx is one product
+	// whose inner dimension is the whole vocabulary.
+	if m.f32 != nil {
+		m.once.Do(func() {
+			m.f32T = make([]float32, len(m.f32))
+			transpose(m.f32T, m.f32, m.rows, m.cols)
+		})
+		if wt, ok := any(m.f32T).([]T); ok {
+			tmp := h.scratch(n * m.cols)
+			h.nt(tmp, m.cols, ds, m.rows, wt, m.rows, n, m.rows, m.cols)
+			addTo(dxs[:n*m.cols], tmp)
+			h.put(tmp)
+			return
+		}
+	}
 	chunks := (m.rows + frozenChunk - 1) / frozenChunk
 	parts := make([][]T, h.workers)
 	h.par(chunks, n*m.cols*frozenChunk, func(wk, clo, chi int) {

@@ -279,7 +279,7 @@ func TestAdamW(t *testing.T) {
 func TestHostFloat32MatchesFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 1))
 	h32, h64 := newHost[float32](2), newHost[float64](2)
-	n, in, o := 9, 40, 33
+	n, in, o := 9, 64, 33
 	xv, wv, dv := randVals(rng, n*in, 1), randVals(rng, o*in, 1), randVals(rng, n*o, 1)
 	f32 := func(v []float64) []float32 {
 		out := make([]float32, len(v))
@@ -297,11 +297,24 @@ func TestHostFloat32MatchesFloat64(t *testing.T) {
 	h64.MatMul(out64, x64, w64, n, in, o)
 	h32.MatMulBackward(dx32, dw32, d32, x32, w32, n, in, o)
 	h64.MatMulBackward(dx64, dw64, d64, x64, w64, n, in, o)
+	// Frozen matrices: the float32 device's transposed copy against the
+	// float64 device's chunks.
+	rows := 3*frozenChunk + 7
+	tq := q8Tensor("q", rows, in, randVals(rng, rows*in, 1))
+	m32, _ := h32.UploadMatrix(tq)
+	m64, _ := h64.UploadMatrix(tq)
+	fo32, fo64 := h32.Alloc(n*rows), h64.Alloc(n*rows)
+	h32.MatMulFrozen(fo32, x32, m32, n)
+	h64.MatMulFrozen(fo64, x64, m64, n)
+	fd := randVals(rng, n*rows, 1)
+	fdx32, fdx64 := h32.Alloc(n*in), h64.Alloc(n*in)
+	h32.MatMulFrozenBackward(fdx32, up32(fd), m32, n)
+	h64.MatMulFrozenBackward(fdx64, buf(h64, fd), m64, n)
 	for _, pair := range []struct {
 		name string
 		a    Buffer
 		b    Buffer
-	}{{"out", out32, out64}, {"dx", dx32, dx64}, {"dw", dw32, dw64}} {
+	}{{"out", out32, out64}, {"dx", dx32, dx64}, {"dw", dw32, dw64}, {"frozen out", fo32, fo64}, {"frozen dx", fdx32, fdx64}} {
 		got := make([]float32, pair.a.Len())
 		h32.Download(got, pair.a)
 		for i, want := range vals(pair.b) {
