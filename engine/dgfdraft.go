@@ -38,6 +38,14 @@ type FeatureModel interface {
 // the root token, whose outputs are the root's logits and f̂ — then grows
 // an EAGLE-2 tree, each frontier node reading its parent's f̂.
 type DGFDrafter struct {
+	// Sharpness multiplies the draft's logits when the tree is ranked (0
+	// or 1: as the draft computes them). A draft trained on the target's
+	// whole distribution underrates the target's argmax, which is what
+	// greedy verification accepts; sharpening (2 for greedy decoding)
+	// spends the γ nodes on depth rather than on alternatives. The tree
+	// is only a proposal: the output is the same either way.
+	Sharpness float32
+
 	m        FeatureModel
 	features [][]float32 // f_0, f_1, … of the context, as the target computed them
 	tokens   []int       // x_0 … x_Len(): the tokens of the committed draft positions
@@ -97,7 +105,7 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	d.tokens = append(d.tokens[:0], ctx[:L+1]...)
 	rootPred = slices.Clone(rootPred)
 	d.pred = d.pred[:0]
-	return BuildTree(p, logits, func(tokens, parents []int) ([][]float32, error) {
+	return BuildTree(p, d.sharpen(logits), func(tokens, parents []int) ([][]float32, error) {
 		feats := make([][]float32, len(tokens))
 		for i, par := range parents {
 			feats[i] = rootPred
@@ -112,6 +120,25 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 		for _, f := range pr {
 			d.pred = append(d.pred, slices.Clone(f))
 		}
+		if d.Sharpness > 0 && d.Sharpness != 1 {
+			out := make([][]float32, len(lg))
+			for i := range lg {
+				out[i] = d.sharpen(lg[i])
+			}
+			lg = out
+		}
 		return lg, nil
 	})
+}
+
+// sharpen scales a copy of logits by Sharpness.
+func (d *DGFDrafter) sharpen(logits []float32) []float32 {
+	if d.Sharpness <= 0 || d.Sharpness == 1 {
+		return logits
+	}
+	out := make([]float32, len(logits))
+	for i, v := range logits {
+		out[i] = v * d.Sharpness
+	}
+	return out
 }

@@ -121,7 +121,7 @@ func run(c *cobra.Command, f runFlags) error {
 	pool := cpu.NewPool(f.threads)
 	defer pool.Close()
 	target := cpu.NewTarget(lm.Model, pool, f.ctx)
-	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx)
+	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx, params.Temperature <= 0)
 	if err != nil {
 		return err
 	}
@@ -179,6 +179,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func draftName(d engine.Drafter, spec string) string {
 	if d == nil {
 		return "none"
+	}
+	if n, ok := d.(interface{ Name() string }); ok {
+		return n.Name()
 	}
 	return spec
 }
