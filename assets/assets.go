@@ -11,3 +11,14 @@ const DefaultModelName = "tinystories656K-Q8_0.gguf"
 //
 //go:embed tinystories656K-Q8_0.gguf
 var DefaultModel []byte
+
+// DefaultDraftName is the file name of the DGF draft distilled for the
+// default model.
+const DefaultDraftName = "tinystories656K-Q8_0.dgf.gguf"
+
+// DefaultDraft is a Dovetail (DGF) draft for DefaultModel, made by
+// `dovetail distill --self` (see README.md beside this file). `run --draft
+// auto` uses it for that model.
+//
+//go:embed tinystories656K-Q8_0.dgf.gguf
+var DefaultDraft []byte
