@@ -211,17 +211,8 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 
 // commit keeps the pending nodes on path (see State.Commit).
 func (s *Seq) commit(path []int) error {
-	for k, p := range path {
-		if p < 0 || p >= len(s.pending) {
-			return fmt.Errorf("commit: node %d is not pending (%d are)", p, len(s.pending))
-		}
-		want := -1
-		if k > 0 {
-			want = path[k-1]
-		}
-		if s.pending[p].parent != want {
-			return fmt.Errorf("commit: node %d's parent is %d, not %d: the path is not a chain", p, s.pending[p].parent, want)
-		}
+	if err := checkPath(s.pending, path); err != nil {
+		return err
 	}
 	d := s.kvDim
 	for k, p := range path {

@@ -50,17 +50,8 @@ func (r *Reference) Extend(s *State, tokens, parents []int, logits, hidden [][]f
 // next — as the next committed positions, and drops the other pending
 // nodes. An empty path drops them all.
 func (s *State) Commit(path []int) error {
-	for k, p := range path {
-		if p < 0 || p >= len(s.pending) {
-			return fmt.Errorf("commit: node %d is not pending (%d are)", p, len(s.pending))
-		}
-		want := -1
-		if k > 0 {
-			want = path[k-1]
-		}
-		if s.pending[p].parent != want {
-			return fmt.Errorf("commit: node %d's parent is %d, not %d: the path is not a chain", p, s.pending[p].parent, want)
-		}
+	if err := checkPath(s.pending, path); err != nil {
+		return err
 	}
 	// path is ascending, so moving slot Len+p down to Len+k never
 	// overwrites a slot still to be moved.
@@ -76,5 +67,23 @@ func (s *State) Commit(path []int) error {
 	}
 	c.Len += len(path)
 	s.pending = s.pending[:0]
+	return nil
+}
+
+// checkPath verifies that path is a chain of pending nodes from a child of
+// the committed prefix down, each the parent of the next.
+func checkPath(pending []treeNode, path []int) error {
+	for k, p := range path {
+		if p < 0 || p >= len(pending) {
+			return fmt.Errorf("commit: node %d is not pending (%d are)", p, len(pending))
+		}
+		want := -1
+		if k > 0 {
+			want = path[k-1]
+		}
+		if pending[p].parent != want {
+			return fmt.Errorf("commit: node %d's parent is %d, not %d: the path is not a chain", p, pending[p].parent, want)
+		}
+	}
 	return nil
 }
