@@ -69,39 +69,13 @@ func (t *Tokenizer) bpeWord(word string, out []int) []int {
 		}
 	}
 	syms := splitSymbols(word)
-	var q bigramQueue
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
-		l, r := syms[left], syms[right]
+	mergeSymbols(syms, func(l, r symbol, left int) (uint64, bool) {
 		rank, ok := t.merges[mergePair{word[l.start : l.start+l.n], word[r.start : r.start+r.n]}]
 		if !ok {
-			return
+			return 0, false
 		}
-		q.push(bigram{key: bpeKey(rank, left), right: int32(right), size: int32(l.n + r.n)})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		b := q.pop()
-		left := b.left()
-		l, r := &syms[left], &syms[b.right]
-		// The two sides are fixed positions in word, so their text is what
-		// it was when queued exactly when the total length is.
-		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = left
-		}
-		tryAdd(l.prev, left)
-		tryAdd(left, l.next)
-	}
+		return bpeKey(rank, left), true
+	})
 	for i := 0; i >= 0; i = syms[i].next {
 		s := syms[i]
 		piece := word[s.start : s.start+s.n]

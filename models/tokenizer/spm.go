@@ -31,38 +31,13 @@ func splitSymbols(text string) []symbol {
 
 func (t *Tokenizer) spmEncode(text string, out []int, lenient bool) ([]int, error) {
 	syms := splitSymbols(text)
-	var q bigramQueue
-	tryAdd := func(left, right int) {
-		if left < 0 || right < 0 {
-			return
-		}
-		l, r := syms[left], syms[right]
+	mergeSymbols(syms, func(l, r symbol, left int) (uint64, bool) {
 		id, ok := t.ids[text[l.start:r.start+r.n]]
 		if !ok {
-			return
+			return 0, false
 		}
-		q.push(bigram{key: spmKey(t.scores[id], left), right: int32(right), size: int32(l.n + r.n)})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryAdd(i-1, i)
-	}
-	for len(q) > 0 {
-		b := q.pop()
-		left := b.left()
-		l, r := &syms[left], &syms[b.right]
-		// Stale entry: one side has been merged into something else since.
-		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
-			continue
-		}
-		l.n += r.n
-		r.n = 0
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = left
-		}
-		tryAdd(l.prev, left)
-		tryAdd(left, l.next)
-	}
+		return spmKey(t.scores[id], left), true
+	})
 
 	// llama.cpp also keeps a reverse-merge table to re-split symbols that are
 	// not tokens, but every merged symbol is a token by construction, so only
@@ -92,4 +67,43 @@ func (t *Tokenizer) spmEncode(text string, out []int, lenient bool) ([]int, erro
 		}
 	}
 	return out, nil
+}
+
+// mergeSymbols merges adjacent symbols best pair first until no pair
+// merges: SentencePiece by score, byte-level BPE by merge rank. key scores
+// the pair l, r (l at index left), or reports that the vocabulary has no
+// such merge; lower keys merge first.
+func mergeSymbols(syms []symbol, key func(l, r symbol, left int) (uint64, bool)) {
+	var q bigramQueue
+	tryAdd := func(left, right int) {
+		if left < 0 || right < 0 {
+			return
+		}
+		l, r := syms[left], syms[right]
+		if k, ok := key(l, r, left); ok {
+			q.push(bigram{key: k, right: int32(right), size: int32(l.n + r.n)})
+		}
+	}
+	for i := 1; i < len(syms); i++ {
+		tryAdd(i-1, i)
+	}
+	for len(q) > 0 {
+		b := q.pop()
+		left := b.left()
+		l, r := &syms[left], &syms[b.right]
+		// Stale entry: one side has been merged into something else since
+		// (its position is fixed, so the text is unchanged exactly when
+		// the total length is).
+		if l.n == 0 || r.n == 0 || l.n+r.n != int(b.size) {
+			continue
+		}
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = left
+		}
+		tryAdd(l.prev, left)
+		tryAdd(left, l.next)
+	}
 }
