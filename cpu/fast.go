@@ -54,6 +54,7 @@ type Seq struct {
 	qAll, attOut           []float32 // rows of every pending node
 	hidden, logits         []float32
 	mask                   []uint8
+	pos                    []int       // positions of the batch's rows
 	scratch                [][]float32 // attention, one per pool chunk
 	act                    actBuf
 }
@@ -122,15 +123,16 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	}
 	m := base + n
 	s.grow(n, m)
-	pos := make([]int, n)
-	for i, p := range parents {
+	pos := s.pos[:0]
+	for _, p := range parents {
 		depth := 0
 		if p >= 0 {
 			depth = s.pending[p].depth + 1
 		}
 		s.pending = append(s.pending, treeNode{parent: p, depth: depth})
-		pos[i] = s.len + depth
+		pos = append(pos, s.len+depth)
 	}
+	s.pos = pos
 	// Mask rows of the new nodes: each sees its pending ancestors and itself.
 	mask := s.mask[:m*m]
 	for j := base; j < m; j++ {

@@ -18,6 +18,7 @@ type Target struct {
 	// Outputs handed out by Forward and Extend, reused by the next call.
 	last                   []float32
 	treeLogits, treeHidden [][]float32
+	views, hviews          [][]float32 // rows of a single batch, not copied
 	features               [][]float32
 }
 
@@ -104,6 +105,18 @@ func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err 
 	c := t.f.M.Config
 	if len(parents) != len(tokens) {
 		return nil, nil, fmt.Errorf("extend: %d tokens but %d parents", len(tokens), len(parents))
+	}
+	if len(tokens) <= maxBatch {
+		// One batch: hand out its rows where they lie, no copy.
+		if err := t.s.forward(tokens, parents, 0); err != nil {
+			return nil, nil, err
+		}
+		t.views, t.hviews = t.views[:0], t.hviews[:0]
+		for i := range tokens {
+			t.views = append(t.views, t.s.logits[i*c.Vocab:(i+1)*c.Vocab])
+			t.hviews = append(t.hviews, t.s.hidden[i*c.Hidden:(i+1)*c.Hidden])
+		}
+		return t.views, t.hviews, nil
 	}
 	for len(t.treeLogits) < len(tokens) {
 		t.treeLogits = append(t.treeLogits, make([]float32, c.Vocab))
