@@ -31,6 +31,14 @@ type FeatureModel interface {
 	Vocab() int
 }
 
+// Refresher is a FeatureModel whose weights online adaptation replaces
+// (gpu.Sequence of a gpu.Live draft): Refresh switches to the newest
+// weights, forgetting the committed positions when it does, and returns
+// their version.
+type Refresher interface {
+	Refresh() (version int, switched bool)
+}
+
 // DGFDrafter drafts with a FeatureModel. It keeps the target features it
 // has been told (the prompt's at prefill, then the root's and accepted
 // nodes' every round) and, before each tree, commits the draft positions
@@ -50,6 +58,7 @@ type DGFDrafter struct {
 	features [][]float32 // f_0, f_1, … of the context, as the target computed them
 	tokens   []int       // x_0 … x_Len(): the tokens of the committed draft positions
 	pred     [][]float32 // f̂ of each pending node of the current tree
+	version  int         // of the weights that drafted the last tree
 }
 
 // NewDGFDrafter drafts with m, which must share the target's vocabulary.
@@ -58,7 +67,7 @@ func NewDGFDrafter(m FeatureModel) *DGFDrafter { return &DGFDrafter{m: m} }
 // Prefilled records the prompt's features.
 func (d *DGFDrafter) Prefilled(prompt []int, features [][]float32) {
 	d.features = d.features[:0]
-	d.Accepted(nil, features)
+	d.Accepted(prompt, features)
 }
 
 // Accepted records the features of the root and the accepted nodes; the
@@ -78,6 +87,11 @@ func (d *DGFDrafter) Reset() {
 // Draft grows a tree below the root ctx[L], L = len(ctx)−1. Draft
 // positions 0 … L−1 read (f_t, x_{t+1}); the last is the root's.
 func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+	// Between rounds is where new weights come in: a switch empties the
+	// draft's cache, and the positions below run again.
+	if r, ok := d.m.(Refresher); ok {
+		d.version, _ = r.Refresh()
+	}
 	L := len(ctx) - 1
 	// Without the target's features up to the root there is nothing to
 	// read (a prefill that did not pass them): draft nothing. Near the end
@@ -130,6 +144,10 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 		return lg, nil
 	})
 }
+
+// Version is the version of the weights that drafted the last tree (0
+// when they never change).
+func (d *DGFDrafter) Version() int { return d.version }
 
 // sharpen scales a copy of logits by Sharpness.
 func (d *DGFDrafter) sharpen(logits []float32) []float32 {

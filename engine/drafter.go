@@ -6,11 +6,12 @@ type Drafter interface {
 	// the last of which is the root (the target has not run it yet).
 	// It may return an empty tree.
 	Draft(ctx []int, p TreeParams) (*Tree, error)
-	// Accepted reports the end of a round: the nodes of the last tree that
-	// the target accepted (a chain from a child of the root down) and the
-	// target's final hidden states for the root and each accepted node
-	// (valid only during the call: copy what is kept).
-	Accepted(nodes []int, features [][]float32)
+	// Accepted reports the end of a round: the tokens the target
+	// committed, the root's and then those of the accepted nodes (a chain
+	// from a child of the root down), and the target's final hidden state
+	// at each (valid only during the call: copy what is kept). A round
+	// without a tree commits only the root.
+	Accepted(tokens []int, features [][]float32)
 	// Reset forgets the sequence.
 	Reset()
 }

@@ -202,7 +202,7 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 				if err != nil {
 					return err
 				}
-				req.Drafter.Accepted(nil, hidden)
+				req.Drafter.Accepted([]int{tok}, hidden)
 				st.PlainSteps++
 				tok = s.Sample(logits, e.history)
 				continue
@@ -242,16 +242,15 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		for len(st.DepthReached) < len(path)-1 {
 			st.DepthReached = append(st.DepthReached, 0)
 		}
-		accepted := make([]int, len(path)-1)
+		committed := make([]int, len(path))
 		features := make([][]float32, len(path))
 		for i, v := range path {
-			features[i] = hidden[v]
+			committed[i], features[i] = nodes[v], hidden[v]
 			if i > 0 {
-				accepted[i-1] = v - 1
 				st.DepthReached[i-1]++
 			}
 		}
-		req.Drafter.Accepted(accepted, features)
+		req.Drafter.Accepted(committed, features)
 		if req.Planner != nil {
 			depth := 0
 			for _, d := range tree.Depths {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+
+	"dovetail/models/draft"
 )
 
 // Records is the adaptation buffer: for every position the target
@@ -73,41 +75,44 @@ func (r *Records) Total() uint64 {
 // Bytes is the memory the ring holds (its bound).
 func (r *Records) Bytes() int { return r.cap * RecordBytes(r.hidden) }
 
-// Window is consecutive positions of one sequence.
-type Window struct {
-	Tokens   []int
-	Features [][]float32 // copies: the ring may overwrite its own
-}
+// Window is consecutive positions of one sequence (see draft.Window);
+// Records hands out copies, as the ring overwrites its own.
+type Window = draft.Window
 
 // Sample copies up to count windows of length positions each, from random
 // places in the ring, preferring recent positions when recent is set (the
 // newest half). Windows never cross sequences.
 func (r *Records) Sample(rng *rand.Rand, count, length int, recent bool) []Window {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Window
-	if r.n < length {
-		return nil
-	}
+	n := r.n
+	r.mu.Unlock()
 	lo := 0
 	if recent {
-		lo = r.n / 2
+		lo = n / 2
 	}
+	return r.SampleSpan(rng, count, length, lo, n)
+}
+
+// SampleSpan copies up to count windows of length positions each from
+// positions [lo, hi) of the ring, counted from the oldest it holds (so
+// [Len()−k, Len()) are the newest k). Windows never cross sequences.
+func (r *Records) SampleSpan(rng *rand.Rand, count, length, lo, hi int) []Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lo, hi = max(lo, 0), min(hi, r.n)
+	if length < 1 || hi-lo < length {
+		return nil
+	}
+	var out []Window
 	for tries := 0; len(out) < count && tries < 4*count; tries++ {
-		first := lo + rng.IntN(max(1, r.n-length+1-lo))
-		if first+length > r.n {
-			continue
-		}
+		first := lo + rng.IntN(hi-length+1-lo)
 		seq := r.seqs[(r.start+first)%r.cap]
 		if r.seqs[(r.start+first+length-1)%r.cap] != seq {
 			continue
 		}
 		w := Window{Tokens: make([]int, length), Features: make([][]float32, length)}
-		for i := 0; i < length; i++ {
+		for i := range length {
 			at := (r.start + first + i) % r.cap
-			if r.seqs[at] != seq {
-				break
-			}
 			w.Tokens[i] = int(r.toks[at])
 			w.Features[i] = append([]float32(nil), r.feats[at*r.hidden:(at+1)*r.hidden]...)
 		}

@@ -89,6 +89,15 @@ func (o *Optimizer) Load(ck *draft.Checkpoint) error {
 	return nil
 }
 
+// Reset forgets the moments and the step count: a fresh start.
+func (o *Optimizer) Reset() {
+	for i := range o.m {
+		o.d.Dev.Zero(o.m[i])
+		o.d.Dev.Zero(o.v[i])
+	}
+	o.Step = 0
+}
+
 // Free releases the moments.
 func (o *Optimizer) Free() {
 	for i := range o.m {

@@ -32,6 +32,8 @@ type Draft struct {
 	Embd, Head Matrix
 	Params     []*Param // in draft.Config.Shapes order
 
+	embdT, headT *models.Tensor // where Embd and Head came from
+
 	embNorm, w1, w2, wz *Param
 	blocks              []block
 }
@@ -46,7 +48,7 @@ func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
 		return nil, fmt.Errorf("draft of hidden size %d and vocabulary %d cannot run with a target of %d and %d",
 			c.Hidden, c.Vocab, m.Config.Hidden, m.Config.Vocab)
 	}
-	d := &Draft{Dev: dev, C: c}
+	d := &Draft{Dev: dev, C: c, embdT: m.TokenEmbd, headT: m.Output}
 	var err error
 	if d.Embd, err = dev.UploadMatrix(m.TokenEmbd); err != nil {
 		return nil, err
@@ -54,6 +56,13 @@ func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
 	if d.Head, err = dev.UploadMatrix(m.Output); err != nil {
 		return nil, err
 	}
+	d.bind()
+	return d, nil
+}
+
+// bind allocates the parameters and names them.
+func (d *Draft) bind() {
+	c, dev := d.C, d.Dev
 	byName := map[string]*Param{}
 	for _, s := range c.Shapes() {
 		p := &Param{Shape: s, W: dev.Alloc(s.Size())}
@@ -68,7 +77,6 @@ func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
 			v: p("attn_v.weight"), o: p("attn_output.weight"), ffnNorm: p("ffn_norm.weight"),
 			gate: p("ffn_gate.weight"), up: p("ffn_up.weight"), down: p("ffn_down.weight")}
 	}
-	return d, nil
 }
 
 // Init sets every matrix to Xavier-uniform values (as the released

@@ -27,6 +27,9 @@ type Sequence struct {
 	logits Buffer
 
 	outLogits, outPred [][]float32
+
+	live *Live        // nil for a sequence of a plain draft
+	ver  *liveVersion // the version of live it holds
 }
 
 type seqNode struct{ parent, depth int }
@@ -57,6 +60,12 @@ func (s *Sequence) Free() {
 	}
 	s.a.free(dev, s.d.C, false)
 	dev.Free(s.logits)
+	if s.live != nil {
+		s.live.mu.Lock()
+		s.live.release(s.ver)
+		s.live.mu.Unlock()
+		s.live = nil
+	}
 }
 
 // Len is the number of committed positions.

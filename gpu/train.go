@@ -6,19 +6,16 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"dovetail/models/draft"
 )
 
-// Window is a stretch of text with the target's features: Tokens x_0..x_T
-// and Features f_0..f_T (the target's final hidden states, after its final
-// norm). Draft position t reads (f_t, x_{t+1}) and learns to predict
-// f_{t+1}, whose LM-head logits give x_{t+2}.
-type Window struct {
-	Tokens   []int
-	Features [][]float32
-}
+// Window is a stretch of text with the target's features (see
+// draft.Window).
+type Window = draft.Window
 
 // positions is the number of training positions: T.
-func (w Window) positions() int { return len(w.Tokens) - 1 }
+func positions(w Window) int { return len(w.Tokens) - 1 }
 
 // TrainConfig is the training recipe: EAGLE's loss
 // FeatureWeight·SmoothL1(f̂, f) + ProbWeight·softCE(lm_head(f), lm_head(f̂))
@@ -34,6 +31,11 @@ type TrainConfig struct {
 	Unroll                                   int     // ≥ 1
 	Decay                                    float32 // loss weight ratio between unroll steps
 	Seed                                     uint64
+	// AnchorWeight λ adds λ·KL(q_anchor ‖ q) at step 0, q_anchor being the
+	// distribution of the draft given to Trainer.SetAnchor: Test-Time
+	// Speculation's term that keeps a draft adapting within one request
+	// close to where it started.
+	AnchorWeight float32
 }
 
 // DefaultTrainConfig is the Dovetail/EAGLE recipe with a learning rate for
@@ -53,6 +55,11 @@ type Metrics struct {
 	Top1      []float64
 	Positions int // step 0's
 	GradNorm  float64
+	// Tau is the simulated acceptance length of a greedy chain of Unroll
+	// draft steps: 1 + the mean number of leading steps whose top token
+	// is the target's, over the positions where every step has a target.
+	// It is the τ of chain drafting with greedy verification.
+	Tau float64
 }
 
 // Trainer trains a draft on batches of windows.
@@ -72,6 +79,25 @@ type Trainer struct {
 	kcat, vcat, dkcat, dvcat []Buffer
 
 	tf, logits, tlogits, dlogits, lossV, lossP, agree Buffer
+
+	anchor  *Draft
+	aacts   *acts
+	alogits Buffer
+}
+
+// SetAnchor sets the draft whose distribution AnchorWeight holds the
+// trained one to (nil: none). It must have the trained draft's shape and
+// device, and stay unchanged while it is the anchor.
+func (t *Trainer) SetAnchor(a *Draft) error {
+	if a != nil && (a.C != t.d.C || a.Dev != t.d.Dev) {
+		return errors.New("trainer: the anchor draft has another shape or device")
+	}
+	t.anchor = a
+	if a != nil && t.aacts == nil {
+		t.aacts = t.d.allocActs(t.capRows, t.capRows*t.d.C.Heads*t.maxLen, true)
+		t.alogits = t.d.Dev.Alloc(t.capRows * t.d.C.Vocab)
+	}
+	return nil
 }
 
 // NewTrainer prepares training of d on batches of at most maxRows
@@ -116,6 +142,10 @@ func (t *Trainer) Free() {
 		dev.Free(b)
 	}
 	t.Opt.Free()
+	if t.aacts != nil {
+		t.aacts.free(dev, c, true)
+		dev.Free(t.alogits)
+	}
 }
 
 // LearningRate is the schedule at update step (0-based): linear warm-up,
@@ -149,7 +179,7 @@ func (t *Trainer) layout(ws []Window, noise bool) (*batch, error) {
 	c, K := t.d.C, t.cfg.Unroll
 	b := &batch{masks: make([][][]uint8, K), tokens: make([][]int, K), pos: make([][]int, K), probOff: make([][]int, K)}
 	for i, w := range ws {
-		T := w.positions()
+		T := positions(w)
 		if T < 1 || len(w.Features) != T+1 {
 			return nil, fmt.Errorf("window %d: %d tokens and %d features, want T+1 of each with T ≥ 1", i, len(w.Tokens), len(w.Features))
 		}
@@ -287,6 +317,19 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		return Metrics{}, nil, err
 	}
 	n := b.n
+	anchored := train && t.anchor != nil && t.cfg.AnchorWeight > 0
+	if anchored {
+		// The anchor runs step 0 first: its keys land where step 0's will,
+		// and step 0's own, which the backward pass reads, overwrite them.
+		probs := 0
+		for _, T := range b.lens {
+			probs += T * c.Heads * T
+		}
+		av := t.aacts.view(dev, c, n, probs, true)
+		dev.Copy(av.f, dev.View(t.steps[0].f, 0, n*H))
+		t.anchor.forward(av, b.tokens[0], b.pos[0], &tttAttn{t: t, b: b, step: 0})
+		dev.MatMulFrozen(dev.View(t.alogits, 0, n*V), av.Out(), t.anchor.Head, n)
+	}
 	steps := make([]*acts, t.cfg.Unroll)
 	ats := make([]*tttAttn, t.cfg.Unroll)
 	for s := range steps {
@@ -314,6 +357,7 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	tlogits, logits, dlogits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V), dev.View(t.dlogits, 0, n*V)
 	dev.MatMulFrozen(tlogits, tf, d.Head, n)
 	var dfNext Buffer
+	var agreeRows [][]float32
 	for s := t.cfg.Unroll - 1; s >= 0; s-- {
 		a := steps[s]
 		valid := 0
@@ -332,7 +376,7 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 			dev.Zero(dlogits)
 			dev.Zero(g.dout)
 		}
-		var sumV, sumP, hits float64
+		var sumV, sumP, sumA, hits float64
 		for wi, T := range b.lens {
 			k := T - s
 			if k <= 0 {
@@ -349,11 +393,24 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 			sumV += dev.Sum(lv)
 			sumP += dev.Sum(lp)
 			hits += dev.Sum(ag)
+			if anchored && s == 0 {
+				dev.SoftCrossEntropy(dl, lp, nil, dev.View(logits, off*V, k*V), dev.View(t.alogits, off*V, k*V), k, V, t.cfg.AnchorWeight/float32(valid))
+				sumA += dev.Sum(lp)
+			}
+		}
+		if U := t.cfg.Unroll; s < U {
+			// Per-row agreement, for the simulated chain τ: rows whose
+			// every step has a target were all written at every step.
+			if agreeRows == nil {
+				agreeRows = make([][]float32, U)
+			}
+			agreeRows[s] = make([]float32, n)
+			dev.Download(agreeRows[s], dev.View(t.agree, 0, n))
 		}
 		mv, mp := sumV/float64(valid), sumP/float64(valid)
 		// The scales as rounded for the device, so that Loss is exactly
 		// what the gradients differentiate.
-		m.Loss += float64(scaleV)*sumV + float64(scaleP)*sumP
+		m.Loss += float64(scaleV)*sumV + float64(scaleP)*sumP + float64(t.cfg.AnchorWeight/float32(valid))*sumA
 		m.Top1 = append([]float64{hits / float64(valid)}, m.Top1...)
 		if s == 0 {
 			m.FeatLoss, m.ProbLoss = mv, mp
@@ -373,7 +430,29 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		d.backward(a, g, b.pos[s], ats[s], df)
 		dfNext = df
 	}
+	m.Tau = chainTau(agreeRows, b)
 	return m, b, nil
+}
+
+// chainTau is Metrics.Tau from each step's per-row agreement.
+func chainTau(agree [][]float32, b *batch) float64 {
+	U := len(agree)
+	var sum float64
+	count := 0
+	for w, T := range b.lens {
+		for p := range T - (U - 1) {
+			run := 0
+			for run < U && agree[run] != nil && agree[run][b.off[w]+p] > 0.5 {
+				run++
+			}
+			sum += float64(run)
+			count++
+		}
+	}
+	if count == 0 {
+		return 0
+	}
+	return 1 + sum/float64(count)
 }
 
 // Step trains on one batch: forward, loss, backward, clipping and one
@@ -392,4 +471,17 @@ func (t *Trainer) Step(ws []Window) (Metrics, error) {
 func (t *Trainer) Eval(ws []Window) (Metrics, error) {
 	m, _, err := t.run(ws, false)
 	return m, err
+}
+
+// EvalDraft measures another draft of the same shape and device on
+// windows, with this trainer's buffers and recipe: how a trainer compares
+// its draft with the one in use.
+func (t *Trainer) EvalDraft(d *Draft, ws []Window) (Metrics, error) {
+	if d.C != t.d.C || d.Dev != t.d.Dev {
+		return Metrics{}, errors.New("trainer: evaluating a draft of another shape or device")
+	}
+	own := t.d
+	t.d = d
+	defer func() { t.d = own }()
+	return t.Eval(ws)
 }

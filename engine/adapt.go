@@ -1,0 +1,485 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"dovetail/models/draft"
+)
+
+// AdaptMode says how a draft adapts to the text it drafts for.
+type AdaptMode int
+
+const (
+	// AdaptOff keeps the draft as it is.
+	AdaptOff AdaptMode = iota
+	// AdaptBackground trains a shadow copy of the draft on a goroutine
+	// from what verification computed, and swaps it in between rounds
+	// when it beats the live one on held-out recent records.
+	AdaptBackground
+	// AdaptPerRequest (Test-Time Speculation) takes one gradient step per
+	// verified round on the request's own text, held to the draft the
+	// request started with, and goes back to that draft afterwards.
+	AdaptPerRequest
+)
+
+var adaptModes = []string{"off", "background", "per-request"}
+
+func (m AdaptMode) String() string {
+	if int(m) < len(adaptModes) {
+		return adaptModes[m]
+	}
+	return fmt.Sprintf("AdaptMode(%d)", int(m))
+}
+
+// ParseAdaptMode reads off, background or per-request.
+func ParseAdaptMode(s string) (AdaptMode, error) {
+	for i, n := range adaptModes {
+		if s == n {
+			return AdaptMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("adaptation mode %q: want off, background or per-request", s)
+}
+
+// Learner is the device side of adaptation (gpu.Learner): a shadow copy
+// of the live draft that trains, scored against the version it last kept.
+// Only the adapter's goroutine calls it.
+type Learner interface {
+	// Train takes one optimizer step of the shadow on ws.
+	Train(ws []Window) (draft.Score, error)
+	// Compare scores the shadow and the kept version on held-out ws.
+	Compare(ws []Window) (shadow, kept draft.Score, err error)
+	// Publish makes the shadow the live draft's newest version; keep
+	// makes it the kept version too (else it is a per-request trial).
+	Publish(keep bool) (version int, err error)
+	// Restore sets the shadow, and the live draft, back to the kept
+	// version.
+	Restore() error
+	// Version is the kept version's number.
+	Version() int
+}
+
+// AdaptConfig are the adaptation loop's settings.
+type AdaptConfig struct {
+	Mode        AdaptMode
+	RecordBytes int     // bound of the record ring
+	Window      int     // positions per training window
+	Batch       int     // windows per optimizer step
+	Steps       int     // optimizer steps per training run
+	HeldOut     int     // held-out windows (the newest records) per evaluation
+	MinGain     float64 // simulated τ the shadow must gain over the kept version
+	// Duty is the share of wall time the trainer computes while a request
+	// is decoding: after a step of s seconds it sleeps s·(1−Duty)/Duty.
+	// 1 never waits (a GPU, or a spare core); on a host whose cores all
+	// decode, less keeps decoding fast.
+	Duty float64
+	// RequestWindow is the most positions of its own text a per-request
+	// step trains on.
+	RequestWindow int
+	Control       Control
+	Seed          uint64
+}
+
+// DefaultAdaptConfig are the settings measured with `dovetail bench adapt`
+// (see the README): windows of 32 positions, 8 per step, 24 steps per run,
+// publishing on a simulated τ gain of 0.02.
+func DefaultAdaptConfig() AdaptConfig {
+	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
+		MinGain: 0.02, Duty: 1, RequestWindow: 64, Control: *DefaultControl(), Seed: 1}
+}
+
+// AdaptStats is what the adapter has done so far.
+type AdaptStats struct {
+	Mode              string
+	Version           int // the kept version
+	Collecting        bool
+	Records           int // positions held
+	Runs, Published   int
+	ShortTau, LongTau float64     // EMAs of measured τ
+	Shadow, Kept      draft.Score // the last comparison's
+	TauHistory        []float64   // measured τ (short EMA) at each publication
+}
+
+// Adapter runs online adaptation of one live draft: the drafters it hands
+// out (one per concurrent sequence) record what the target verified and
+// measure τ; a goroutine trains the learner's shadow and publishes it.
+type Adapter struct {
+	cfg AdaptConfig
+	l   Learner
+	rec *Records
+
+	mu        sync.Mutex
+	ctl       Control
+	seq       uint64
+	gap       bool // collection paused since the last record: a new sequence starts
+	fresh     int  // positions recorded since the last training run
+	busy      int  // sequences decoding
+	st        AdaptStats
+	err       error
+	started   bool
+	rng       *rand.Rand
+	wake      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	onPublish func(version int)
+}
+
+// NewAdapter adapts through l a draft reading features of size hidden.
+// onPublish, if set, is called on the trainer's goroutine after each kept
+// publication (persistence saves there).
+func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version int)) (*Adapter, error) {
+	if cfg.Window < 3 || cfg.Batch < 1 || cfg.Steps < 1 || cfg.HeldOut < 1 || cfg.RequestWindow < 3 {
+		return nil, fmt.Errorf("adaptation: windows of %d positions, %d per step, %d steps, %d held out, %d per request: too few",
+			cfg.Window, cfg.Batch, cfg.Steps, cfg.HeldOut, cfg.RequestWindow)
+	}
+	if cfg.Duty <= 0 || cfg.Duty > 1 {
+		return nil, fmt.Errorf("adaptation: duty %g outside (0, 1]", cfg.Duty)
+	}
+	rec, err := NewRecords(hidden, cfg.RecordBytes)
+	if err != nil {
+		return nil, err
+	}
+	a := &Adapter{cfg: cfg, l: l, rec: rec, ctl: cfg.Control, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), onPublish: onPublish}
+	a.st.Mode = cfg.Mode.String()
+	a.st.Version = l.Version()
+	return a, nil
+}
+
+// Start runs the trainer goroutine (background mode; the other modes need
+// none).
+func (a *Adapter) Start() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started || a.cfg.Mode != AdaptBackground {
+		return
+	}
+	a.started = true
+	go a.train()
+}
+
+// Close stops the trainer, waiting for its step to end, puts a per-request
+// trial back, and returns the first error adaptation met.
+func (a *Adapter) Close() error {
+	a.mu.Lock()
+	started := a.started
+	a.started = false
+	a.mu.Unlock()
+	if started {
+		close(a.stop)
+		<-a.done
+	}
+	if a.cfg.Mode == AdaptPerRequest {
+		if err := a.l.Restore(); err != nil {
+			a.fail(err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// Stats returns a copy of what the adapter has done.
+func (a *Adapter) Stats() AdaptStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.st
+	s.Collecting = a.ctl.Collecting()
+	s.ShortTau, s.LongTau = a.ctl.EMAs()
+	s.Records = a.rec.Len()
+	s.TauHistory = append([]float64(nil), a.st.TauHistory...)
+	return s
+}
+
+// SetTauHistory starts the τ history (from a saved draft).
+func (a *Adapter) SetTauHistory(h []float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.st.TauHistory = append([]float64(nil), h...)
+}
+
+// Records is the record ring.
+func (a *Adapter) Records() *Records { return a.rec }
+
+func (a *Adapter) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+}
+
+// Drafter wraps d, a drafter of the adapter's live draft, so that its
+// sequence feeds adaptation.
+func (a *Adapter) Drafter(d *DGFDrafter) *AdaptiveDrafter {
+	return &AdaptiveDrafter{DGFDrafter: d, a: a}
+}
+
+// begin starts a sequence and returns its number.
+func (a *Adapter) begin() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seq++
+	a.busy++
+	return a.seq
+}
+
+// end marks a sequence as no longer decoding.
+func (a *Adapter) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.busy = max(0, a.busy-1)
+}
+
+// record appends committed positions of sequence seq while collecting,
+// and wakes the trainer when a run's worth has arrived.
+func (a *Adapter) record(seq *uint64, tokens []int, features [][]float32) {
+	if a.cfg.Mode != AdaptBackground || len(tokens) == 0 {
+		return
+	}
+	a.mu.Lock()
+	if !a.ctl.Collecting() {
+		a.gap = true
+		a.mu.Unlock()
+		return
+	}
+	if a.gap {
+		// Positions after a pause do not follow the ones before it.
+		a.seq++
+		*seq, a.gap = a.seq, false
+	}
+	a.fresh += len(tokens)
+	ready := a.ctl.ShouldTrain(a.fresh)
+	a.mu.Unlock()
+	a.rec.Append(*seq, tokens, features)
+	if ready {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// observe adds a drafted round's τ to the control.
+func (a *Adapter) observe(tau float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ctl.Observe(tau)
+}
+
+// train is the trainer goroutine: a training run whenever enough records
+// have arrived, until Close.
+func (a *Adapter) train() {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.wake:
+		}
+		for {
+			a.mu.Lock()
+			ready := a.ctl.ShouldTrain(a.fresh)
+			if ready {
+				a.fresh = 0
+			}
+			a.mu.Unlock()
+			if !ready {
+				break
+			}
+			if err := a.run(); err != nil {
+				if !errors.Is(err, errStopped) {
+					a.fail(fmt.Errorf("adaptation: %w", err))
+				}
+				return
+			}
+		}
+	}
+}
+
+var errStopped = errors.New("stopped")
+
+// run is one training run: Steps optimizer steps on windows of all but the
+// newest records, then a comparison on the newest, and a publication if
+// the shadow wins.
+func (a *Adapter) run() error {
+	cfg := a.cfg
+	n := a.rec.Len()
+	held := max(cfg.Window, min(cfg.HeldOut*cfg.Window, n/4))
+	if n-held < cfg.Window {
+		return nil
+	}
+	heldOut := a.rec.SampleSpan(a.rng, cfg.HeldOut, cfg.Window, n-held, n)
+	for range cfg.Steps {
+		ws := a.rec.SampleSpan(a.rng, cfg.Batch, cfg.Window, 0, n-held)
+		if len(ws) == 0 {
+			return nil
+		}
+		t0 := time.Now()
+		if _, err := a.l.Train(ws); err != nil {
+			return err
+		}
+		if err := a.pace(time.Since(t0)); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	a.st.Runs++
+	a.mu.Unlock()
+	if len(heldOut) == 0 {
+		return nil
+	}
+	shadow, kept, err := a.l.Compare(heldOut)
+	if err != nil {
+		return err
+	}
+	better := shadow.Tau-kept.Tau > cfg.MinGain
+	v := 0
+	if better {
+		if v, err = a.l.Publish(true); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	a.st.Shadow, a.st.Kept = shadow, kept
+	a.ctl.Evaluated(better)
+	if better {
+		a.st.Published++
+		a.st.Version = v
+		short, _ := a.ctl.EMAs()
+		a.st.TauHistory = append(a.st.TauHistory, short)
+		if k := len(a.st.TauHistory) - maxTauHistory; k > 0 {
+			a.st.TauHistory = a.st.TauHistory[k:]
+		}
+	}
+	a.mu.Unlock()
+	if better && a.onPublish != nil {
+		a.onPublish(v)
+	}
+	return nil
+}
+
+// maxTauHistory bounds the τ history a saved draft carries.
+const maxTauHistory = 64
+
+// pace sleeps after a step of d while sequences decode, so that the
+// trainer computes at most Duty of the time; it returns errStopped when
+// the adapter closes.
+func (a *Adapter) pace(d time.Duration) error {
+	a.mu.Lock()
+	busy := a.busy > 0
+	a.mu.Unlock()
+	wait := time.Duration(0)
+	if busy && a.cfg.Duty < 1 {
+		wait = time.Duration(float64(d) * (1 - a.cfg.Duty) / a.cfg.Duty)
+	}
+	select {
+	case <-a.stop:
+		return errStopped
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// AdaptiveDrafter is a DGFDrafter whose sequence feeds an Adapter: it
+// records the positions the target committed with their features, and
+// reports the τ of every drafted round. In per-request mode it also takes
+// a gradient step on the request's own text after every round.
+type AdaptiveDrafter struct {
+	*DGFDrafter
+	a       *Adapter
+	seq     uint64
+	active  bool
+	drafted bool
+	// Per-request mode: the request's committed positions.
+	toks  []int
+	feats [][]float32
+}
+
+// Prefilled starts a sequence with the prompt's positions.
+func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
+	d.finish()
+	d.seq, d.active = d.a.begin(), true
+	d.DGFDrafter.Prefilled(prompt, features)
+	d.a.record(&d.seq, prompt, features)
+	d.keep(prompt, features)
+}
+
+// Draft drafts a tree, noting whether there is one.
+func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+	t, err := d.DGFDrafter.Draft(ctx, p)
+	d.drafted = err == nil && t.Len() > 0
+	return t, err
+}
+
+// Accepted records the round's committed positions.
+func (d *AdaptiveDrafter) Accepted(tokens []int, features [][]float32) {
+	d.DGFDrafter.Accepted(tokens, features)
+	d.a.record(&d.seq, tokens, features)
+	d.keep(tokens, features)
+	if d.drafted {
+		d.a.observe(float64(len(tokens)))
+		d.drafted = false
+		d.step()
+	}
+}
+
+// Reset ends the sequence.
+func (d *AdaptiveDrafter) Reset() {
+	d.finish()
+	d.DGFDrafter.Reset()
+}
+
+// Finish ends the sequence: call it when a generation returns, so that
+// the trainer stops yielding to it.
+func (d *AdaptiveDrafter) Finish() { d.finish() }
+
+func (d *AdaptiveDrafter) finish() {
+	if d.active {
+		d.a.end()
+		d.active = false
+	}
+	if d.a.cfg.Mode == AdaptPerRequest && len(d.toks) > 0 {
+		if err := d.a.l.Restore(); err != nil {
+			d.a.fail(fmt.Errorf("adaptation: %w", err))
+		}
+	}
+	d.toks, d.feats = d.toks[:0], d.feats[:0]
+}
+
+// keep remembers the request's positions (per-request mode).
+func (d *AdaptiveDrafter) keep(tokens []int, features [][]float32) {
+	if d.a.cfg.Mode != AdaptPerRequest {
+		return
+	}
+	d.toks = append(d.toks, tokens...)
+	for _, f := range features {
+		d.feats = append(d.feats, append([]float32(nil), f...))
+	}
+}
+
+// step is per-request mode's gradient step on the request's newest
+// positions, published as a trial for the next round.
+func (d *AdaptiveDrafter) step() {
+	a := d.a
+	if a.cfg.Mode != AdaptPerRequest || len(d.toks) < 3 {
+		return
+	}
+	lo := max(0, len(d.toks)-a.cfg.RequestWindow)
+	w := Window{Tokens: d.toks[lo:], Features: d.feats[lo:]}
+	if _, err := a.l.Train([]Window{w}); err != nil {
+		a.fail(fmt.Errorf("adaptation: %w", err))
+		return
+	}
+	if _, err := a.l.Publish(false); err != nil {
+		a.fail(fmt.Errorf("adaptation: %w", err))
+		return
+	}
+	a.mu.Lock()
+	a.st.Runs++
+	a.mu.Unlock()
+}

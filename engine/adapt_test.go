@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/gpu"
+	"dovetail/internal/golden"
+	"dovetail/models"
+	"dovetail/models/draft"
+)
+
+// versionSpy notes which draft versions drafted within one request.
+type versionSpy struct {
+	*engine.AdaptiveDrafter
+	seen []int
+}
+
+func (v *versionSpy) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
+	t, err := v.AdaptiveDrafter.Draft(ctx, p)
+	if n := len(v.seen); n == 0 || v.seen[n-1] != v.Version() {
+		v.seen = append(v.seen, v.Version())
+	}
+	return t, err
+}
+
+// adaptSetup is an untrained draft of m, live, with a learner on a host
+// device of its own.
+func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg gpu.TrainConfig) (*gpu.Live, *gpu.Learner, *engine.Adapter) {
+	t.Helper()
+	d, err := gpu.NewDraft(gpu.NewHost(1), draft.ForTarget(m.Config, 1, 0), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Init(3)
+	live := gpu.NewLive(d, 0)
+	l, err := gpu.NewLearner(live, gpu.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := engine.NewAdapter(l, m.Config.Hidden, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return live, l, a
+}
+
+// fastAdapt trains and publishes as often as it can: every comparison
+// wins (MinGain −1), so versions change while requests decode.
+func fastAdapt(mode engine.AdaptMode) engine.AdaptConfig {
+	cfg := engine.DefaultAdaptConfig()
+	cfg.Mode, cfg.Window, cfg.Batch, cfg.Steps, cfg.HeldOut, cfg.MinGain = mode, 8, 4, 1, 2, -1
+	cfg.RequestWindow = 16
+	cfg.Control.MinRecords, cfg.Control.Patience = 24, 1 << 30
+	return cfg
+}
+
+// Greedy output stays the target's own while the draft's weights are
+// swapped between rounds of a request, in both adaptive modes.
+func TestAdaptLosslessUnderSwaps(t *testing.T) {
+	cases, err := golden.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts [][]int
+	var model string
+	for _, gc := range cases {
+		if gc.Model == cases[0].Model {
+			prompts, model = append(prompts, gc.PromptTokens), gc.Model
+		}
+	}
+	m := load(t, filepath.Base(model))
+	defer m.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	tcfg := gpu.DefaultTrainConfig()
+	tcfg.LR, tcfg.Warmup = 3e-3, 0
+	for _, mode := range []engine.AdaptMode{engine.AdaptBackground, engine.AdaptPerRequest} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := fastAdapt(mode)
+			if mode == engine.AdaptPerRequest {
+				tcfg.AnchorWeight = 0.5
+			}
+			live, l, a := adaptSetup(t, m, cfg, tcfg)
+			a.Start()
+			seq := live.NewSequence(0)
+			spy := &versionSpy{AdaptiveDrafter: a.Drafter(engine.NewDGFDrafter(seq))}
+			midRequest := 0
+			for i := 0; i < 40 && (midRequest == 0 || i < 4); i++ {
+				prompt := prompts[i%len(prompts)]
+				plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+				spy.seen = nil
+				got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: spy, Tree: engine.LaptopTree})
+				spy.Finish()
+				if !slices.Equal(got, plain) {
+					t.Fatalf("request %d (draft versions %v): output differs from plain greedy\n got %v\nwant %v", i, spy.seen, got, plain)
+				}
+				if st.Rounds == 0 {
+					t.Fatalf("request %d: no speculative rounds", i)
+				}
+				if len(spy.seen) > 1 {
+					midRequest++
+				}
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if midRequest == 0 {
+				t.Fatalf("no request saw the draft change under it (stats %+v)", a.Stats())
+			}
+			st := a.Stats()
+			if mode == engine.AdaptBackground && (st.Published == 0 || st.Version == 0) {
+				t.Errorf("background: nothing published: %+v", st)
+			}
+			if mode == engine.AdaptPerRequest && live.Version() != l.Version() {
+				t.Errorf("per-request: live version %d after the requests, want the kept %d back", live.Version(), l.Version())
+			}
+			t.Logf("%d requests changed draft mid-request; stats %+v", midRequest, st)
+			seq.Free()
+			l.Free()
+			live.Close()
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package gpu
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"dovetail/models/draft"
+)
+
+// Clone copies d's weights into a new draft on dev. The frozen embeddings
+// and LM head are shared when dev is d's own device (nobody writes them),
+// uploaded again otherwise.
+func (d *Draft) Clone(dev Device) (*Draft, error) {
+	c := &Draft{Dev: dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
+	if dev != d.Dev {
+		var err error
+		if c.Embd, err = dev.UploadMatrix(d.embdT); err != nil {
+			return nil, err
+		}
+		if c.Head, err = dev.UploadMatrix(d.headT); err != nil {
+			return nil, err
+		}
+	}
+	c.bind()
+	return c, c.CopyWeights(d)
+}
+
+// CopyWeights sets d's weights to src's, which must have d's shape. The
+// two may live on different devices: the values then pass through the
+// host.
+func (d *Draft) CopyWeights(src *Draft) error {
+	if src.C != d.C {
+		return fmt.Errorf("draft: copy weights of shape %+v into %+v", src.C, d.C)
+	}
+	var tmp []float32
+	for i, p := range d.Params {
+		if src.Dev == d.Dev {
+			d.Dev.Copy(p.W, src.Params[i].W)
+			continue
+		}
+		tmp = append(tmp[:0], make([]float32, p.Size())...)
+		src.Dev.Download(tmp, src.Params[i].W)
+		d.Dev.Upload(p.W, tmp)
+	}
+	return nil
+}
+
+// Live is the draft that sequences draft with, replaced as a whole when a
+// trainer publishes better weights. Publishing never touches weights in
+// use: it makes a new version, which each sequence picks up between
+// drafting rounds (Sequence.Refresh); a version's memory is freed once it
+// is neither the newest nor held by a sequence. Safe for concurrent use:
+// one publisher, any number of sequences.
+type Live struct {
+	mu  sync.Mutex
+	cur atomic.Pointer[liveVersion]
+}
+
+// liveVersion is one published set of weights and who holds it.
+type liveVersion struct {
+	d    *Draft
+	n    int
+	refs int // sequences holding it, plus 1 while it is the newest
+}
+
+// NewLive makes d version n of a live draft; the Live owns it from now on.
+func NewLive(d *Draft, n int) *Live {
+	l := &Live{}
+	l.cur.Store(&liveVersion{d: d, n: n, refs: 1})
+	return l
+}
+
+// Version is the number of the newest version.
+func (l *Live) Version() int { return l.cur.Load().n }
+
+// Shape is the drafts' shape.
+func (l *Live) Shape() draft.Config { return l.cur.Load().d.C }
+
+// Publish copies src's weights into a new version on the live device and
+// makes it the newest. It returns the version's number.
+func (l *Live) Publish(src *Draft) (int, error) {
+	old := l.cur.Load()
+	d, err := src.Clone(old.d.Dev)
+	if err != nil {
+		return 0, fmt.Errorf("publish draft: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old = l.cur.Load()
+	v := &liveVersion{d: d, n: old.n + 1, refs: 1}
+	l.cur.Store(v)
+	l.release(old)
+	return v.n, nil
+}
+
+// Snapshot copies the newest version's weights to dev (a trainer's shadow
+// starts from it) and returns the copy with its version number.
+func (l *Live) Snapshot(dev Device) (*Draft, int, error) {
+	v := l.acquire()
+	defer func() {
+		l.mu.Lock()
+		l.release(v)
+		l.mu.Unlock()
+	}()
+	d, err := v.d.Clone(dev)
+	return d, v.n, err
+}
+
+// acquire holds the newest version.
+func (l *Live) acquire() *liveVersion {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := l.cur.Load()
+	v.refs++
+	return v
+}
+
+// release drops one hold of v; l.mu is held.
+func (l *Live) release(v *liveVersion) {
+	if v.refs--; v.refs == 0 {
+		v.d.Free()
+	}
+}
+
+// Close drops the Live's hold of the newest version; sequences still
+// holding versions free them when they are freed.
+func (l *Live) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.release(l.cur.Load())
+}
+
+// NewSequence is a sequence drafting with the newest version, which
+// switches to newer ones when told to Refresh.
+func (l *Live) NewSequence(ctx int) *Sequence {
+	v := l.acquire()
+	s := v.d.NewSequence(ctx)
+	s.live, s.ver = l, v
+	return s
+}
+
+// Refresh switches the sequence to the newest version of its live draft,
+// if there is a newer one, and reports whether it did. The cache was
+// computed by the old weights, so the sequence forgets its positions: the
+// drafter runs them again. It must not run while the sequence drafts:
+// between rounds.
+func (s *Sequence) Refresh() (version int, switched bool) {
+	if s.live == nil {
+		return 0, false
+	}
+	if v := s.live.cur.Load(); v == s.ver {
+		return v.n, false
+	}
+	v := s.live.acquire()
+	s.live.mu.Lock()
+	s.live.release(s.ver)
+	s.live.mu.Unlock()
+	s.ver, s.d = v, v.d
+	s.len, s.pending = 0, s.pending[:0]
+	return v.n, true
+}
+
+// Version is the version of the live draft the sequence drafts with (0
+// for a sequence of a plain draft).
+func (s *Sequence) Version() int {
+	if s.ver == nil {
+		return 0
+	}
+	return s.ver.n
+}
