@@ -37,7 +37,11 @@ func randWindow(rng *rand.Rand, T, hidden, vocab int, scale float64) Window {
 // test through the draft's own predictions) against finite differences of
 // its loss, in float64.
 func TestGradDraft(t *testing.T) {
-	for _, unroll := range []int{1, 3} {
+	for _, tc := range []struct {
+		unroll int
+		anchor float32
+	}{{1, 0}, {3, 0}, {2, 0.7}} {
+		unroll := tc.unroll
 		rng := rand.New(rand.NewPCG(11, uint64(unroll)))
 		h := newHost[float64](2)
 		d, err := NewDraft(h, tinyConfig, fakeTarget(rng, tinyConfig.Hidden, tinyConfig.Vocab))
@@ -54,10 +58,25 @@ func TestGradDraft(t *testing.T) {
 			}
 		}
 		cfg := DefaultTrainConfig()
-		cfg.Unroll, cfg.ProbWeight = unroll, 0.5
+		cfg.Unroll, cfg.ProbWeight, cfg.AnchorWeight = unroll, 0.5, tc.anchor
 		tr, err := NewTrainer(d, cfg, 16, 8)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if tc.anchor > 0 {
+			// The per-request term, toward another draft's distribution.
+			a, err := d.Clone(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range a.Params {
+				for i := range vals(p.W) {
+					vals(p.W)[i] += 0.2 * (2*rng.Float64() - 1)
+				}
+			}
+			if err := tr.SetAnchor(a); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ws := []Window{randWindow(rng, 5, 8, 16, 0.5), randWindow(rng, 3, 8, 16, 0.5)}
 		if _, _, err := tr.run(ws, true); err != nil {
@@ -84,10 +103,10 @@ func TestGradDraft(t *testing.T) {
 				e := math.Abs(num-g[j]) / max(1e-3, math.Abs(num), math.Abs(g[j]))
 				worst = max(worst, e)
 				if e > 1e-5 {
-					t.Fatalf("unroll %d: %s[%d]: backward %.9g, finite differences %.9g", unroll, p.Name, j, g[j], num)
+					t.Fatalf("unroll %d, anchor %g: %s[%d]: backward %.9g, finite differences %.9g", unroll, tc.anchor, p.Name, j, g[j], num)
 				}
 			}
-			t.Logf("unroll %d: %s: %d values, worst relative error %.2g", unroll, p.Name, len(x), worst)
+			t.Logf("unroll %d, anchor %g: %s: %d values, worst relative error %.2g", unroll, tc.anchor, p.Name, len(x), worst)
 		}
 	}
 }

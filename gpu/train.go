@@ -317,7 +317,7 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		return Metrics{}, nil, err
 	}
 	n := b.n
-	anchored := train && t.anchor != nil && t.cfg.AnchorWeight > 0
+	anchored := t.anchor != nil && t.cfg.AnchorWeight > 0
 	if anchored {
 		// The anchor runs step 0 first: its keys land where step 0's will,
 		// and step 0's own, which the backward pass reads, overwrite them.

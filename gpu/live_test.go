@@ -1,0 +1,133 @@
+package gpu
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func weights(d *Draft) []float32 {
+	var out []float32
+	for _, p := range d.Params {
+		v := make([]float32, p.Size())
+		d.Dev.Download(v, p.W)
+		out = append(out, v...)
+	}
+	return out
+}
+
+// A sequence keeps drafting with the version it holds until it refreshes;
+// a version nobody holds is freed; refreshing forgets the cache.
+func TestLiveVersions(t *testing.T) {
+	d0 := newDraft32(t, tinyConfig, 1)
+	d1 := newDraft32(t, tinyConfig, 2)
+	live := NewLive(d0, 5)
+	s := live.NewSequence(0)
+	rng := rand.New(rand.NewPCG(1, 1))
+	w := randWindow(rng, 4, tinyConfig.Hidden, tinyConfig.Vocab, 0.5)
+	if _, _, err := s.Forward(w.Features[:4], w.Tokens[1:5]); err != nil {
+		t.Fatal(err)
+	}
+	want1 := weights(d1)
+	v, err := live.Publish(d1)
+	if err != nil || v != 6 || live.Version() != 6 {
+		t.Fatalf("publish: version %d, %v; live %d", v, err, live.Version())
+	}
+	if d0.Params[0].W.Len() == 0 {
+		t.Fatal("version 5 freed while a sequence holds it")
+	}
+	if s.Version() != 5 || s.Len() != 4 {
+		t.Fatalf("before refresh: version %d, %d positions", s.Version(), s.Len())
+	}
+	if v, switched := s.Refresh(); !switched || v != 6 || s.Len() != 0 {
+		t.Fatalf("refresh: version %d switched %v, %d positions", v, switched, s.Len())
+	}
+	if d0.Params[0].W.Len() != 0 {
+		t.Fatal("version 5 not freed once nobody held it")
+	}
+	if !slices.Equal(weights(s.d), want1) {
+		t.Fatal("version 6 does not have the published weights")
+	}
+	if _, switched := s.Refresh(); switched {
+		t.Fatal("refresh switched without a newer version")
+	}
+	cur := s.d
+	s.Free()
+	if cur.Params[0].W.Len() == 0 {
+		t.Fatal("the newest version freed while the live draft holds it")
+	}
+	live.Close()
+	if cur.Params[0].W.Len() != 0 {
+		t.Fatal("the newest version not freed after Close")
+	}
+}
+
+// The learner trains its shadow without touching the live draft, compares
+// it with the kept version, and Restore undoes a trial publication.
+func TestLearner(t *testing.T) {
+	live := NewLive(newDraft32(t, tinyConfig, 1), 0)
+	defer live.Close()
+	start := weights(live.cur.Load().d)
+	cfg := DefaultTrainConfig()
+	cfg.Warmup, cfg.LR = 0, 1e-2
+	l, err := NewLearner(live, newHost[float32](1), cfg, 32, 8, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Free()
+	rng := rand.New(rand.NewPCG(2, 2))
+	ws := []Window{randWindow(rng, 8, 8, 16, 0.5), randWindow(rng, 8, 8, 16, 0.5)}
+	sh, kept, err := l.Compare(ws)
+	if err != nil || sh != kept {
+		t.Fatalf("before training, shadow %+v and kept %+v differ (%v)", sh, kept, err)
+	}
+	first, _ := l.Train(ws)
+	var last float64
+	for range 30 {
+		s, err := l.Train(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = s.Loss
+	}
+	if last >= first.Loss {
+		t.Fatalf("training loss %g → %g", first.Loss, last)
+	}
+	if !slices.Equal(weights(live.cur.Load().d), start) {
+		t.Fatal("training changed the live draft")
+	}
+	sh, kept, _ = l.Compare(ws)
+	if sh.Loss >= kept.Loss || sh.Tau < 1 || sh.Tau > 4 {
+		t.Fatalf("after training on the windows: shadow %+v, kept %+v", sh, kept)
+	}
+	if v, err := l.Publish(false); err != nil || v != 1 || l.Version() != 0 {
+		t.Fatalf("trial publication: version %d (kept %d), %v", v, l.Version(), err)
+	}
+	if err := l.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(weights(live.cur.Load().d), start) || !slices.Equal(weights(l.shadow), start) {
+		t.Fatal("Restore did not bring back the kept weights")
+	}
+	for range 5 {
+		l.Train(ws)
+	}
+	if v, err := l.Publish(true); err != nil || v != l.Version() || !slices.Equal(weights(live.cur.Load().d), weights(l.shadow)) {
+		t.Fatalf("kept publication: version %d (kept %d), %v", v, l.Version(), err)
+	}
+}
+
+// The simulated chain τ counts each position's leading agreeing steps,
+// over the positions every step reaches.
+func TestChainTau(t *testing.T) {
+	b := &batch{lens: []int{4, 3}, off: []int{0, 4}}
+	agree := [][]float32{
+		{1, 1, 0, 1, 1, 1, 1},
+		{1, 0, 1, 9, 1, 0, 9},
+		{0, 1, 1, 9, 1, 9, 9},
+	}
+	// Window 0, positions 0 and 1: runs 2 and 1; window 1, position 0: 3.
+	if got, want := chainTau(agree, b), 1+6.0/3; got != want {
+		t.Fatalf("τ %g, want %g", got, want)
+	}
+}
