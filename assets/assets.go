@@ -1,7 +1,10 @@
 // Package assets embeds what the binary ships with: the default model.
 package assets
 
-import _ "embed"
+import (
+	"embed"
+	"fmt"
+)
 
 // DefaultModelName is the file name of the embedded default model.
 const DefaultModelName = "tinystories656K-Q8_0.gguf"
@@ -22,3 +25,19 @@ const DefaultDraftName = "tinystories656K-Q8_0.dgf.gguf"
 //
 //go:embed tinystories656K-Q8_0.dgf.gguf
 var DefaultDraft []byte
+
+// DefaultWorkload is the request stream `dovetail bench adapt` replays by
+// default: prompts for the default model whose domain shifts halfway.
+const DefaultWorkload = "tinystories-shift.workload.tsv"
+
+//go:embed *.workload.tsv
+var workloads embed.FS
+
+// Workload returns a shipped workload file by name.
+func Workload(name string) ([]byte, error) {
+	b, err := workloads.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("no shipped workload %q (see assets/*.workload.tsv)", name)
+	}
+	return b, nil
+}

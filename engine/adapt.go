@@ -434,6 +434,9 @@ func (d *AdaptiveDrafter) Reset() {
 	d.DGFDrafter.Reset()
 }
 
+// Mode is the adapter's mode.
+func (d *AdaptiveDrafter) Mode() AdaptMode { return d.a.cfg.Mode }
+
 // Finish ends the sequence: call it when a generation returns, so that
 // the trainer stops yielding to it.
 func (d *AdaptiveDrafter) Finish() { d.finish() }

@@ -92,5 +92,6 @@ func newBenchCmd() *cobra.Command {
 	fl.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	fl.IntVar(&reps, "reps", 9, "repetitions of each verification size (the median is kept)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	c.AddCommand(newBenchAdaptCmd())
 	return c
 }

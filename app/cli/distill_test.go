@@ -148,10 +148,15 @@ func TestRunAutoUsesEmbeddedDraft(t *testing.T) {
 		t.Errorf("--draft auto: stats %+v", r.Stats)
 	}
 	t.Logf("τ %.2f, acceptance by depth %v", r.Stats.Tau, r.Stats.AcceptanceByDepth)
-	// A model with no draft of its own runs without one.
+	// A model with no draft of its own starts an untrained one that
+	// adapts (day 0), or runs without one when adaptation is off.
 	r = runJSON(t, "-m", golden.ModelPath("stories260K-f32.gguf"), "-p", "Once", "--temp", "0", "-n", "8")
-	if r.Stats.Draft != "none" {
+	if r.Stats.Draft != "dgf:untrained" || r.Stats.Adapt != "background" {
 		t.Errorf("--draft auto for a model without a draft: %+v", r.Stats)
+	}
+	r = runJSON(t, "-m", golden.ModelPath("stories260K-f32.gguf"), "-p", "Once", "--temp", "0", "-n", "8", "--adapt", "off")
+	if r.Stats.Draft != "none" {
+		t.Errorf("--draft auto --adapt off for a model without a draft: %+v", r.Stats)
 	}
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,24 +16,31 @@ import (
 	"dovetail/models/draft"
 )
 
-// drafterFor builds the drafter named by --draft for a loaded target;
-// greedy says whether decoding is greedy (a DGF draft then ranks its tree
-// more sharply). Closing the returned func releases what the drafter holds.
-func drafterFor(spec string, target *loaded, pool *cpu.Pool, ctx int, greedy bool) (engine.Drafter, func(), error) {
+// draftOptions are how a drafter runs besides which one it is.
+type draftOptions struct {
+	greedy bool // decoding is greedy: a DGF draft ranks its tree more sharply
+	adapt  adaptSettings
+	warn   io.Writer // warnings: an unreadable saved draft, a failed save
+}
+
+// drafterFor builds the drafter named by --draft for a loaded target. A
+// DGF draft adapts online unless o.adapt.mode is off. Calling the returned
+// func releases what the drafter holds (and saves an adapted draft).
+func drafterFor(spec string, target *loaded, pool *cpu.Pool, ctx int, o draftOptions) (engine.Drafter, func(), error) {
 	none := func() {}
 	kind, arg, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "none":
 		return nil, none, nil
 	case "auto":
-		// The model's own DGF draft when there is one; otherwise, until a
-		// draft is known to pay on this machine, plain decoding (the
-		// planner will decide).
-		ck, where, err := savedDraft(target)
-		if err != nil || ck == nil {
-			return nil, none, err
+		// The model's own DGF draft when there is one; with none and
+		// background adaptation, a new draft that learns from what it
+		// verifies (day 0); otherwise plain decoding.
+		ck, where := savedDraft(target, o.warn)
+		if ck == nil && o.adapt.mode != engine.AdaptBackground {
+			return nil, none, nil
 		}
-		return dgfDrafter(ck, where, target, pool, ctx, greedy)
+		return dgfDrafter(ck, where, target, pool, ctx, o)
 	case "ngram":
 		return &engine.NgramDrafter{}, none, nil
 	case "model":
@@ -57,7 +65,7 @@ func drafterFor(spec string, target *loaded, pool *cpu.Pool, ctx int, greedy boo
 		if err != nil {
 			return nil, none, err
 		}
-		return dgfDrafter(ck, arg, target, pool, ctx, greedy)
+		return dgfDrafter(ck, arg, target, pool, ctx, o)
 	}
 	return nil, none, usageError{fmt.Errorf("--draft %q: want none, ngram, model:PATH or dgf:PATH", spec)}
 }
@@ -77,18 +85,32 @@ func sameVocab(a, b *loaded) error {
 
 // namedDrafter says which draft --draft auto picked.
 type namedDrafter struct {
-	*engine.DGFDrafter
+	engine.FeatureDrafter
 	name string
 }
 
 func (d namedDrafter) Name() string { return d.name }
 
-// dgfDrafter runs a DGF draft checkpoint for target on the host device
-// (the CUDA device comes later), refusing one made for another model.
-func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, greedy bool) (engine.Drafter, func(), error) {
+// dgfDrafter runs a DGF draft checkpoint (nil: a new one) for target on
+// the host device (the CUDA device comes later), refusing one made for
+// another model.
+func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, o draftOptions) (engine.Drafter, func(), error) {
 	none := func() {}
-	if err := ck.CheckTarget(draft.Fingerprint(target.Model.File), filepath.Base(target.Name)); err != nil {
-		return nil, none, fmt.Errorf("draft %s: %w", where, err)
+	if ck != nil {
+		if err := ck.CheckTarget(draft.Fingerprint(target.Model.File), filepath.Base(target.Name)); err != nil {
+			return nil, none, fmt.Errorf("draft %s: %w", where, err)
+		}
+	}
+	if o.adapt.mode != engine.AdaptOff {
+		a, err := newAdaptive(ck, where, target, pool, ctx, o.greedy, o.adapt, o.warn)
+		if err != nil {
+			return nil, none, err
+		}
+		return namedDrafter{a.drafter, a.Name()}, func() {
+			if err := a.Close(); err != nil {
+				fmt.Fprintf(o.warn, "warning: %v\n", err)
+			}
+		}, nil
 	}
 	d, err := gpu.NewDraft(gpu.NewHost(pool.Threads()), ck.Config, target.Model)
 	if err != nil {
@@ -99,39 +121,40 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 	}
 	seq := d.NewSequence(ctx)
 	dd := engine.NewDGFDrafter(seq)
-	if greedy {
+	if o.greedy {
 		dd.Sharpness = 2 // measured on both test models: τ +0.3
 	}
 	return namedDrafter{dd, "dgf:" + where}, func() { seq.Free(); d.Free() }, nil
 }
 
 // savedDraft finds the DGF draft of a target for --draft auto: the one
-// `dovetail distill` saved in the user's config directory under the
-// target's fingerprint (see draft.DefaultPath), else the draft shipped
-// with the embedded default model when the target is that model. It
-// returns nil when there is none.
-func savedDraft(target *loaded) (*draft.Checkpoint, string, error) {
+// adaptation or `dovetail distill --install` saved in the user's config
+// directory under the target's fingerprint (see draft.DefaultPath), else
+// the draft shipped with the embedded default model when the target is
+// that model. It returns nil when there is none. A saved draft that does
+// not load (corrupted, or another model's) is ignored with a warning.
+func savedDraft(target *loaded, warn io.Writer) (*draft.Checkpoint, string) {
 	fp := draft.Fingerprint(target.Model.File)
 	if path, err := draft.DefaultPath(fp); err == nil {
 		ck, err := draft.Load(path)
+		if err == nil {
+			err = ck.CheckTarget(fp, filepath.Base(target.Name))
+		}
 		switch {
 		case err == nil:
-			return ck, path, nil
+			return ck, path
 		case !errors.Is(err, fs.ErrNotExist):
-			return nil, "", fmt.Errorf("--draft auto: %w (remove the file to run without it)", err)
+			fmt.Fprintf(warn, "warning: ignoring the saved draft: %v\n", err)
 		}
 	}
 	if assets.DefaultDraft == nil {
-		return nil, "", nil
+		return nil, ""
 	}
 	ck, err := draft.Parse("embedded:"+assets.DefaultDraftName, assets.DefaultDraft)
-	if err != nil {
-		return nil, "", err
+	if err != nil || ck.Fingerprint != fp {
+		return nil, ""
 	}
-	if ck.Fingerprint != fp {
-		return nil, "", nil
-	}
-	return ck, "embedded:" + assets.DefaultDraftName, nil
+	return ck, "embedded:" + assets.DefaultDraftName
 }
 
 // userDraftPath is where `dovetail distill --install` puts a target's draft.

@@ -32,6 +32,7 @@ type runFlags struct {
 	json          bool
 	draft         string
 	tree          engine.TreeParams
+	adapt         adaptFlags
 }
 
 // runResult is the --json output.
@@ -55,6 +56,8 @@ type runStats struct {
 	AcceptanceByDepth  []float64 `json:"acceptance_by_depth"`
 	DraftMs            float64   `json:"draft_ms"`
 	VerifyMs           float64   `json:"verify_ms"`
+	DraftVersion       int       `json:"draft_version"`
+	Adapt              string    `json:"adapt"`
 }
 
 func newRunCmd() *cobra.Command {
@@ -84,6 +87,7 @@ func newRunCmd() *cobra.Command {
 	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
 	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
 	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
+	f.adapt.register(c)
 	return c
 }
 
@@ -121,7 +125,11 @@ func run(c *cobra.Command, f runFlags) error {
 	pool := cpu.NewPool(f.threads)
 	defer pool.Close()
 	target := cpu.NewTarget(lm.Model, pool, f.ctx)
-	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx, params.Temperature <= 0)
+	adapt, err := f.adapt.settings()
+	if err != nil {
+		return usageError{fmt.Errorf("run: %v", err)}
+	}
+	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx, draftOptions{greedy: params.Temperature <= 0, adapt: adapt, warn: c.ErrOrStderr()})
 	if err != nil {
 		return err
 	}
@@ -155,7 +163,8 @@ func run(c *cobra.Command, f runFlags) error {
 		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
 			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
 				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
-				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime)}}
+				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
+				DraftVersion: draftVersion(drafter), Adapt: adaptMode(drafter)}}
 		if tokens == nil {
 			res.Tokens = []int{}
 		}
@@ -172,6 +181,28 @@ func run(c *cobra.Command, f runFlags) error {
 			draftName(drafter, f.draft), st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
 	}
 	return nil
+}
+
+// adaptMode is how the drafter adapts: off for any but an adapting DGF
+// draft.
+func adaptMode(d engine.Drafter) string {
+	if n, ok := d.(namedDrafter); ok {
+		if a, ok := n.FeatureDrafter.(*engine.AdaptiveDrafter); ok {
+			return a.Mode().String()
+		}
+	}
+	return engine.AdaptOff.String()
+}
+
+// draftVersion is the version of an adapting draft's weights (0 for any
+// other drafter).
+func draftVersion(d engine.Drafter) int {
+	if n, ok := d.(namedDrafter); ok {
+		if v, ok := n.FeatureDrafter.(interface{ Version() int }); ok {
+			return v.Version()
+		}
+	}
+	return 0
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/gpu"
+	"dovetail/models/draft"
+)
+
+// Metadata an adapted draft carries in its checkpoint.
+const (
+	metaVersion    = "dovetail.adapt.version"
+	metaTauHistory = "dovetail.adapt.tau_history"
+	metaSavedAt    = "dovetail.adapt.saved_at"
+	metaStartedAs  = "dovetail.adapt.started_as"
+)
+
+// adaptive is a DGF draft that adapts online while it drafts: its live
+// versions, the learner training a shadow copy on a host device of its own,
+// the adaptation loop, and the file the adapted draft is saved to.
+type adaptive struct {
+	live    *gpu.Live
+	learner *gpu.Learner
+	adapter *engine.Adapter
+	seq     *gpu.Sequence
+	drafter *engine.AdaptiveDrafter
+	name    string
+
+	path, fp, targetName, startedAs string
+	saveEvery                       time.Duration
+	savedVer                        int
+	lastSave                        time.Time
+	warn                            io.Writer
+}
+
+// adaptSettings are the adaptation flags.
+type adaptSettings struct {
+	mode      engine.AdaptMode
+	cfg       engine.AdaptConfig
+	train     gpu.TrainConfig
+	threads   int           // of the learner's host device
+	saveEvery time.Duration // 0: only at exit
+	save      bool
+}
+
+func defaultAdaptSettings() adaptSettings {
+	tc := gpu.DefaultTrainConfig()
+	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll = 1e-3, 0, 1, 1
+	tc.AnchorWeight = 1
+	return adaptSettings{mode: engine.AdaptBackground, cfg: engine.DefaultAdaptConfig(), train: tc, threads: 1,
+		saveEvery: time.Minute, save: true}
+}
+
+// newAdaptive runs ck (nil: a new, untrained draft — day 0) for target,
+// adapting as s says. where names the draft's origin.
+func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, greedy bool, s adaptSettings, warn io.Writer) (*adaptive, error) {
+	fp := draft.Fingerprint(target.Model.File)
+	dev := gpu.NewHost(pool.Threads())
+	cfg := draft.ForTarget(target.Model.Config, 1, 0)
+	if ck != nil {
+		cfg = ck.Config
+	}
+	d, err := gpu.NewDraft(dev, cfg, target.Model)
+	if err != nil {
+		return nil, fmt.Errorf("draft %s: %w", where, err)
+	}
+	version := 0
+	var history []float64
+	if ck == nil {
+		d.Init(1)
+		where = "untrained"
+	} else {
+		if err := d.Load(ck); err != nil {
+			d.Free()
+			return nil, fmt.Errorf("draft %s: %w", where, err)
+		}
+		version, _ = strconv.Atoi(ck.Meta[metaVersion])
+		history = parseFloats(ck.Meta[metaTauHistory])
+	}
+	a := &adaptive{live: gpu.NewLive(d, version), fp: fp, targetName: target.Name, warn: warn,
+		saveEvery: s.saveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
+	if ck != nil && ck.Meta[metaStartedAs] != "" {
+		a.startedAs = ck.Meta[metaStartedAs]
+	}
+	if s.save {
+		if a.path, err = userDraftPath(target); err != nil {
+			fmt.Fprintf(warn, "warning: adapted draft will not be saved: %v\n", err)
+		}
+	}
+	c := s.cfg
+	rows, length := max(c.Batch*c.Window, c.RequestWindow), max(c.Window, c.RequestWindow)
+	train := s.train
+	if s.mode != engine.AdaptPerRequest {
+		train.AnchorWeight = 0
+	}
+	if a.learner, err = gpu.NewLearner(a.live, gpu.NewHost(s.threads), train, rows, length, 4); err != nil {
+		a.live.Close()
+		return nil, err
+	}
+	c.Mode = s.mode
+	if a.adapter, err = engine.NewAdapter(a.learner, cfg.Hidden, c, a.published); err != nil {
+		a.learner.Free()
+		a.live.Close()
+		return nil, err
+	}
+	a.adapter.SetTauHistory(history)
+	a.seq = a.live.NewSequence(ctx)
+	dd := engine.NewDGFDrafter(a.seq)
+	if greedy {
+		dd.Sharpness = 2
+	}
+	a.drafter = a.adapter.Drafter(dd)
+	a.name = "dgf:" + where
+	a.adapter.Start()
+	return a, nil
+}
+
+// Name says which draft runs and how it adapts.
+func (a *adaptive) Name() string { return a.name }
+
+// published saves the draft now and then, on the trainer's goroutine.
+func (a *adaptive) published(int) {
+	if a.saveEvery > 0 && time.Since(a.lastSave) >= a.saveEvery {
+		if err := a.save(); err != nil {
+			fmt.Fprintf(a.warn, "warning: %v\n", err)
+		}
+	}
+}
+
+// save writes the kept version, atomically, unless it is already saved.
+// A file there that does not load is moved aside first, not overwritten.
+func (a *adaptive) save() error {
+	v := a.learner.Version()
+	if a.path == "" || v == a.savedVer {
+		return nil
+	}
+	if _, err := draft.Load(a.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Rename(a.path, a.path+".corrupt"); err != nil {
+			return fmt.Errorf("adapted draft not saved: %s does not load and cannot be moved aside: %w", a.path, err)
+		}
+		fmt.Fprintf(a.warn, "warning: moved the unreadable %s to %s.corrupt\n", a.path, a.path)
+	}
+	ck := a.learner.Checkpoint(a.fp, a.targetName)
+	st := a.adapter.Stats()
+	ck.Meta[metaVersion] = strconv.Itoa(v)
+	ck.Meta[metaTauHistory] = formatFloats(st.TauHistory)
+	ck.Meta[metaSavedAt] = time.Now().UTC().Format(time.RFC3339)
+	ck.Meta[metaStartedAs] = a.startedAs
+	if err := ck.WriteFile(a.path); err != nil {
+		return fmt.Errorf("adapted draft not saved: %w", err)
+	}
+	a.savedVer, a.lastSave = v, time.Now()
+	return nil
+}
+
+// Close stops adaptation, saves the adapted draft, and frees everything.
+func (a *adaptive) Close() error {
+	err := a.adapter.Close()
+	if serr := a.save(); err == nil {
+		err = serr
+	}
+	a.seq.Free()
+	a.learner.Free()
+	a.live.Close()
+	return err
+}
+
+func formatFloats(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', 3, 64)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseFloats(s string) []float64 {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		if x, err := strconv.ParseFloat(strings.TrimSpace(f), 64); err == nil {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// adaptFlags are the adaptation flags of run, serve and bench adapt.
+type adaptFlags struct {
+	mode                               string
+	duty                               float64
+	threads                            int
+	noSave                             bool
+	saveTime                           time.Duration
+	lr, anchor                         float32
+	unroll, steps, window, batch, minR int
+	minGain                            float64
+}
+
+func (f *adaptFlags) register(c *cobra.Command) {
+	d := defaultAdaptSettings()
+	fl := c.Flags()
+	fl.StringVar(&f.mode, "adapt", d.mode.String(), "online adaptation of a DGF draft: background (a shadow copy trains on what the target verified and replaces the draft when better), per-request (a step per round on the request's own text, undone after), or off")
+	fl.Float64Var(&f.duty, "adapt-duty", d.cfg.Duty, "share of the time the trainer may compute while a request decodes (1: always)")
+	fl.IntVar(&f.threads, "adapt-threads", d.threads, "CPU threads of the trainer")
+	fl.BoolVar(&f.noSave, "adapt-no-save", false, "do not save the adapted draft")
+	fl.DurationVar(&f.saveTime, "adapt-save-every", d.saveEvery, "save the adapted draft this often while it improves (and at exit)")
+	// The recipe: measured defaults (README), flags for experiments.
+	fl.Float32Var(&f.lr, "adapt-lr", d.train.LR, "adaptation: learning rate (AdamW)")
+	fl.Float32Var(&f.anchor, "adapt-anchor", 1, "adaptation, per-request: weight λ of KL(q_start ‖ q)")
+	fl.IntVar(&f.unroll, "adapt-unroll", d.train.Unroll, "adaptation: training-time-test steps")
+	fl.IntVar(&f.steps, "adapt-steps", d.cfg.Steps, "adaptation: optimizer steps per training run")
+	fl.IntVar(&f.window, "adapt-window", d.cfg.Window, "adaptation: positions per training window")
+	fl.IntVar(&f.batch, "adapt-batch", d.cfg.Batch, "adaptation: windows per optimizer step")
+	fl.IntVar(&f.minR, "adapt-min-records", d.cfg.Control.MinRecords, "adaptation: new positions before a training run")
+	fl.Float64Var(&f.minGain, "adapt-min-gain", d.cfg.MinGain, "adaptation: simulated τ gain on held-out records needed to swap a new draft in")
+	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain"} {
+		fl.Lookup(n).Hidden = true
+	}
+}
+
+func (f *adaptFlags) settings() (adaptSettings, error) {
+	s := defaultAdaptSettings()
+	var err error
+	if s.mode, err = engine.ParseAdaptMode(f.mode); err != nil {
+		return s, err
+	}
+	if f.duty <= 0 || f.duty > 1 {
+		return s, fmt.Errorf("--adapt-duty %g outside (0, 1]", f.duty)
+	}
+	if f.threads < 1 || f.threads > 1024 {
+		return s, fmt.Errorf("--adapt-threads %d out of range [1, 1024]", f.threads)
+	}
+	if f.saveTime < 0 {
+		return s, fmt.Errorf("--adapt-save-every %v must not be negative", f.saveTime)
+	}
+	s.cfg.Duty, s.threads, s.save, s.saveEvery = f.duty, f.threads, !f.noSave, f.saveTime
+	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 {
+		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d",
+			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR)
+	}
+	s.train.LR, s.train.AnchorWeight, s.train.Unroll = f.lr, f.anchor, f.unroll
+	s.cfg.Steps, s.cfg.Window, s.cfg.Batch, s.cfg.Control.MinRecords, s.cfg.MinGain = f.steps, f.window, f.batch, f.minR, f.minGain
+	return s, nil
+}
