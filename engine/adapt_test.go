@@ -54,7 +54,7 @@ func fastAdapt(mode engine.AdaptMode) engine.AdaptConfig {
 	cfg := engine.DefaultAdaptConfig()
 	cfg.Mode, cfg.Window, cfg.Batch, cfg.Steps, cfg.HeldOut, cfg.MinGain = mode, 8, 4, 1, 2, -1
 	cfg.RequestWindow = 16
-	cfg.Control.MinRecords, cfg.Control.Patience = 24, 1 << 30
+	cfg.Control.MinRecords, cfg.Control.Patience = 24, 1<<30
 	return cfg
 }
 
