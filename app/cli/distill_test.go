@@ -63,7 +63,7 @@ func TestDistillReducesLoss(t *testing.T) {
 	t.Logf("held-out loss %.4f → %.4f", before, after)
 
 	plain := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", "none")
-	r := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", "dgf:"+out)
+	r := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", "dgf:"+out, "--plan=false")
 	if !cmp.Equal(r.Tokens, plain.Tokens) {
 		t.Errorf("--draft dgf: tokens %v, without drafting %v", r.Tokens, plain.Tokens)
 	}
@@ -140,7 +140,14 @@ func TestRunAutoUsesEmbeddedDraft(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no installed drafts
 	t.Setenv("HOME", t.TempDir())
 	plain := runJSON(t, "-p", "Once upon a time", "--temp", "0", "-n", "60", "--draft", "none")
-	r := runJSON(t, "-p", "Once upon a time", "--temp", "0", "-n", "60")
+	r := runJSON(t, "-p", "Once upon a time", "--temp", "0", "-n", "60", "--plan=false")
+	if !cmp.Equal(r.Tokens, plain.Tokens) {
+		t.Errorf("--draft auto: tokens %v, without drafting %v", r.Tokens, plain.Tokens)
+	}
+	// The planner may decode without the draft; the output is the same.
+	if p := runJSON(t, "-p", "Once upon a time", "--temp", "0", "-n", "60"); !cmp.Equal(p.Tokens, plain.Tokens) || p.Stats.PredictedTokS <= 0 {
+		t.Errorf("--plan: tokens %v (predicted %.1f tokens/s), without drafting %v", p.Tokens, p.Stats.PredictedTokS, plain.Tokens)
+	}
 	if !cmp.Equal(r.Tokens, plain.Tokens) {
 		t.Errorf("--draft auto: tokens %v, without drafting %v", r.Tokens, plain.Tokens)
 	}

@@ -33,6 +33,7 @@ type runFlags struct {
 	draft         string
 	tree          engine.TreeParams
 	adapt         adaptFlags
+	plan          bool
 }
 
 // runResult is the --json output.
@@ -58,6 +59,8 @@ type runStats struct {
 	VerifyMs           float64   `json:"verify_ms"`
 	DraftVersion       int       `json:"draft_version"`
 	Adapt              string    `json:"adapt"`
+	PlainSteps         int       `json:"plain_steps"`
+	PredictedTokS      float64   `json:"predicted_tokens_per_s,omitempty"`
 }
 
 func newRunCmd() *cobra.Command {
@@ -88,6 +91,7 @@ func newRunCmd() *cobra.Command {
 	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
 	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
 	f.adapt.register(c)
+	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree each round, and decode without drafting while drafting would be slower")
 	return c
 }
 
@@ -134,6 +138,12 @@ func run(c *cobra.Command, f runFlags) error {
 		return err
 	}
 	defer closeDraft()
+	var planner *engine.Planner
+	if drafter != nil && f.plan {
+		if planner, err = plannerFor(target, lm, kname, f.threads, f.tree.TopK, c.ErrOrStderr()); err != nil {
+			return err
+		}
+	}
 	prompt := lm.Tok.Encode(f.prompt, true, false)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -143,7 +153,7 @@ func run(c *cobra.Command, f runFlags) error {
 	dec := lm.Tok.NewDecoder()
 	var tokens []int
 	var text strings.Builder // the continuation, leading space kept
-	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree}
+	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree, Planner: planner}
 	st, err := engine.Generate(ctx, target, req, func(tok int) error {
 		tokens = append(tokens, tok)
 		piece := dec.Add(tok)
@@ -164,7 +174,10 @@ func run(c *cobra.Command, f runFlags) error {
 			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
 				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
 				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
-				DraftVersion: draftVersion(drafter), Adapt: adaptMode(drafter)}}
+				DraftVersion: draftVersion(drafter), Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps}}
+		if planner != nil {
+			res.Stats.PredictedTokS = planner.PredictedTokensPerSec()
+		}
 		if tokens == nil {
 			res.Tokens = []int{}
 		}
@@ -179,6 +192,10 @@ func run(c *cobra.Command, f runFlags) error {
 	if drafter != nil {
 		fmt.Fprintf(c.ErrOrStderr(), "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
 			draftName(drafter, f.draft), st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+	}
+	if planner != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft\n",
+			planner.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps)
 	}
 	return nil
 }
