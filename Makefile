@@ -42,8 +42,12 @@ build: kernels
 run: build
 	$(BIN)/dovetail run -p "$(PROMPT)" -n 200
 
+# The adaptation loop swaps draft weights under a decoding goroutine: its
+# tests also run under the race detector (needs cgo, which the kernels'
+# C compiler provides).
 test: kernels
 	$(GO) test ./...
+	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records' ./engine ./gpu
 
 bench: kernels
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/ ./cpu/kernels/
