@@ -6,15 +6,20 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"dovetail/app/server"
+	"dovetail/cpu"
+	"dovetail/engine"
 	"dovetail/models/chat"
+	"dovetail/models/draft"
 )
 
 type serveFlags struct {
@@ -26,6 +31,10 @@ type serveFlags struct {
 	queue    int
 	threads  int
 	ctx      int
+	draft    string
+	tree     engine.TreeParams
+	adapt    adaptFlags
+	plan     bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -54,6 +63,12 @@ func newServeCmd() *cobra.Command {
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads, split between the parallel sequences")
 	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length per sequence (0: the model's)")
+	fl.StringVar(&f.draft, "draft", "auto", "speculative decoding: none, ngram, dgf:PATH, or auto (the model's DGF draft; with --adapt background, a new one that learns when it has none)")
+	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
+	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
+	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
+	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree, and decode without drafting while drafting would be slower")
+	f.adapt.register(c)
 	return c
 }
 
@@ -73,7 +88,18 @@ func serve(c *cobra.Command, f serveFlags) error {
 	if f.apiKey == "" {
 		f.apiKey = os.Getenv("DOVETAIL_API_KEY")
 	}
-	if _, err := checkKernels(c.ErrOrStderr()); err != nil {
+	if err := f.tree.Validate(); err != nil {
+		return usageError{fmt.Errorf("serve: %v", err)}
+	}
+	adapt, err := f.adapt.settings()
+	if err != nil {
+		return usageError{fmt.Errorf("serve: %v", err)}
+	}
+	if adapt.mode == engine.AdaptPerRequest && f.parallel > 1 {
+		return usageError{fmt.Errorf("serve: --adapt per-request adapts the one draft to one request at a time: use --parallel 1")}
+	}
+	kname, err := checkKernels(c.ErrOrStderr())
+	if err != nil {
 		return err
 	}
 	lm, err := loadModel(f.model)
@@ -87,10 +113,15 @@ func serve(c *cobra.Command, f serveFlags) error {
 		// text it never saw, so messages become a plain prompt.
 		model.Chat = chat.NewFamily(chat.Raw, "", "")
 	}
+	spec, closeSpec, err := serveSpeculation(c, f, lm, adapt, kname)
+	if err != nil {
+		return err
+	}
+	defer closeSpec()
 	srv, err := server.New(server.Config{
 		Model:  model,
 		APIKey: f.apiKey, Parallel: f.parallel, Queue: f.queue, Threads: f.threads, Ctx: f.ctx,
-		ShutdownTimeout: 10 * time.Second,
+		Speculation: spec, ShutdownTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		return err
@@ -105,11 +136,92 @@ func serve(c *cobra.Command, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(c.ErrOrStderr(), "serving %s on http://%s (%d parallel, queue %d, %d threads)\n",
-		lm.Name, ln.Addr(), f.parallel, f.queue, f.threads)
+	drafting := "no draft"
+	if spec != nil {
+		drafting = "draft " + f.draft
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "serving %s on http://%s (%d parallel, queue %d, %d threads, %s, adapt %s)\n",
+		lm.Name, ln.Addr(), f.parallel, f.queue, f.threads, drafting, adapt.mode)
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("serve: %v", err)
 	}
 	fmt.Fprintln(c.ErrOrStderr(), "stopped")
 	return nil
+}
+
+// serveSpeculation sets up drafting for the server's slots: one DGF draft
+// (adapting online, all slots feeding one trainer) or a drafter per slot,
+// and the planner. The returned func releases it after the server closed,
+// saving an adapted draft.
+func serveSpeculation(c *cobra.Command, f serveFlags, lm *loaded, adapt adaptSettings, kname string) (*server.Speculation, func(), error) {
+	none := func() {}
+	per := max(1, f.threads/f.parallel)
+	pool := cpu.NewPool(per) // the draft's host device and the profile
+	kind, arg, _ := strings.Cut(f.draft, ":")
+	sp := &server.Speculation{Tree: f.tree}
+	release := pool.Close
+	switch kind {
+	case "none":
+		pool.Close()
+		return nil, none, nil
+	case "ngram":
+		sp.NewDrafter = func(int) (engine.Drafter, func(), error) { return &engine.NgramDrafter{}, none, nil }
+	case "auto", "dgf":
+		var ck *draft.Checkpoint
+		where := ""
+		if kind == "dgf" {
+			var err error
+			if ck, err = draft.Load(arg); err != nil {
+				pool.Close()
+				return nil, none, err
+			}
+			where = arg
+		} else if ck, where = savedDraft(lm, c.ErrOrStderr()); ck == nil && adapt.mode != engine.AdaptBackground {
+			pool.Close()
+			return nil, none, nil
+		}
+		if ck != nil {
+			if err := ck.CheckTarget(draft.Fingerprint(lm.Model.File), filepath.Base(lm.Name)); err != nil {
+				pool.Close()
+				return nil, none, fmt.Errorf("draft %s: %w", where, err)
+			}
+		}
+		if adapt.mode == engine.AdaptOff {
+			// Each slot runs its own sequence of its own copy.
+			sp.NewDrafter = func(int) (engine.Drafter, func(), error) {
+				return dgfDrafter(ck, where, lm, pool, f.ctx, draftOptions{adapt: adapt, warn: c.ErrOrStderr()})
+			}
+			break
+		}
+		a, err := newAdaptive(ck, where, lm, pool, f.ctx, false, adapt, c.ErrOrStderr())
+		if err != nil {
+			pool.Close()
+			return nil, none, err
+		}
+		sp.NewDrafter = func(slot int) (engine.Drafter, func(), error) {
+			if slot == 0 {
+				return a.drafter, none, nil
+			}
+			return a.newDrafter(f.ctx, false), none, nil
+		}
+		release = func() {
+			if err := a.Close(); err != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "warning: %v\n", err)
+			}
+			pool.Close()
+		}
+	default:
+		pool.Close()
+		return nil, none, usageError{fmt.Errorf("serve: --draft %q: want none, ngram, dgf:PATH or auto", f.draft)}
+	}
+	if f.plan {
+		target := cpu.NewTarget(lm.Model, pool, f.ctx)
+		pl, err := plannerFor(target, lm, kname, per, f.tree.TopK, c.ErrOrStderr())
+		if err != nil {
+			release()
+			return nil, none, err
+		}
+		sp.Planner = pl
+	}
+	return sp, release, nil
 }

@@ -6,13 +6,16 @@ import (
 	"sync"
 
 	"dovetail/cpu"
+	"dovetail/engine"
 )
 
 // worker is one generation slot: a sequence (KV cache and scratch) of the
 // shared model weights, and the threads it runs on.
 type worker struct {
-	target *cpu.Target
-	pool   *cpu.Pool
+	target       *cpu.Target
+	pool         *cpu.Pool
+	drafter      engine.Drafter // nil: no speculation
+	closeDrafter func()
 }
 
 // scheduler hands workers to requests. Requests beyond the workers wait,

@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"dovetail/cpu"
+	"dovetail/engine"
 	"dovetail/models"
 	"dovetail/models/chat"
 	"dovetail/models/tokenizer"
@@ -54,9 +56,20 @@ type Config struct {
 	Queue    int    // requests that may wait for a slot (< 0: 0)
 	Threads  int    // CPU threads, split between the slots (≤ 0: all)
 	Ctx      int    // context length per slot (0: the model's)
+	// Speculation, when set, drafts for every slot.
+	Speculation *Speculation
 	// ShutdownTimeout is how long Serve lets running generations finish
 	// once its context is cancelled before it cancels them (0: 10 s).
 	ShutdownTimeout time.Duration
+}
+
+// Speculation is speculative decoding in the server: a drafter per slot,
+// the tree shape, and optionally the planner deciding when drafting pays.
+type Speculation struct {
+	// NewDrafter makes slot's drafter; close releases it.
+	NewDrafter func(slot int) (d engine.Drafter, close func(), err error)
+	Tree       engine.TreeParams
+	Planner    *engine.Planner // nil: draft every round with Tree
 }
 
 // Server answers API requests. Create it with New, run it with Serve or
@@ -126,7 +139,15 @@ func New(cfg Config) (*Server, error) {
 	per := max(1, threads/cfg.Parallel)
 	for i := 0; i < cfg.Parallel; i++ {
 		pool := cpu.NewPool(per)
-		s.workers = append(s.workers, &worker{target: cpu.NewTarget(m.Llama, pool, cfg.Ctx), pool: pool})
+		w := &worker{target: cpu.NewTarget(m.Llama, pool, cfg.Ctx), pool: pool}
+		s.workers = append(s.workers, w)
+		if sp := cfg.Speculation; sp != nil {
+			var err error
+			if w.drafter, w.closeDrafter, err = sp.NewDrafter(i); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("slot %d: %w", i, err)
+			}
+		}
 	}
 	s.ctxLen = s.workers[0].target.Context()
 	s.sched = newScheduler(s.workers, cfg.Queue, s.metrics.queue)
@@ -221,6 +242,9 @@ func (s *Server) Close() {
 	s.stop()
 	s.active.Wait()
 	for _, w := range s.workers {
+		if w.closeDrafter != nil {
+			w.closeDrafter()
+		}
 		w.pool.Close()
 	}
 }
