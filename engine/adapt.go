@@ -309,13 +309,18 @@ var errStopped = errors.New("stopped")
 func (a *Adapter) run() error {
 	cfg := a.cfg
 	n := a.rec.Len()
-	held := max(cfg.Window, min(cfg.HeldOut*cfg.Window, n/4))
-	if n-held < cfg.Window {
+	split := a.rec.HoldOut(cfg.HeldOut * cfg.Window)
+	if split < cfg.Window || n-split < cfg.Window {
 		return nil
 	}
-	heldOut := a.rec.SampleSpan(a.rng, cfg.HeldOut, cfg.Window, n-held, n)
+	heldOut := a.rec.SampleSpan(a.rng, cfg.HeldOut, cfg.Window, split, n)
+	// Half of each batch from the newest quarter of the training records:
+	// the text has just drifted there, and the older records keep what
+	// the draft knew.
+	recent := max(split-max(split/4, cfg.Batch*cfg.Window), 0)
 	for range cfg.Steps {
-		ws := a.rec.SampleSpan(a.rng, cfg.Batch, cfg.Window, 0, n-held)
+		ws := a.rec.SampleSpan(a.rng, cfg.Batch/2, cfg.Window, recent, split)
+		ws = append(ws, a.rec.SampleSpan(a.rng, cfg.Batch-len(ws), cfg.Window, 0, split)...)
 		if len(ws) == 0 {
 			return nil
 		}

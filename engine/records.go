@@ -120,3 +120,32 @@ func (r *Records) SampleSpan(rng *rand.Rand, count, length, lo, hi int) []Window
 	}
 	return out
 }
+
+// HoldOut splits the ring for evaluation: it returns the index from which
+// the newest whole sequences hold at least min positions, so that a
+// trainer can train on [0, i) and score on [i, Len()) text it has never
+// seen any of (windows of one request resemble each other: held-out
+// windows beside trained ones flatter the trainer). With fewer than two
+// sequences it splits at Len()−min.
+func (r *Records) HoldOut(min int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return 0
+	}
+	i := r.n - 1
+	for i >= 0 {
+		seq := r.seqs[(r.start+i)%r.cap]
+		for i >= 0 && r.seqs[(r.start+i)%r.cap] == seq {
+			i--
+		}
+		if r.n-(i+1) >= min {
+			break
+		}
+	}
+	if i < 0 {
+		// Every sequence was needed (or there is one): split inside.
+		return max(0, r.n-min)
+	}
+	return i + 1
+}

@@ -112,3 +112,30 @@ func TestControl(t *testing.T) {
 		t.Error("ShouldTrain ignores MinRecords")
 	}
 }
+
+// HoldOut keeps whole newest sequences apart, at least min positions of
+// them, and splits inside when there is only one sequence.
+func TestRecordsHoldOut(t *testing.T) {
+	r, err := NewRecords(4, 100*RecordBytes(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(seq uint64, n int) {
+		toks, feats := make([]int, n), make([][]float32, n)
+		for i := range feats {
+			feats[i] = feat(float32(seq), 4)
+		}
+		r.Append(seq, toks, feats)
+	}
+	add(1, 10)
+	if got := r.HoldOut(4); got != 6 {
+		t.Errorf("one sequence: split at %d, want 6", got)
+	}
+	add(2, 5)
+	add(3, 7)
+	for _, tc := range []struct{ min, want int }{{1, 15}, {7, 15}, {8, 10}, {12, 10}, {13, 9}} {
+		if got := r.HoldOut(tc.min); got != tc.want {
+			t.Errorf("HoldOut(%d) = %d, want %d", tc.min, got, tc.want)
+		}
+	}
+}
