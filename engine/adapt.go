@@ -439,6 +439,9 @@ func (d *AdaptiveDrafter) Reset() {
 	d.DGFDrafter.Reset()
 }
 
+// Adaptation is what the drafter's adapter has done so far.
+func (d *AdaptiveDrafter) Adaptation() AdaptStats { return d.a.Stats() }
+
 // Mode is the adapter's mode.
 func (d *AdaptiveDrafter) Mode() AdaptMode { return d.a.cfg.Mode }
 

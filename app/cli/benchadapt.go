@@ -202,6 +202,13 @@ func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, 
 		return nil, err
 	}
 	defer closeDraft()
+	defer func() {
+		if ad, ok := drafter.(namedDrafter).FeatureDrafter.(*engine.AdaptiveDrafter); ok {
+			st := ad.Adaptation()
+			fmt.Fprintf(warn, "%s/%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f\n",
+				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau)
+		}
+	}()
 	var rows []adaptRow
 	for i, it := range items {
 		params := engine.SamplerParams{Temperature: f.temp, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, Seed: f.seed + uint64(i)}
