@@ -442,6 +442,16 @@ func (d *AdaptiveDrafter) Reset() {
 // Adaptation is what the drafter's adapter has done so far.
 func (d *AdaptiveDrafter) Adaptation() AdaptStats { return d.a.Stats() }
 
+// Version is the version of the draft's weights: in per-request mode the
+// kept version the request's trials start from, else the version that
+// drafted the last tree.
+func (d *AdaptiveDrafter) Version() int {
+	if d.a.cfg.Mode == AdaptPerRequest {
+		return d.a.l.Version()
+	}
+	return d.DGFDrafter.Version()
+}
+
 // Mode is the adapter's mode.
 func (d *AdaptiveDrafter) Mode() AdaptMode { return d.a.cfg.Mode }
 
