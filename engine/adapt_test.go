@@ -86,6 +86,7 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 			live, l, a := adaptSetup(t, m, cfg, tcfg)
 			a.Start()
 			seq := live.NewSequence(0)
+			seq.KeepCache = mode == engine.AdaptPerRequest
 			spy := &versionSpy{AdaptiveDrafter: a.Drafter(engine.NewDGFDrafter(seq))}
 			midRequest := 0
 			for i := 0; i < 40 && (midRequest == 0 || i < 4); i++ {

@@ -142,9 +142,9 @@ func (l *Live) NewSequence(ctx int) *Sequence {
 
 // Refresh switches the sequence to the newest version of its live draft,
 // if there is a newer one, and reports whether it did. The cache was
-// computed by the old weights, so the sequence forgets its positions: the
-// drafter runs them again. It must not run while the sequence drafts:
-// between rounds.
+// computed by the old weights, so the sequence forgets its positions (the
+// drafter runs them again) unless KeepCache is set. It must not run while
+// the sequence drafts: between rounds.
 func (s *Sequence) Refresh() (version int, switched bool) {
 	if s.live == nil {
 		return 0, false
@@ -157,7 +157,10 @@ func (s *Sequence) Refresh() (version int, switched bool) {
 	s.live.release(s.ver)
 	s.live.mu.Unlock()
 	s.ver, s.d = v, v.d
-	s.len, s.pending = 0, s.pending[:0]
+	s.pending = s.pending[:0]
+	if !s.KeepCache {
+		s.len = 0
+	}
 	return v.n, true
 }
 

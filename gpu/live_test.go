@@ -51,6 +51,13 @@ func TestLiveVersions(t *testing.T) {
 	if _, switched := s.Refresh(); switched {
 		t.Fatal("refresh switched without a newer version")
 	}
+	// KeepCache switches weights and keeps the positions.
+	s.Forward(w.Features[:3], w.Tokens[1:4])
+	s.KeepCache = true
+	live.Publish(d1)
+	if _, switched := s.Refresh(); !switched || s.Len() != 3 {
+		t.Fatalf("refresh with KeepCache: switched %v, %d positions, want 3", switched, s.Len())
+	}
 	cur := s.d
 	s.Free()
 	if cur.Params[0].W.Len() == 0 {

@@ -30,6 +30,12 @@ type Sequence struct {
 
 	live *Live        // nil for a sequence of a plain draft
 	ver  *liveVersion // the version of live it holds
+
+	// KeepCache keeps the committed positions' keys and values when
+	// Refresh switches weights. Per-request adaptation changes the
+	// weights by one small step a round: re-running the whole context
+	// each round would cost more than the slightly stale cache loses.
+	KeepCache bool
 }
 
 type seqNode struct{ parent, depth int }

@@ -36,6 +36,7 @@ type adaptive struct {
 	seqs    []*gpu.Sequence
 	drafter *engine.AdaptiveDrafter // the first sequence's
 	name    string
+	mode    engine.AdaptMode
 
 	path, fp, targetName, startedAs string
 	saveEvery                       time.Duration
@@ -88,7 +89,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 		version, _ = strconv.Atoi(ck.Meta[metaVersion])
 		history = parseFloats(ck.Meta[metaTauHistory])
 	}
-	a := &adaptive{live: gpu.NewLive(d, version), fp: fp, targetName: target.Name, warn: warn,
+	a := &adaptive{live: gpu.NewLive(d, version), mode: s.mode, fp: fp, targetName: target.Name, warn: warn,
 		saveEvery: s.saveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
 	if ck != nil && ck.Meta[metaStartedAs] != "" {
 		a.startedAs = ck.Meta[metaStartedAs]
@@ -125,6 +126,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 // live draft, feeding the same adaptation. Not safe for concurrent use.
 func (a *adaptive) newDrafter(ctx int, greedy bool) *engine.AdaptiveDrafter {
 	seq := a.live.NewSequence(ctx)
+	seq.KeepCache = a.mode == engine.AdaptPerRequest
 	a.seqs = append(a.seqs, seq)
 	dd := engine.NewDGFDrafter(seq)
 	if greedy {
