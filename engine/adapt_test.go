@@ -21,8 +21,10 @@ type versionSpy struct {
 
 func (v *versionSpy) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
 	t, err := v.AdaptiveDrafter.Draft(ctx, p)
-	if n := len(v.seen); n == 0 || v.seen[n-1] != v.Version() {
-		v.seen = append(v.seen, v.Version())
+	// The weights that drafted (in per-request mode Version is the kept
+	// one, not each round's trial).
+	if n, ver := len(v.seen), v.DGFDrafter.Version(); n == 0 || v.seen[n-1] != ver {
+		v.seen = append(v.seen, ver)
 	}
 	return t, err
 }
