@@ -16,6 +16,7 @@ type Learner struct {
 	shadow  *Draft // trains
 	base    *Draft // the last version the learner kept, on the shadow's device
 	baseVer int
+	trial   bool     // the live draft runs a per-request trial
 	tr      *Trainer // trains shadow
 	ev      *Trainer // scores with a chain of evalDepth steps
 }
@@ -92,6 +93,7 @@ func (l *Learner) Publish(keep bool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	l.trial = !keep
 	if keep {
 		if err := l.base.CopyWeights(l.shadow); err != nil {
 			return 0, err
@@ -108,14 +110,15 @@ func (l *Learner) Restore() error {
 		return err
 	}
 	l.tr.Opt.Reset()
-	if l.live.Version() == l.baseVer {
+	if !l.trial {
 		return nil
 	}
-	_, err := l.live.Publish(l.base)
-	if err != nil {
+	// The live draft gets a new version number with the kept weights;
+	// the kept version keeps its own.
+	if _, err := l.live.Publish(l.base); err != nil {
 		return fmt.Errorf("restore draft: %w", err)
 	}
-	l.baseVer = l.live.Version()
+	l.trial = false
 	return nil
 }
 
