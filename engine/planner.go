@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -26,8 +27,12 @@ type Planner struct {
 	idle    int // rounds since the last speculative one while off
 	// ProbeEvery is how often, while speculation is off, one speculative
 	// round runs anyway, so that acceptance stays measured and speculation
-	// comes back when it would win.
+	// comes back when it would win; less often when a probe costs more
+	// than ProbeShare of the decode time in between (a draft far slower
+	// than the target: on the test models a probe costs ten decode steps,
+	// and probing every 16 halved decode speed).
 	ProbeEvery int
+	ProbeShare float64
 }
 
 // decay weighs recent rounds: acceptance drifts with the text.
@@ -36,7 +41,7 @@ const decay = 0.98
 // NewPlanner plans from a profile of the target. k is the top-k of every
 // candidate shape.
 func NewPlanner(p Profile, k int) *Planner {
-	pl := &Planner{prof: p, k: k, ProbeEvery: 16}
+	pl := &Planner{prof: p, k: k, ProbeEvery: 16, ProbeShare: 0.05}
 	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
 		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
 			if _, ok := p.Verify[nearestSize(p, g+1)]; ok && g >= depth+1 {
@@ -141,11 +146,26 @@ func (pl *Planner) Plan() (TreeParams, bool) {
 		return best, true
 	}
 	pl.idle++
-	if pl.idle >= pl.ProbeEvery {
+	if pl.idle >= pl.probeInterval(best) {
 		pl.idle = 0
 		return best, true
 	}
 	return best, false
+}
+
+// maxProbeInterval bounds the rounds between probes: a draft that adapts
+// gets measured again within seconds.
+const maxProbeInterval = 4096
+
+// probeInterval is the rounds between probes with shape p while
+// speculation is off.
+func (pl *Planner) probeInterval(p TreeParams) int {
+	n := pl.ProbeEvery
+	if tt := pl.prof.Decode.Seconds(); tt > 0 && pl.ProbeShare > 0 {
+		probe := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
+		n = max(n, int(math.Ceil(probe/(pl.ProbeShare*tt))))
+	}
+	return min(n, maxProbeInterval)
 }
 
 // Observe records a speculative round: the shape used, the depth of its

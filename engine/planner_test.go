@@ -45,16 +45,26 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	// Verification as dear as γ decode steps: never worth it.
 	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 11 * time.Millisecond })
 	pl = NewPlanner(dear, 10)
+	pl.ProbeShare = 0
 	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
-	offRounds := 0
-	for i := 0; i < 64; i++ {
-		if _, on := pl.Plan(); !on {
-			offRounds++
+	offRounds := func() int {
+		n := 0
+		for i := 0; i < 64; i++ {
+			if _, on := pl.Plan(); !on {
+				n++
+			}
 		}
+		return n
 	}
 	// Off, but probing every ProbeEvery rounds.
-	if want := 64 - 64/pl.ProbeEvery; offRounds != want {
-		t.Errorf("dear verify: %d of 64 rounds off, want %d", offRounds, want)
+	if got, want := offRounds(), 64-64/pl.ProbeEvery; got != want {
+		t.Errorf("dear verify: %d of 64 rounds off, want %d", got, want)
+	}
+	// A probe (at least T_D + T_V(2) = 23 ms) may take 5% of the decode
+	// time between probes (10 ms a step): one every 46 rounds.
+	pl.ProbeShare = 0.05
+	if got := offRounds(); got != 63 {
+		t.Errorf("dear verify, probes within 5%%: %d of 64 rounds off, want 63", got)
 	}
 	if got := pl.PredictedTokensPerSec(); got < 99 || got > 101 {
 		t.Errorf("predicted %.1f tokens/s with speculation off, want plain decoding's 100", got)
