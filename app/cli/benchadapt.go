@@ -16,7 +16,6 @@ import (
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/engine"
-	"dovetail/models/draft"
 )
 
 type benchAdaptFlags struct {
@@ -183,19 +182,12 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 // replay runs the workload once with one draft and adaptation mode.
 func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, pool *cpu.Pool, target *cpu.Target,
 	items []workItem, spec string, s adaptSettings) ([]adaptRow, error) {
-	var ck *draft.Checkpoint
-	where := "scratch"
-	switch {
-	case spec == "auto":
-		if ck, where = savedDraft(lm, warn); ck == nil {
-			return nil, fmt.Errorf("no saved or shipped draft for %s: use --draft dgf:PATH or scratch", lm.Name)
-		}
-	case strings.HasPrefix(spec, "dgf:"):
-		var err error
-		where = strings.TrimPrefix(spec, "dgf:")
-		if ck, err = draft.Load(where); err != nil {
-			return nil, err
-		}
+	ck, where, err := dgfCheckpoint(spec, lm, warn)
+	if err != nil {
+		return nil, err
+	}
+	if ck == nil && spec == "auto" {
+		return nil, fmt.Errorf("no saved or shipped draft for %s: use --draft dgf:PATH or scratch", lm.Name)
 	}
 	drafter, closeDraft, err := dgfDrafter(ck, where, lm, pool, 0, draftOptions{greedy: f.temp <= 0, adapt: s, warn: warn})
 	if err != nil {

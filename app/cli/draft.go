@@ -32,11 +32,11 @@ func drafterFor(spec string, target *loaded, pool *cpu.Pool, ctx int, o draftOpt
 	switch kind {
 	case "none":
 		return nil, none, nil
-	case "auto":
-		// The model's own DGF draft when there is one; with none and
-		// background adaptation, a new draft that learns from what it
-		// verifies (day 0); otherwise plain decoding.
-		ck, where := savedDraft(target, o.warn)
+	case "auto", "dgf":
+		ck, where, err := dgfCheckpoint(spec, target, o.warn)
+		if err != nil {
+			return nil, none, err
+		}
 		if ck == nil && o.adapt.mode != engine.AdaptBackground {
 			return nil, none, nil
 		}
@@ -57,17 +57,40 @@ func drafterFor(spec string, target *loaded, pool *cpu.Pool, ctx int, o draftOpt
 		}
 		d := engine.NewModelDrafter(cpu.NewTarget(dm.Model, pool, ctx))
 		return d, func() { dm.Model.Close() }, nil
-	case "dgf":
-		if arg == "" {
-			return nil, none, usageError{fmt.Errorf("--draft dgf:PATH needs the path of a draft made by dovetail distill")}
-		}
-		ck, err := draft.Load(arg)
-		if err != nil {
-			return nil, none, err
-		}
-		return dgfDrafter(ck, arg, target, pool, ctx, o)
 	}
 	return nil, none, usageError{fmt.Errorf("--draft %q: want none, ngram, model:PATH or dgf:PATH", spec)}
+}
+
+// dgfCheckpoint resolves a DGF draft spec for target: auto (the saved or
+// shipped draft: nil when there is none, and with background adaptation
+// a new one starts — day 0), dgf:PATH, or scratch (nil: a new draft). It
+// refuses a draft made for another model.
+func dgfCheckpoint(spec string, target *loaded, warn io.Writer) (*draft.Checkpoint, string, error) {
+	kind, arg, _ := strings.Cut(spec, ":")
+	var ck *draft.Checkpoint
+	where := kind
+	switch kind {
+	case "auto":
+		ck, where = savedDraft(target, warn)
+	case "scratch":
+	case "dgf":
+		if arg == "" {
+			return nil, "", usageError{fmt.Errorf("--draft dgf:PATH needs the path of a draft made by dovetail distill")}
+		}
+		var err error
+		if ck, err = draft.Load(arg); err != nil {
+			return nil, "", err
+		}
+		where = arg
+	default:
+		return nil, "", usageError{fmt.Errorf("--draft %q is not a DGF draft (auto, dgf:PATH or scratch)", spec)}
+	}
+	if ck != nil {
+		if err := ck.CheckTarget(draft.Fingerprint(target.Model.File), filepath.Base(target.Name)); err != nil {
+			return nil, "", fmt.Errorf("draft %s: %w", where, err)
+		}
+	}
+	return ck, where, nil
 }
 
 // sameVocab checks that two models tokenize alike, token for token.
@@ -91,15 +114,12 @@ type namedDrafter struct {
 
 func (d namedDrafter) Name() string { return d.name }
 
-// dgfDrafter runs a DGF draft checkpoint (nil: a new one) for target on
-// the host device (the CUDA device comes later), refusing one made for
-// another model.
+// dgfDrafter runs a DGF draft checkpoint from dgfCheckpoint (nil: a new
+// one) for target on the host device (the CUDA device comes later).
 func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, o draftOptions) (engine.Drafter, func(), error) {
 	none := func() {}
-	if ck != nil {
-		if err := ck.CheckTarget(draft.Fingerprint(target.Model.File), filepath.Base(target.Name)); err != nil {
-			return nil, none, fmt.Errorf("draft %s: %w", where, err)
-		}
+	if ck == nil && o.adapt.mode == engine.AdaptOff {
+		return nil, none, errors.New("a new draft learns only with adaptation on (--adapt background)")
 	}
 	if o.adapt.mode != engine.AdaptOff {
 		a, err := newAdaptive(ck, where, target, pool, ctx, o.greedy, o.adapt, o.warn)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	"dovetail/cpu"
 	"dovetail/engine"
 	"dovetail/models/chat"
-	"dovetail/models/draft"
 )
 
 type serveFlags struct {
@@ -157,7 +155,7 @@ func serveSpeculation(c *cobra.Command, f serveFlags, lm *loaded, adapt adaptSet
 	none := func() {}
 	per := max(1, f.threads/f.parallel)
 	pool := cpu.NewPool(per) // the draft's host device and the profile
-	kind, arg, _ := strings.Cut(f.draft, ":")
+	kind, _, _ := strings.Cut(f.draft, ":")
 	sp := &server.Speculation{Tree: f.tree}
 	release := pool.Close
 	switch kind {
@@ -167,24 +165,14 @@ func serveSpeculation(c *cobra.Command, f serveFlags, lm *loaded, adapt adaptSet
 	case "ngram":
 		sp.NewDrafter = func(int) (engine.Drafter, func(), error) { return &engine.NgramDrafter{}, none, nil }
 	case "auto", "dgf":
-		var ck *draft.Checkpoint
-		where := ""
-		if kind == "dgf" {
-			var err error
-			if ck, err = draft.Load(arg); err != nil {
-				pool.Close()
-				return nil, none, err
-			}
-			where = arg
-		} else if ck, where = savedDraft(lm, c.ErrOrStderr()); ck == nil && adapt.mode != engine.AdaptBackground {
+		ck, where, err := dgfCheckpoint(f.draft, lm, c.ErrOrStderr())
+		if err != nil {
+			pool.Close()
+			return nil, none, err
+		}
+		if ck == nil && adapt.mode != engine.AdaptBackground {
 			pool.Close()
 			return nil, none, nil
-		}
-		if ck != nil {
-			if err := ck.CheckTarget(draft.Fingerprint(lm.Model.File), filepath.Base(lm.Name)); err != nil {
-				pool.Close()
-				return nil, none, fmt.Errorf("draft %s: %w", where, err)
-			}
 		}
 		if adapt.mode == engine.AdaptOff {
 			// Each slot runs its own sequence of its own copy.
