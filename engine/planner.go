@@ -25,6 +25,12 @@ type Planner struct {
 	draftT  float64   // EMA of seconds per draft step
 	rounds  int
 	idle    int // rounds since the last speculative one while off
+	// The best shape until the next observation: while speculation is off
+	// Plan runs every decode step, and scoring every shape would cost a
+	// tenth of a small model's step.
+	best      TreeParams
+	bestS     float64
+	bestKnown bool
 	// ProbeEvery is how often, while speculation is off, one speculative
 	// round runs anyway, so that acceptance stays measured and speculation
 	// comes back when it would win; less often when a probe costs more
@@ -125,8 +131,8 @@ func (pl *Planner) speedup(p TreeParams) float64 {
 	return pl.tau(p) * pl.prof.Decode.Seconds() / cost
 }
 
-// best is the shape of highest predicted speedup.
-func (pl *Planner) best() (TreeParams, float64) {
+// bestShape is the shape of highest predicted speedup.
+func (pl *Planner) bestShape() (TreeParams, float64) {
 	best, bestS := TreeParams{}, 0.0
 	for _, s := range pl.shapes {
 		if v := pl.speedup(s); v > bestS {
@@ -140,7 +146,11 @@ func (pl *Planner) best() (TreeParams, float64) {
 func (pl *Planner) Plan() (TreeParams, bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	best, bestS := pl.best()
+	if !pl.bestKnown {
+		pl.best, pl.bestS = pl.bestShape()
+		pl.bestKnown = true
+	}
+	best, bestS := pl.best, pl.bestS
 	if bestS > 1 {
 		pl.idle = 0
 		return best, true
@@ -197,6 +207,7 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 		pl.draftT = 0.9*pl.draftT + 0.1*t
 	}
 	pl.rounds++
+	pl.bestKnown = false
 }
 
 // PredictedTokensPerSec is the predicted decode speed under the plan: the
@@ -204,6 +215,6 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 func (pl *Planner) PredictedTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	_, s := pl.best()
+	_, s := pl.bestShape()
 	return max(s, 1) / pl.prof.Decode.Seconds()
 }
