@@ -58,7 +58,8 @@ type Metrics struct {
 	// Tau is the simulated acceptance length of a greedy chain of Unroll
 	// draft steps: 1 + the mean number of leading steps whose top token
 	// is the target's, over the positions where every step has a target.
-	// It is the τ of chain drafting with greedy verification.
+	// It is the τ of chain drafting with greedy verification. Eval sets
+	// it; a training step does not.
 	Tau float64
 }
 
@@ -398,8 +399,9 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 				sumA += dev.Sum(lp)
 			}
 		}
-		if U := t.cfg.Unroll; s < U {
-			// Per-row agreement, for the simulated chain τ: rows whose
+		if U := t.cfg.Unroll; !train {
+			// Per-row agreement, for the simulated chain τ (scoring only:
+			// a training step does not pay for the download). Rows whose
 			// every step has a target were all written at every step.
 			if agreeRows == nil {
 				agreeRows = make([][]float32, U)
@@ -430,7 +432,9 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		d.backward(a, g, b.pos[s], ats[s], df)
 		dfNext = df
 	}
-	m.Tau = chainTau(agreeRows, b)
+	if !train {
+		m.Tau = chainTau(agreeRows, b)
+	}
 	return m, b, nil
 }
 

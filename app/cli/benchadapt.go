@@ -195,7 +195,7 @@ func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, 
 	}
 	defer closeDraft()
 	defer func() {
-		if ad, ok := drafter.(namedDrafter).FeatureDrafter.(*engine.AdaptiveDrafter); ok {
+		if ad := adaptiveOf(drafter); ad != nil {
 			st := ad.Adaptation()
 			fmt.Fprintf(warn, "%s/%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f\n",
 				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau)
@@ -207,8 +207,8 @@ func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, 
 		req := engine.Request{Prompt: lm.Tok.Encode(it.Prompt, true, false), MaxTokens: f.n, Sampler: params,
 			Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree}
 		st, err := engine.Generate(ctx, target, req, func(int) error { return nil })
-		if fin, ok := drafter.(namedDrafter).FeatureDrafter.(interface{ Finish() }); ok {
-			fin.Finish()
+		if ad := adaptiveOf(drafter); ad != nil {
+			ad.Finish()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i+1, err)

@@ -114,6 +114,15 @@ type namedDrafter struct {
 
 func (d namedDrafter) Name() string { return d.name }
 
+// adaptiveOf is the adapting DGF drafter inside d, or nil.
+func adaptiveOf(d engine.Drafter) *engine.AdaptiveDrafter {
+	if n, ok := d.(namedDrafter); ok {
+		a, _ := n.FeatureDrafter.(*engine.AdaptiveDrafter)
+		return a
+	}
+	return nil
+}
+
 // dgfDrafter runs a DGF draft checkpoint from dgfCheckpoint (nil: a new
 // one) for target on the host device (the CUDA device comes later).
 func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, o draftOptions) (engine.Drafter, func(), error) {

@@ -117,6 +117,10 @@ func run(c *cobra.Command, f runFlags) error {
 	if err := f.tree.Validate(); err != nil {
 		return usageError{fmt.Errorf("run: %v", err)}
 	}
+	adapt, err := f.adapt.settings()
+	if err != nil {
+		return usageError{fmt.Errorf("run: %v", err)}
+	}
 	kname, err := checkKernels(c.ErrOrStderr())
 	if err != nil {
 		return err
@@ -129,10 +133,6 @@ func run(c *cobra.Command, f runFlags) error {
 	pool := cpu.NewPool(f.threads)
 	defer pool.Close()
 	target := cpu.NewTarget(lm.Model, pool, f.ctx)
-	adapt, err := f.adapt.settings()
-	if err != nil {
-		return usageError{fmt.Errorf("run: %v", err)}
-	}
 	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx, draftOptions{greedy: params.Temperature <= 0, adapt: adapt, warn: c.ErrOrStderr()})
 	if err != nil {
 		return err
@@ -203,21 +203,17 @@ func run(c *cobra.Command, f runFlags) error {
 // adaptMode is how the drafter adapts: off for any but an adapting DGF
 // draft.
 func adaptMode(d engine.Drafter) string {
-	if n, ok := d.(namedDrafter); ok {
-		if a, ok := n.FeatureDrafter.(*engine.AdaptiveDrafter); ok {
-			return a.Mode().String()
-		}
+	if a := adaptiveOf(d); a != nil {
+		return a.Mode().String()
 	}
 	return engine.AdaptOff.String()
 }
 
 // draftVersion is the version of an adapting draft's weights (0 for any
-// other drafter).
+// other drafter: their weights never change).
 func draftVersion(d engine.Drafter) int {
-	if n, ok := d.(namedDrafter); ok {
-		if v, ok := n.FeatureDrafter.(interface{ Version() int }); ok {
-			return v.Version()
-		}
+	if a := adaptiveOf(d); a != nil {
+		return a.Version()
 	}
 	return 0
 }
