@@ -24,11 +24,12 @@ const maxBatch = 64
 // int8 weights); only the float summation order inside the kernels
 // differs.
 type Fast struct {
-	M    *models.Llama
-	K    *kernels.Set
-	pool *Pool
-	rope *ropeTable
-	ctx  int
+	M      *models.Llama
+	K      *kernels.Set
+	pool   *Pool
+	rope   *ropeTable
+	ctx    int
+	packed map[*models.Tensor]*kernels.Packed // the matrices K packs
 }
 
 // NewFast prepares m for sequences of ctx positions (0: the model's
@@ -37,7 +38,37 @@ func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
 	if ctx <= 0 || ctx > m.Config.ContextLength {
 		ctx = m.Config.ContextLength
 	}
-	return &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx}
+	f := &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx}
+	f.pack()
+	return f
+}
+
+// pack copies the matrices the kernels multiply faster in their own layout
+// (see kernels.Packed), on the pool's workers. The packed copies take as
+// much memory as the matrices; the file's pages they came from are no
+// longer read by the forward pass, so the OS can drop them.
+func (f *Fast) pack() {
+	var ts []*models.Tensor
+	for i := range f.M.Layers {
+		l := &f.M.Layers[i]
+		ts = append(ts, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
+	}
+	ts = append(ts, f.M.Output)
+	ps := make([]*kernels.Packed, len(ts))
+	f.pool.For(len(ts), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			t := ts[i]
+			ps[i] = f.K.Pack(t.Type, t.Data, t.RowBytes, t.Rows, t.Cols)
+		}
+	})
+	for i, p := range ps {
+		if p != nil {
+			if f.packed == nil {
+				f.packed = map[*models.Tensor]*kernels.Packed{}
+			}
+			f.packed[ts[i]] = p
+		}
+	}
 }
 
 // Seq is one sequence of a Fast model: its f16 KV cache, the pending tree
@@ -206,6 +237,13 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 // weight rows.
 func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	act, rowBytes := a.form(w.Type)
+	if p := f.packed[w]; p != nil {
+		g := f.K.PackRows
+		f.pool.For((w.Rows+g-1)/g, func(lo, hi int) {
+			f.K.MatMulPacked(out, w.Rows, p, lo*g, min(hi*g, w.Rows), act, rowBytes, a.n)
+		})
+		return
+	}
 	f.pool.For(w.Rows, func(lo, hi int) {
 		f.K.MatMul(w.Type, out, w.Rows, w.Data, w.RowBytes, lo, hi, act, rowBytes, a.n, w.Cols)
 	})

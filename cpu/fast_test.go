@@ -102,3 +102,48 @@ func TestFastGoEqualsReference(t *testing.T) {
 		}
 	}
 }
+
+// At a level that packs weights, a batch of rows scores each row bit for
+// bit as one-row passes do (decode), with or without AMX: so verifying a
+// draft accepts exactly what decoding the target alone would emit.
+func TestFastBatchEqualsDecode(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	tested := false
+	for _, k := range levels(t) {
+		if k.PackRows == 0 {
+			continue
+		}
+		tested = true
+		for _, name := range []string{"stories260K-Q4_0-mixed.gguf", "tinystories656K-Q8_0.gguf"} {
+			m := loadTest(t, name)
+			tokens := make([]int, 21) // one activation tile of 16 and a partial one
+			parents := make([]int, len(tokens))
+			for i := range tokens {
+				tokens[i] = 30 + 7*i
+				parents[i] = i - 1
+			}
+			batch := NewTargetWith(NewFast(m, k, pool, 0))
+			lg, hd, err := batch.Extend(tokens, parents)
+			if err != nil {
+				t.Fatal(err)
+			}
+			one := NewTargetWith(NewFast(m, k, pool, 0))
+			for i, tok := range tokens {
+				l1, h1, err := one.Extend([]int{tok}, []int{-1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(lg[i], l1[0]) || !slices.Equal(hd[i], h1[0]) {
+					t.Fatalf("%s %s: row %d of a %d-row batch differs from decoding it alone", k.Name, name, i, len(tokens))
+				}
+				if err := one.Commit([]int{0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if !tested {
+		t.Skip("no kernel level here packs weights")
+	}
+}

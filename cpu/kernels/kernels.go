@@ -67,7 +67,7 @@ const MaxHeadDim = 1024
 // Set is one implementation of every kernel. All functions are
 // single-threaded; the caller splits work across its own worker pool.
 type Set struct {
-	// Name is the level: "go", "generic", "avx2", "avx512" or "neon".
+	// Name is the level: "go", "generic", "avx2", "avx512", "amx" or "neon".
 	Name string
 
 	// QuantizeQ8_0 quantizes len(x) values (a multiple of 32) into
@@ -94,6 +94,20 @@ type Set struct {
 	// once per call whatever n is, so verifying n tokens costs little more
 	// than decoding one.
 	MatMul func(t quant.Type, out []float32, ldo int, w []byte, rowBytes int, lo, hi int, act []byte, actRowBytes int, n int, cols int)
+
+	// PackRows is the row group of this level's packed layout (16 at
+	// AVX-512), 0 where nothing is packed.
+	PackRows int
+	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
+	// this level's packed layout, or returns nil if the level multiplies
+	// type t from the GGUF layout; then use MatMul. Q8_0 and Q4_0 pack at
+	// AVX-512.
+	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
+	// MatMulPacked is MatMul over a packed matrix: the same results, bit
+	// for bit the same whatever n is. lo must be a multiple of PackRows and
+	// hi a multiple of it or p.Rows, so split work between workers by
+	// groups of PackRows rows.
+	MatMulPacked func(out []float32, ldo int, p *Packed, lo, hi int, act []byte, actRowBytes, n int)
 
 	// RMSNorm normalizes each of the n rows of cols values of x into out:
 	// out = x / sqrt(mean(x²) + eps) * weight, the sum of squares in float64
@@ -126,6 +140,7 @@ type impl struct {
 	rmsnorm   func(out, x, weight []float32, n, cols int, eps float32)
 	siluMul   func(out, gate, up []float32)
 	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+	packing   packImpl
 }
 
 // native reports whether the C kernels implement MatMul for t.
@@ -222,6 +237,7 @@ func newSet(name string, im impl) *Set {
 			im.attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, scratch)
 		}
 	}
+	s.setPacking(im.packing)
 	return s
 }
 

@@ -26,7 +26,7 @@ const EnvVar = "DOVETAIL_KERNELS"
 func nativeLevels() []string {
 	switch runtime.GOARCH {
 	case "amd64":
-		return []string{"avx512", "avx2", "generic"}
+		return []string{"amx", "avx512", "avx2", "generic"}
 	case "arm64":
 		return []string{"neon", "generic"}
 	}
@@ -45,6 +45,8 @@ func cpuSupports(level string) bool {
 		return cpuid.CPU.X64Level() >= 3
 	case "amd64/avx512":
 		return cpuid.CPU.X64Level() >= 4 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
+	case "amd64/amx":
+		return cpuSupports("avx512") && cpuid.CPU.Supports(cpuid.AMXTILE, cpuid.AMXINT8)
 	case "arm64/neon":
 		return cpuid.CPU.Supports(cpuid.ASIMD, cpuid.ASIMDDP)
 	}
@@ -53,6 +55,9 @@ func cpuSupports(level string) bool {
 
 // libName is the file name `make kernels` gives a level's library.
 func libName(level string) string {
+	if level == "amx" {
+		level = "avx512" // the avx512 library with its AMX tiles enabled
+	}
 	return fmt.Sprintf("libdovetail-%s-%s.so", level, runtime.GOARCH)
 }
 

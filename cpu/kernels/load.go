@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 1
+const abiVersion = 2
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -34,6 +34,8 @@ type cLib struct {
 	mmQ8_0, mmQ4_0, mmQ4_K, mmQ6_K        uintptr
 	mmF16, mmBF16, mmF32                  uintptr
 	rmsnorm, siluMul, attention, abiProbe uintptr
+	packRows, packQ8_0, packQ4_0          uintptr
+	mmPackedQ8_0, mmPackedQ4_0, amxInit   uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -60,6 +62,12 @@ func (l *cLib) symbols() []struct {
 		{"dt_rmsnorm", &l.rmsnorm},
 		{"dt_silu_mul", &l.siluMul},
 		{"dt_attention", &l.attention},
+		{"dt_pack_rows", &l.packRows},
+		{"dt_pack_q8_0", &l.packQ8_0},
+		{"dt_pack_q4_0", &l.packQ4_0},
+		{"dt_matmul_packed_q8_0", &l.mmPackedQ8_0},
+		{"dt_matmul_packed_q4_0", &l.mmPackedQ4_0},
+		{"dt_amx_init", &l.amxInit},
 	}
 }
 
@@ -74,7 +82,17 @@ func loadLevel(level string, data []byte) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernels: %s: %w", level, err)
 	}
-	return l.set(level), nil
+	amx := false
+	if level == "amx" {
+		// The OS must grant the tile state before the first tile
+		// instruction; a kernel that does not is the same as a CPU
+		// without AMX.
+		if v, _, _ := purego.SyscallN(l.amxInit); v != 1 {
+			return nil, fmt.Errorf("kernels: amx: the operating system does not grant the AMX tile state")
+		}
+		amx = true
+	}
+	return l.set(level, amx), nil
 }
 
 // openLib opens a library and resolves every symbol, so that a missing or
@@ -190,7 +208,7 @@ func call(fn uintptr, args ...uintptr) {
 }
 
 // set wraps the library's functions in a Set.
-func (l *cLib) set(level string) *Set {
+func (l *cLib) set(level string, amx bool) *Set {
 	mm := map[quant.Type]uintptr{
 		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q6_K: l.mmQ6_K,
 		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
@@ -199,7 +217,38 @@ func (l *cLib) set(level string) *Set {
 	for t, fn := range mm {
 		mmTab[t] = fn
 	}
+	var packing packImpl
+	if rows, _, _ := purego.SyscallN(l.packRows); rows > 0 {
+		amxArg := uintptr(0)
+		if amx {
+			amxArg = 1
+		}
+		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0}
+		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0}
+		mmQ8, mmQ4 := mmFn[quant.Q8_0], mmFn[quant.Q4_0]
+		packing = packImpl{
+			rows:   int(rows),
+			layout: fmt.Sprintf("x86-%d", rows),
+			pack: func(t quant.Type, dst, w []byte, rowBytes, rows, cols int) {
+				call(packFn[t], p(dst), p(w), uintptr(rowBytes), uintptr(rows), uintptr(cols))
+				runtime.KeepAlive(dst)
+				runtime.KeepAlive(w)
+			},
+			matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int) {
+				fn := mmQ8
+				if t == quant.Q4_0 {
+					fn = mmQ4
+				}
+				call(fn, p(out), uintptr(ldo), p(pw), uintptr(rows), uintptr(lo), uintptr(hi), p(act),
+					uintptr(actRowBytes), uintptr(n), uintptr(cols), amxArg)
+				runtime.KeepAlive(out)
+				runtime.KeepAlive(pw)
+				runtime.KeepAlive(act)
+			},
+		}
+	}
 	return newSet(level, impl{
+		packing: packing,
 		quantizeQ8_0: func(dst []byte, x []float32) {
 			call(l.quantizeQ8_0, p(dst), p(x), uintptr(len(x)))
 			runtime.KeepAlive(dst)

@@ -1,0 +1,399 @@
+// Packed Q8_0 and Q4_0 weights: the AVX-512 level's own layout, made once
+// when a model loads, so that a matrix product streams one contiguous run
+// of memory and does no transposing.
+//
+// In the GGUF layout a 16-row tile reads sixteen interleaved streams that
+// advance 34 bytes a block each: on the 768-wide rows of small models that
+// kept decode at 6-8 GB/s where a linear read gets 12, and every block paid
+// about 30 shuffles to transpose. Packed, rows go in groups of 16 (the last
+// one padded with zero rows) and each group's blocks follow one another:
+//
+//	Q8_0, 544 bytes a block: the 16 rows' f16 scales (32 bytes), then 8
+//	      vectors of 64 bytes, vector g lane i = weights 4g..4g+3 of row i
+//	      plus 128 (unsigned, for vpdpbusd);
+//	Q4_0, 288 bytes a block: the 16 scales, then 4 vectors, vector g lane
+//	      i = nibble bytes 4g..4g+3 of row i (low nibbles are weights
+//	      4g..4g+3, high ones 16+4g..16+4g+3, each q+8).
+//
+// That is the same number of bytes as the GGUF rows, and the vectors are
+// already in the layout of an AMX B tile (K/4 rows of 16 four-byte
+// columns), so with AMX one tdpbsud multiplies a block of 16 weight rows by
+// a block of up to 16 activation rows.
+//
+// The arithmetic is the unpacked AVX-512 kernels': an exact int32 block
+// dot, corrected by -off*sum(activation block) through its start value, then
+// acc = fma(float(dot), dw*dx, acc) block after block. Blocks are taken in
+// chunks of PK_KC whatever n is, each chunk's sum added into out, so the
+// result for an activation row is bit for bit the same with 1 row or 64,
+// with AMX or without: verifying a tree scores its nodes exactly as decoding
+// them one by one would.
+#include "tile512.h"
+
+#if defined(DT_AVX512)
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#endif
+
+#define PK_ROWS 16
+#define PK_Q8_0 544
+#define PK_Q4_0 288
+#define PK_KC 128 // blocks per chunk (4096 columns)
+#define PK_JC 64  // activation rows per chunk
+#ifndef AMX_MIN_ROWS
+#define AMX_MIN_ROWS 8 // fewer rows in an activation tile go to the AVX-512 tiles
+#endif
+
+// dt_pack_rows is the row group of the packed layout, or 0 where this level
+// multiplies from the GGUF layout.
+DT_API int64_t dt_pack_rows(void) {
+#if defined(DT_AVX512)
+	return PK_ROWS;
+#else
+	return 0;
+#endif
+}
+
+#if defined(DT_AVX512)
+
+// row_or_zero points at row r's block b, or at a zero block past the last
+// row, so that padded lanes compute 0 with scale 0.
+DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, int64_t rows, int64_t o, const uint8_t *zero) {
+	return r < rows ? w + r * rb + o : zero;
+}
+
+#endif
+
+DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	static const uint8_t zero[Q8_0_SIZE];
+	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q8_0;
+			for (int i = 0; i < PK_ROWS; i++) {
+				const uint8_t *x = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q8_0_SIZE, zero);
+				memcpy(d + 2 * i, x, 2);
+				for (int k = 0; k < QK; k++) d[32 + (k / 4) * 64 + i * 4 + k % 4] = (uint8_t)(x[2 + k] ^ 0x80);
+			}
+		}
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	// A zero row's nibbles are 8 (q = 0), so its block dot is the
+	// correction alone and its zero scale makes it 0.
+	static const uint8_t zero[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
+	                                        0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q4_0;
+			for (int i = 0; i < PK_ROWS; i++) {
+				const uint8_t *x = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q4_0_SIZE, zero);
+				memcpy(d + 2 * i, x, 2);
+				for (int k = 0; k < 16; k++) d[32 + (k / 4) * 64 + i * 4 + k % 4] = x[2 + k];
+			}
+		}
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+#if defined(DT_AVX512)
+
+// Weight vectors of one packed block, in the order dot8 takes them.
+DT_INLINE void pq8_0_block(const uint8_t *pb, __m512i W[8]) {
+	#pragma GCC unroll 8
+	for (int g = 0; g < 8; g++) W[g] = _mm512_loadu_si512(pb + 32 + 64 * g);
+}
+
+DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		const __m512i t = _mm512_loadu_si512(pb + 32 + 64 * g);
+		W[g] = _mm512_and_si512(t, m4);
+		W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
+	}
+}
+
+// PF_BYTES: how far ahead of the block being multiplied the packed stream
+// is prefetched. One linear stream is what the hardware prefetcher follows
+// best, and this keeps a few more lines in flight than it does alone.
+#ifndef PF_BYTES
+#define PF_BYTES 8192
+#endif
+
+// pk_tile multiplies one group (at its block b0) by NT activation rows over
+// nbc blocks, with the tile's accumulators in registers. PB and unpack fix
+// the weight type.
+#define PK_TILE(name, PB, unpack)                                                                                \
+	DT_INLINE void name(const int NT, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,  \
+	                    int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {             \
+		__m512 acc[16];                                                                                          \
+		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();                     \
+		const uint8_t *pb = pg;                                                                                  \
+		for (int64_t b = 0; b < nbc; b++, pb += PB) {                                                            \
+			_Pragma("GCC unroll 9") for (int k = 0; k < PB; k += 64) _mm_prefetch((const char *)pb + PF_BYTES + k, \
+			                                                                     _MM_HINT_T0);                  \
+			__m512i W[8];                                                                                        \
+			unpack(pb, W);                                                                                       \
+			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));                          \
+			const uint8_t *x = act + (b0 + b) * Q8_0_SIZE + 2;                                                   \
+			int j = 0;                                                                                           \
+			_Pragma("GCC unroll 4") for (; j + 4 <= NT; j += 4) {                                                \
+				__m512i s[4];                                                                                    \
+				_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c); \
+				dot8x4(s, W, x + j * arb, arb);                                                                  \
+				_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) acc[j + i] =                                 \
+				    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), \
+				                    acc[j + i]);                                                                 \
+			}                                                                                                    \
+			_Pragma("GCC unroll 4") for (; j < NT; j++) {                                                        \
+				const q8a t = tab[j * ts + b];                                                                   \
+				__m512i s = dot8(_mm512_set1_epi32(t.c), W, x + j * arb);                                        \
+				acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]); \
+			}                                                                                                    \
+		}                                                                                                        \
+		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);     \
+	}
+
+PK_TILE(pq8_0_tile, PK_Q8_0, pq8_0_block)
+PK_TILE(pq4_0_tile, PK_Q4_0, pq4_0_block)
+
+typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
+                      const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+
+#define PK_FN(name, NT)                                                                                         \
+	static void name##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb, \
+	                        const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {                    \
+		name(NT, pg, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                          \
+	}
+#define PK_FNS(name)                                                                                             \
+	PK_FN(name, 1) PK_FN(name, 2) PK_FN(name, 3) PK_FN(name, 4) PK_FN(name, 5) PK_FN(name, 6) PK_FN(name, 7)    \
+	PK_FN(name, 8) PK_FN(name, 9) PK_FN(name, 10) PK_FN(name, 11) PK_FN(name, 12) PK_FN(name, 13)              \
+	PK_FN(name, 14) PK_FN(name, 15) PK_FN(name, 16)                                                              \
+	static pk_fn const name##_fns[17] = {0,          name##_1,  name##_2,  name##_3,  name##_4,  name##_5,        \
+	                                     name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11,       \
+	                                     name##_12, name##_13, name##_14, name##_15, name##_16};
+
+PK_FNS(pq8_0_tile)
+PK_FNS(pq4_0_tile)
+
+// ---- AMX ----------------------------------------------------------------
+//
+// Every tile is 16 rows: 0 to 3 accumulate, 4 and 5 hold activations (16
+// rows of one 32-byte block), 6 and 7 the weights of one block (8 rows of
+// 64 bytes). Two blocks are in flight, so that the tile unit multiplies one
+// while the vector units scale the other's products. A partial activation
+// tile (fewer than 16 rows) is copied, zero-padded, into a buffer first, so
+// that the tile loads never read past the activations. The float part is
+// pk_tile's, row by row, so the two agree bit for bit.
+
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-int8")
+
+typedef struct {
+	uint8_t palette, start;
+	uint8_t reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} amx_cfg;
+
+static void amx_begin(void) {
+	amx_cfg c;
+	memset(&c, 0, sizeof c);
+	c.palette = 1;
+	for (int t = 0; t < 8; t++) c.rows[t] = 16, c.colsb[t] = 64;
+	c.colsb[4] = c.colsb[5] = 32;
+	c.rows[6] = c.rows[7] = 8;
+	// GCC 12 does not see that ldtilecfg reads c and drops the stores.
+	__asm__ volatile("" : : "r"(&c) : "memory");
+	_tile_loadconfig(&c);
+}
+
+static void amx_end(void) { _tile_release(); }
+
+// amx_scratch returns this thread's buffer for AMX activation tiles (it
+// stays allocated for the thread's life: kernel threads are the worker
+// pool's, few and long-lived), or 0 if it cannot be allocated.
+static __thread uint8_t *amx_buf;
+static uint8_t *amx_scratch(size_t size) {
+	if (!amx_buf) amx_buf = aligned_alloc(64, size);
+	return amx_buf;
+}
+
+// amx_post adds one block's products (C: 16 rows of 16 int32, NT used)
+// into acc, as pk_tile does.
+DT_INLINE void amx_post(const int NT, __m512 acc[16], const int32_t *C, const q8a *tab, int64_t ts, int64_t b, __m512 dw) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) {
+		const q8a t = tab[j * ts + b];
+		__m512i s = _mm512_add_epi32(_mm512_load_si512(C + 16 * j), _mm512_set1_epi32(t.c));
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
+	}
+}
+
+// AMX_TILE multiplies one group by one activation tile (x: its block-0
+// A tile, one every 512 bytes) over nbc blocks. The weights' B tiles are at
+// bw, one every bws bytes (in place for Q8_0; Q4_0's are unpacked first),
+// their scales at pg, one block every PB bytes.
+#define AMX_TILE(name, PB)                                                                                        \
+	DT_INLINE void name(const int NT, const uint8_t *pg, const uint8_t *bw, int64_t bws, int rows, int64_t nbc,    \
+	                    const uint8_t *x, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {          \
+		__m512 acc[16];                                                                                            \
+		int32_t C0[256] __attribute__((aligned(64))), C1[256] __attribute__((aligned(64)));                        \
+		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();                       \
+		const uint8_t *pb = pg;                                                                                    \
+		int64_t b = 0;                                                                                             \
+		for (; b + 2 <= nbc; b += 2, pb += 2 * PB) {                                                               \
+			_Pragma("GCC unroll 18") for (int k = 0; k < 2 * PB; k += 64) _mm_prefetch((const char *)pb + PF_BYTES + k, \
+			                                                                         _MM_HINT_T0);                \
+			_tile_loadd(6, bw + b * bws, 64);                                                                      \
+			_tile_loadd(4, x + b * 512, 32);                                                                       \
+			_tile_zero(0);                                                                                         \
+			_tile_dpbsud(0, 4, 6);                                                                                 \
+			_tile_loadd(7, bw + (b + 1) * bws, 64);                                                                \
+			_tile_loadd(5, x + (b + 1) * 512, 32);                                                                 \
+			_tile_zero(1);                                                                                         \
+			_tile_dpbsud(1, 5, 7);                                                                                 \
+			_tile_stored(0, C0, 64);                                                                               \
+			amx_post(NT, acc, C0, tab, ts, b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb)));           \
+			_tile_stored(1, C1, 64);                                                                               \
+			amx_post(NT, acc, C1, tab, ts, b + 1, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + PB)))); \
+		}                                                                                                          \
+		if (b < nbc) {                                                                                             \
+			_tile_loadd(6, bw + b * bws, 64);                                                                      \
+			_tile_loadd(4, x + b * 512, 32);                                                                       \
+			_tile_zero(0);                                                                                         \
+			_tile_dpbsud(0, 4, 6);                                                                                 \
+			_tile_stored(0, C0, 64);                                                                               \
+			amx_post(NT, acc, C0, tab, ts, b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb)));           \
+		}                                                                                                          \
+		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);       \
+	}
+
+AMX_TILE(amx_q8_0, PK_Q8_0)
+AMX_TILE(amx_q4_0, PK_Q4_0)
+
+typedef void (*amx_fn)(const uint8_t *pg, const uint8_t *bw, int64_t bws, int rows, int64_t nbc, const uint8_t *x,
+                       const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+
+#define AMX_FN(name, NT)                                                                                          \
+	static void name##_##NT(const uint8_t *pg, const uint8_t *bw, int64_t bws, int rows, int64_t nbc,             \
+	                        const uint8_t *x, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {     \
+		name(NT, pg, bw, bws, rows, nbc, x, tab, ts, out, ldo, add);                                              \
+	}
+#define AMX_FNS(name)                                                                                            \
+	AMX_FN(name, 1) AMX_FN(name, 2) AMX_FN(name, 3) AMX_FN(name, 4) AMX_FN(name, 5) AMX_FN(name, 6)             \
+	AMX_FN(name, 7) AMX_FN(name, 8) AMX_FN(name, 9) AMX_FN(name, 10) AMX_FN(name, 11) AMX_FN(name, 12)          \
+	AMX_FN(name, 13) AMX_FN(name, 14) AMX_FN(name, 15) AMX_FN(name, 16)                                         \
+	static amx_fn const name##_fns[17] = {0,          name##_1,  name##_2,  name##_3,  name##_4,  name##_5,       \
+	                                      name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11,      \
+	                                      name##_12, name##_13, name##_14, name##_15, name##_16};
+
+AMX_FNS(amx_q8_0)
+AMX_FNS(amx_q4_0)
+
+#pragma GCC pop_options
+
+// pk_matmul runs the tiles over groups [glo, ghi) of a packed matrix of
+// rows rows. Loops: activation chunk, block chunk, group, activation tile;
+// a group's chunk of blocks (up to 70 KB) serves every activation tile of
+// the chunk from cache.
+static void pk_matmul(pk_fn const fns[17], amx_fn const amx[17], int32_t off, int64_t PB, float *out, int64_t ldo,
+                      const uint8_t *pw, int64_t rows, int64_t glo, int64_t ghi, const uint8_t *act, int64_t arb,
+                      int64_t n, int64_t cols, int use_amx) {
+	q8a tab[PK_JC * PK_KC];
+	const int64_t nb = cols / QK;
+	// AMX reads activations from a copy laid out as its A tiles: per
+	// activation tile and block, 16 rows of 32 bytes (rows past n zero), so
+	// that a tile load reads 512 contiguous bytes rather than 16 lines.
+	uint8_t *pad = 0;
+	if (use_amx) {
+		// Then the activation tiles, then (Q4_0) one group's B tiles.
+		pad = amx_scratch((size_t)(PK_JC / 16 + 1) * PK_KC * 512);
+		if (!pad) use_amx = 0;
+	}
+	if (use_amx) amx_begin();
+	for (int64_t jb = 0; jb < n; jb += PK_JC) {
+		const int64_t jn = n - jb < PK_JC ? n - jb : PK_JC;
+		for (int64_t b0 = 0; b0 < nb; b0 += PK_KC) {
+			const int64_t nbc = nb - b0 < PK_KC ? nb - b0 : PK_KC;
+			q8a_prep(tab, act + jb * arb, arb, jn, b0, nbc, off);
+			if (use_amx) {
+				const int64_t tiles = (jn + 15) / 16;
+				memset(pad, 0, (size_t)(tiles * nbc * 512));
+				for (int64_t j = 0; j < jn; j++)
+					for (int64_t b = 0; b < nbc; b++)
+						memcpy(pad + ((j / 16) * nbc + b) * 512 + (j % 16) * 32, act + (jb + j) * arb + (b0 + b) * Q8_0_SIZE + 2, 32);
+			}
+			for (int64_t g = glo; g < ghi; g++) {
+				const int64_t r0 = g * PK_ROWS;
+				const int rows_g = rows - r0 < PK_ROWS ? (int)(rows - r0) : PK_ROWS;
+				const uint8_t *pg = pw + (g * nb + b0) * PB;
+				const uint8_t *bw = pg + 32;
+				int64_t bws = PB;
+				if (use_amx && PB == PK_Q4_0) {
+					uint8_t *u = pad + PK_JC / 16 * PK_KC * 512;
+					for (int64_t b = 0; b < nbc; b++) {
+						__m512i W[8];
+						pq4_0_block(pg + b * PB, W);
+						for (int k = 0; k < 8; k++) _mm512_store_si512(u + b * 512 + 64 * k, W[k]);
+					}
+					bw = u, bws = 512;
+				}
+				for (int64_t j0 = 0; j0 < jn; j0 += 16) {
+					const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
+					float *o = out + (jb + j0) * ldo + r0;
+					if (use_amx && nt >= AMX_MIN_ROWS)
+						amx[nt](pg, bw, bws, rows_g, nbc, pad + (j0 / 16) * nbc * 512, tab + j0 * nbc, nbc, o, ldo, b0 > 0);
+					else
+						fns[nt](pg, rows_g, b0, nbc, act + (jb + j0) * arb, arb, tab + j0 * nbc, nbc, o, ldo, b0 > 0);
+				}
+			}
+		}
+	}
+	if (use_amx) amx_end();
+}
+
+#endif
+
+// dt_amx_init asks Linux for the AMX tile state (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA), which a process must do before its
+// first tile instruction, and returns 1 if it was granted.
+DT_API int64_t dt_amx_init(void) {
+#if defined(DT_AVX512) && defined(__linux__)
+	return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#else
+	return 0;
+#endif
+}
+
+// dt_matmul_packed_q8_0 is dt_matmul_q8_0 over packed weights, for weight
+// rows [lo, hi): lo a multiple of 16, hi a multiple of 16 or rows. amx
+// (only after dt_amx_init returned 1) multiplies activation tiles of at
+// least AMX_MIN_ROWS rows with AMX.
+DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(DT_AVX512)
+	pk_matmul(pq8_0_tile_fns, amx_q8_0_fns, 128, PK_Q8_0, out, ldo, pw, rows, lo / PK_ROWS,
+	          (hi + PK_ROWS - 1) / PK_ROWS, act, arb, n, cols, amx && n >= AMX_MIN_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(DT_AVX512)
+	pk_matmul(pq4_0_tile_fns, amx_q4_0_fns, 8, PK_Q4_0, out, ldo, pw, rows, lo / PK_ROWS,
+	          (hi + PK_ROWS - 1) / PK_ROWS, act, arb, n, cols, amx && n >= AMX_MIN_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}

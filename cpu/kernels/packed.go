@@ -1,0 +1,77 @@
+package kernels
+
+import (
+	"fmt"
+
+	"dovetail/quant"
+)
+
+// Packed is a weight matrix in a level's own layout, made once by Set.Pack
+// when a model loads (see c/packed.c): rows in groups of PackRows, each
+// group's blocks contiguous and already in the order the dot-product
+// instructions read them. A product then streams one run of memory instead
+// of sixteen interleaved rows and transposes nothing, which is what decode
+// needs to reach memory bandwidth on narrow matrices and what lets AMX tiles
+// load weights directly.
+type Packed struct {
+	Type       quant.Type
+	Rows, Cols int
+	layout     string
+	data       []byte
+}
+
+// Bytes is the memory the packed matrix holds.
+func (p *Packed) Bytes() int { return len(p.data) }
+
+// packedBlockBytes is the packed size of one block of 32 columns of a
+// 16-row group, or 0 for types that are not packed.
+func packedBlockBytes(t quant.Type) int {
+	switch t {
+	case quant.Q8_0:
+		return 16 * 34
+	case quant.Q4_0:
+		return 16 * 18
+	}
+	return 0
+}
+
+// packImpl is the packing part of a level's impl; levels without it leave
+// it zero and Pack returns nil.
+type packImpl struct {
+	rows   int    // row group, 0: nothing packs
+	layout string // levels with the same layout share packed matrices
+	pack   func(t quant.Type, dst, w []byte, rowBytes, rows, cols int)
+	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int)
+}
+
+func (s *Set) setPacking(pi packImpl) {
+	s.PackRows = pi.rows
+	s.Pack = func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed {
+		bb := packedBlockBytes(t)
+		if pi.rows == 0 || bb == 0 {
+			return nil
+		}
+		if rows < 1 || cols < 1 {
+			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
+		}
+		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, 34*cols/32), 34*cols/32, 1, cols)
+		groups := (rows + pi.rows - 1) / pi.rows
+		p := &Packed{Type: t, Rows: rows, Cols: cols, layout: pi.layout, data: make([]byte, groups*cols/32*bb)}
+		pi.pack(t, p.data, w, rowBytes, rows, cols)
+		return p
+	}
+	s.MatMulPacked = func(out []float32, ldo int, p *Packed, lo, hi int, act []byte, actRowBytes, n int) {
+		if p.layout != pi.layout || pi.rows == 0 {
+			panic(fmt.Sprintf("kernels: MatMulPacked: a matrix packed as %q given to the %s kernels", p.layout, s.Name))
+		}
+		if hi > p.Rows || (hi > lo && (lo%pi.rows != 0 || (hi%pi.rows != 0 && hi != p.Rows))) {
+			panic(fmt.Sprintf("kernels: MatMulPacked: rows [%d, %d) of %d do not start and end on groups of %d", lo, hi, p.Rows, pi.rows))
+		}
+		// The packed bytes stand in for GGUF rows of the same size.
+		rb, _ := p.Type.RowSize(p.Cols)
+		if !checkMatMul(p.Type, out, ldo, p.data[:p.Rows*rb], rb, lo, hi, act, actRowBytes, n, p.Cols) {
+			return
+		}
+		pi.matmul(p.Type, out, ldo, p.data, p.Rows, lo, hi, act, actRowBytes, n, p.Cols)
+	}
+}

@@ -1,0 +1,131 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"dovetail/quant"
+)
+
+// packingSets are the levels that pack weights.
+func packingSets(t *testing.T) []*Set {
+	var out []*Set
+	for _, s := range sets(t) {
+		if s.Pack(quant.Q8_0, make([]byte, 34), 34, 1, 32) != nil {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no level here packs weights")
+	}
+	return out
+}
+
+// TestMatMulPacked checks packed products against the Go reference (within
+// float tolerance) on shapes that leave a partial row group and cross the
+// 4096-column chunk, and checks that a row's result does not depend on how
+// many activation rows go with it, nor on whether AMX computes it: that is
+// what keeps verifying a tree bit for bit equal to decoding its nodes.
+func TestMatMulPacked(t *testing.T) {
+	ss := packingSets(t)
+	for _, c := range []struct {
+		t          quant.Type
+		rows, cols int
+	}{
+		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
+		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
+	} {
+		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
+		wsz, _ := c.t.RowSize(c.cols)
+		asz, _ := quant.Q8_0.RowSize(c.cols)
+		rowBytes, actRowBytes := wsz+6, asz+10
+		w := guarded(t, (c.rows-1)*rowBytes+wsz)
+		randWeights(r, c.t, c.rows, c.cols, rowBytes, w, true)
+		const nmax = 70
+		act := guarded(t, (nmax-1)*actRowBytes+asz)
+		randActs(r, c.t, nmax, c.cols, actRowBytes, act)
+		ldo := c.rows + 3
+		want := make([]float32, (nmax-1)*ldo+c.rows)
+		goSet.MatMul(c.t, want, ldo, w, rowBytes, 0, c.rows, act, actRowBytes, nmax, c.cols)
+		var first []float32 // row results of the first level at n = 1
+		for _, s := range ss {
+			pk := s.Pack(c.t, w, rowBytes, c.rows, c.cols)
+			// n = 1 row by row, as decode computes them.
+			one := make([]float32, nmax*ldo)
+			for j := range nmax {
+				s.MatMulPacked(one[j*ldo:], ldo, pk, 0, c.rows, act[j*actRowBytes:], actRowBytes, 1)
+			}
+			for j := range nmax {
+				for row := range c.rows {
+					i := j*ldo + row
+					mag := magnitude(c.t, w[row*rowBytes:], act[j*actRowBytes:], c.cols)
+					if d := math.Abs(float64(one[i]) - float64(want[i])); !(d <= tolerance(c.t, c.cols, mag)) {
+						t.Fatalf("%v %dx%d %s: row %d act %d: got %g, want %g", c.t, c.rows, c.cols, s.Name, row, j, one[i], want[i])
+					}
+				}
+			}
+			if first == nil {
+				first = one
+			}
+			for _, n := range []int{2, 3, 8, 16, 17, 31, 64, 70} {
+				name := fmt.Sprintf("%v %dx%d %s n=%d", c.t, c.rows, c.cols, s.Name, n)
+				got := make([]float32, (n-1)*ldo+c.rows)
+				for i := range got {
+					got[i] = sentinel
+				}
+				// Two workers' halves, split on a row group.
+				split := min(c.rows, s.PackRows)
+				s.MatMulPacked(got, ldo, pk, 0, split, act, actRowBytes, n)
+				s.MatMulPacked(got, ldo, pk, split, c.rows, act, actRowBytes, n)
+				for j := range n {
+					for row := range ldo {
+						i := j*ldo + row
+						if i >= len(got) {
+							break
+						}
+						if row >= c.rows {
+							if got[i] != sentinel {
+								t.Fatalf("%s: wrote out[%d] past the last row", name, i)
+							}
+							continue
+						}
+						if math.Float32bits(got[i]) != math.Float32bits(first[i]) {
+							t.Fatalf("%s: row %d act %d: %g, but %g with one activation row at %s", name, row, j, got[i], first[i], ss[0].Name)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulPackedChecks(t *testing.T) {
+	ss := packingSets(t)
+	s := ss[0]
+	w := make([]byte, 34*40)
+	pk := s.Pack(quant.Q8_0, w, 34, 40, 32)
+	act, out := make([]byte, 34), make([]float32, 40)
+	for name, f := range map[string]func(){
+		"unaligned lo": func() { s.MatMulPacked(out, 40, pk, 3, 40, act, 34, 1) },
+		"unaligned hi": func() { s.MatMulPacked(out, 40, pk, 0, 20, act, 34, 1) },
+		"hi past rows": func() { s.MatMulPacked(out, 40, pk, 0, 48, act, 34, 1) },
+		"short act":    func() { s.MatMulPacked(out, 40, pk, 0, 40, act[:20], 34, 1) },
+		"short out":    func() { s.MatMulPacked(out[:30], 40, pk, 0, 40, act, 34, 1) },
+		"short w":      func() { s.Pack(quant.Q8_0, w[:100], 34, 40, 32) },
+		"go level":     func() { goSet.MatMulPacked(out, 40, pk, 0, 40, act, 34, 1) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+	if p := s.Pack(quant.F16, make([]byte, 64), 64, 1, 32); p != nil {
+		t.Errorf("Pack(F16) = %v, want nil: only Q8_0 and Q4_0 pack", p)
+	}
+}
