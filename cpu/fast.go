@@ -238,8 +238,11 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	act, rowBytes := a.form(w.Type)
 	if p := f.packed[w]; p != nil {
+		// Pieces of about an eighth of a thread's share, taken as workers
+		// come free: a fixed split waits for the slowest thread.
 		g := f.K.PackRows
-		f.pool.For((w.Rows+g-1)/g, func(lo, hi int) {
+		groups := (w.Rows + g - 1) / g
+		f.pool.ForDynamic(groups, groups/(8*f.pool.Threads()), func(lo, hi int) {
 			f.K.MatMulPacked(out, w.Rows, p, lo*g, min(hi*g, w.Rows), act, rowBytes, a.n)
 		})
 		return

@@ -4,6 +4,7 @@ package cpu
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool runs data-parallel loops on a fixed set of goroutines, so that a
@@ -61,3 +62,37 @@ func (p *Pool) ForChunks(n int, fn func(chunk, lo, hi int)) {
 	fn(0, 0, n/chunks)
 	wg.Wait()
 }
+
+// ForDynamic calls fn over [0, n) in pieces of grain, which the workers
+// take one after another as they finish their last: a worker slowed down
+// (by another process, or by a busier memory channel) takes fewer pieces
+// instead of holding up the loop, as a fixed split would.
+func (p *Pool) ForDynamic(n, grain int, fn func(lo, hi int)) {
+	grain = max(grain, 1)
+	parts := (n + grain - 1) / grain
+	workers := min(p.n, parts)
+	if workers <= 1 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	var next atomic.Int64
+	run := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= parts {
+				return
+			}
+			fn(i*grain, min(n, (i+1)*grain))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(workers - 1)
+	for range workers - 1 {
+		p.tasks <- func() { run(); wg.Done() }
+	}
+	run()
+	wg.Wait()
+}
+
