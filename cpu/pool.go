@@ -95,4 +95,3 @@ func (p *Pool) ForDynamic(n, grain int, fn func(lo, hi int)) {
 	run()
 	wg.Wait()
 }
-
