@@ -10,7 +10,10 @@
 // (x86-64-v3), "avx512" (x86-64-v4 with AVX512-VNNI; AVX-VNNI is not
 // required, since its ymm vpdpbusd adds nothing where AVX512-VNNI exists and
 // requiring it would exclude Zen 4 and Ice Lake) and "neon" (arm64 with the
-// dot-product extension). The libraries are embedded in the Go binary,
+// dot-product extension). "amx" is the avx512 library with AMX tiles
+// multiplying batches of 8 or more activation rows of packed Q8_0 and Q4_0
+// weights (see Packed); it needs the CPU's AMX-INT8 and the OS's consent
+// (arch_prctl), and gives the same results bit for bit. The libraries are embedded in the Go binary,
 // written on first use to the user's cache directory under a
 // content-addressed name, and opened with purego, so the binary needs
 // neither cgo nor files beside it. Best picks the highest level the CPU
