@@ -3,6 +3,7 @@ package cpu
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestPoolFor(t *testing.T) {
@@ -62,5 +63,23 @@ func TestPoolForDynamic(t *testing.T) {
 				t.Fatalf("n=%d grain=%d: index %d visited %d times", c.n, c.grain, i, seen[i].Load())
 			}
 		}
+	}
+}
+
+// BenchmarkPoolForGaps is BenchmarkPoolFor with 20 µs of the caller's own
+// work between loops, as a forward pass has (norms, quantizing, attention
+// set-up): the workers' wake-up cost shows here.
+func BenchmarkPoolForGaps(b *testing.B) {
+	p := NewPool(2)
+	defer p.Close()
+	var sink atomic.Int64
+	for b.Loop() {
+		p.For(2, func(lo, hi int) { sink.Add(int64(hi - lo)) })
+		busy(20 * time.Microsecond)
+	}
+}
+
+func busy(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
 	}
 }
