@@ -239,10 +239,12 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	act, rowBytes := a.form(w.Type)
 	if p := f.packed[w]; p != nil {
 		// Pieces of about an eighth of a thread's share, taken as workers
-		// come free: a fixed split waits for the slowest thread.
+		// come free: a fixed split waits for the slowest thread. At least
+		// 8 groups a piece: on tiny models a call into C per few rows
+		// cost more than it balanced.
 		g := f.K.PackRows
 		groups := (w.Rows + g - 1) / g
-		f.pool.ForDynamic(groups, groups/(8*f.pool.Threads()), func(lo, hi int) {
+		f.pool.ForDynamic(groups, max(groups/(8*f.pool.Threads()), 8), func(lo, hi int) {
 			f.K.MatMulPacked(out, w.Rows, p, lo*g, min(hi*g, w.Rows), act, rowBytes, a.n)
 		})
 		return
