@@ -292,15 +292,7 @@ typedef void (*ktile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t nb, con
 	                        int64_t arb, float *out, int64_t ldo) {                                          \
 		name(NT, w, rb, rows, nb, act, arb, out, ldo);                                                       \
 	}
-#define KTILE_FNS(name)                                                                                        \
-	KTILE_FN(name, 1) KTILE_FN(name, 2) KTILE_FN(name, 3) KTILE_FN(name, 4) KTILE_FN(name, 5)                  \
-	KTILE_FN(name, 6) KTILE_FN(name, 7) KTILE_FN(name, 8) KTILE_FN(name, 9) KTILE_FN(name, 10)                 \
-	KTILE_FN(name, 11) KTILE_FN(name, 12) KTILE_FN(name, 13) KTILE_FN(name, 14) KTILE_FN(name, 15)             \
-	KTILE_FN(name, 16)                                                                                         \
-	static ktile_fn const name##_tiles[17] = {0,           name##_1,  name##_2,  name##_3,  name##_4,         \
-	                                          name##_5,  name##_6,  name##_7,  name##_8,  name##_9,          \
-	                                          name##_10, name##_11, name##_12, name##_13, name##_14,         \
-	                                          name##_15, name##_16};
+#define KTILE_FNS(name) NT_VARIANTS(KTILE_FN, ktile_fn, name, name##_tiles)
 
 KTILE_FNS(q4_k_tile)
 KTILE_FNS(q6_k_tile)

@@ -173,13 +173,7 @@ typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, cons
 	                        const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {                    \
 		name(NT, pg, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                          \
 	}
-#define PK_FNS(name)                                                                                             \
-	PK_FN(name, 1) PK_FN(name, 2) PK_FN(name, 3) PK_FN(name, 4) PK_FN(name, 5) PK_FN(name, 6) PK_FN(name, 7)    \
-	PK_FN(name, 8) PK_FN(name, 9) PK_FN(name, 10) PK_FN(name, 11) PK_FN(name, 12) PK_FN(name, 13)              \
-	PK_FN(name, 14) PK_FN(name, 15) PK_FN(name, 16)                                                              \
-	static pk_fn const name##_fns[17] = {0,          name##_1,  name##_2,  name##_3,  name##_4,  name##_5,        \
-	                                     name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11,       \
-	                                     name##_12, name##_13, name##_14, name##_15, name##_16};
+#define PK_FNS(name) NT_VARIANTS(PK_FN, pk_fn, name, name##_fns)
 
 PK_FNS(pq8_0_tile)
 PK_FNS(pq4_0_tile)
@@ -288,13 +282,7 @@ typedef void (*amx_fn)(const uint8_t *pg, const uint8_t *bw, int64_t bws, int ro
 	                        const uint8_t *x, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {     \
 		name(NT, pg, bw, bws, rows, nbc, x, tab, ts, out, ldo, add);                                              \
 	}
-#define AMX_FNS(name)                                                                                            \
-	AMX_FN(name, 1) AMX_FN(name, 2) AMX_FN(name, 3) AMX_FN(name, 4) AMX_FN(name, 5) AMX_FN(name, 6)             \
-	AMX_FN(name, 7) AMX_FN(name, 8) AMX_FN(name, 9) AMX_FN(name, 10) AMX_FN(name, 11) AMX_FN(name, 12)          \
-	AMX_FN(name, 13) AMX_FN(name, 14) AMX_FN(name, 15) AMX_FN(name, 16)                                         \
-	static amx_fn const name##_fns[17] = {0,          name##_1,  name##_2,  name##_3,  name##_4,  name##_5,       \
-	                                      name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11,      \
-	                                      name##_12, name##_13, name##_14, name##_15, name##_16};
+#define AMX_FNS(name) NT_VARIANTS(AMX_FN, amx_fn, name, name##_fns)
 
 AMX_FNS(amx_q8_0)
 AMX_FNS(amx_q4_0)

@@ -241,13 +241,17 @@ DT_INLINE void dot8x4(__m512i s[4], const __m512i W[8], const uint8_t *x, int64_
 		for (int i = 0; i < 4; i++) s[i] = _mm512_dpbusd_epi32(s[i], W[g], _mm512_set1_epi32(ld32(x + i * arb + 4 * g)));
 }
 
-#define TILE_FNS(name)                                                                                          \
-	TILE_FN(name, 1) TILE_FN(name, 2) TILE_FN(name, 3) TILE_FN(name, 4) TILE_FN(name, 5) TILE_FN(name, 6)       \
-	TILE_FN(name, 7) TILE_FN(name, 8) TILE_FN(name, 9) TILE_FN(name, 10) TILE_FN(name, 11) TILE_FN(name, 12)    \
-	TILE_FN(name, 13) TILE_FN(name, 14) TILE_FN(name, 15) TILE_FN(name, 16)                                     \
-	static tile_fn const name##_tiles[17] = {0,           name##_1,  name##_2,  name##_3,  name##_4,  name##_5,  \
-	                                         name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11, \
-	                                         name##_12, name##_13, name##_14, name##_15, name##_16};
+// NT_VARIANTS instantiates M(name, NT) for NT = 1..16 (functions named
+// name_NT, whose activation-row count is a constant the compiler unrolls)
+// and table, those functions of type type indexed by NT (entry 0 unused).
+#define NT_VARIANTS(M, type, name, table)                                                                        \
+	M(name, 1) M(name, 2) M(name, 3) M(name, 4) M(name, 5) M(name, 6) M(name, 7) M(name, 8) M(name, 9)           \
+	M(name, 10) M(name, 11) M(name, 12) M(name, 13) M(name, 14) M(name, 15) M(name, 16)                          \
+	static type const table[17] = {0,          name##_1,  name##_2,  name##_3,  name##_4,  name##_5,             \
+	                               name##_6,  name##_7,  name##_8,  name##_9,  name##_10, name##_11,            \
+	                               name##_12, name##_13, name##_14, name##_15, name##_16};
+
+#define TILE_FNS(name) NT_VARIANTS(TILE_FN, tile_fn, name, name##_tiles)
 
 #define TILE_FN(name, NT)                                                                                  \
 	static void name##_##NT(const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc,               \
