@@ -244,6 +244,11 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 		// cost more than it balanced.
 		g := f.K.PackRows
 		groups := (w.Rows + g - 1) / g
+		if th := f.pool.cThreads(f.K); th != nil {
+			// One call into C for the whole product: see kernels.Threads.
+			th.MatMulPacked(out, w.Rows, p, act, rowBytes, a.n, max(groups/(8*th.N()), 2))
+			return
+		}
 		f.pool.ForDynamic(groups, max(groups/(8*f.pool.Threads()), 8), func(lo, hi int) {
 			f.K.MatMulPacked(out, w.Rows, p, lo*g, min(hi*g, w.Rows), act, rowBytes, a.n)
 		})

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"dovetail/cpu/kernels"
 )
 
 // Pool runs data-parallel loops on a fixed set of goroutines, so that a
@@ -12,6 +14,10 @@ import (
 type Pool struct {
 	n     int
 	tasks chan func()
+
+	mu      sync.Mutex
+	threads map[*kernels.Set]*kernels.Threads // C threads, per kernel set
+	closed  bool
 }
 
 // NewPool starts a pool of n workers (n ≤ 0: one per CPU). The caller's
@@ -34,8 +40,39 @@ func NewPool(n int) *Pool {
 // Threads is the number of goroutines a loop runs on.
 func (p *Pool) Threads() int { return p.n }
 
-// Close stops the workers.
-func (p *Pool) Close() { close(p.tasks) }
+// Close stops the workers, and the C threads cThreads started.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.threads {
+		t.Close()
+	}
+	p.threads, p.closed = nil, true
+	close(p.tasks)
+}
+
+// cThreads returns Threads() C threads of kernel set k for whole packed
+// matrix products, started on first use, or nil where k has none or the
+// pool has one thread.
+func (p *Pool) cThreads(k *kernels.Set) *kernels.Threads {
+	if p.n < 2 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	t, ok := p.threads[k]
+	if !ok {
+		t = k.NewThreads(p.n)
+		if p.threads == nil {
+			p.threads = map[*kernels.Set]*kernels.Threads{}
+		}
+		p.threads[k] = t
+	}
+	return t
+}
 
 // For calls fn over [0, n) split into at most Threads() contiguous chunks
 // and returns when all are done.

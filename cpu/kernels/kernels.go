@@ -111,6 +111,9 @@ type Set struct {
 	// hi a multiple of it or p.Rows, so split work between workers by
 	// groups of PackRows rows.
 	MatMulPacked func(out []float32, ldo int, p *Packed, lo, hi int, act []byte, actRowBytes, n int)
+	// NewThreads starts n-1 C threads for whole packed products (see
+	// Threads), or returns nil where the level has none (or n < 2).
+	NewThreads func(n int) *Threads
 
 	// RMSNorm normalizes each of the n rows of cols values of x into out:
 	// out = x / sqrt(mean(x²) + eps) * weight, the sum of squares in float64

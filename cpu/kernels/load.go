@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 2
+const abiVersion = 3
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -36,6 +36,7 @@ type cLib struct {
 	rmsnorm, siluMul, attention, abiProbe uintptr
 	packRows, packQ8_0, packQ4_0          uintptr
 	mmPackedQ8_0, mmPackedQ4_0, amxInit   uintptr
+	poolNew, poolFree, poolMatMul         uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -68,6 +69,9 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_packed_q8_0", &l.mmPackedQ8_0},
 		{"dt_matmul_packed_q4_0", &l.mmPackedQ4_0},
 		{"dt_amx_init", &l.amxInit},
+		{"dt_pool_new", &l.poolNew},
+		{"dt_pool_free", &l.poolFree},
+		{"dt_pool_matmul_packed", &l.poolMatMul},
 	}
 }
 
@@ -244,6 +248,26 @@ func (l *cLib) set(level string, amx bool) *Set {
 				runtime.KeepAlive(out)
 				runtime.KeepAlive(pw)
 				runtime.KeepAlive(act)
+			},
+			threads: func(n int) *threadsImpl {
+				h, _, _ := purego.SyscallN(l.poolNew, uintptr(n))
+				if h == 0 {
+					return nil
+				}
+				return &threadsImpl{
+					matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int) {
+						typ := uintptr(0)
+						if t == quant.Q4_0 {
+							typ = 1
+						}
+						call(l.poolMatMul, h, typ, p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
+							uintptr(n), uintptr(cols), amxArg, uintptr(grain))
+						runtime.KeepAlive(out)
+						runtime.KeepAlive(pw)
+						runtime.KeepAlive(act)
+					},
+					free: func() { purego.SyscallN(l.poolFree, h) },
+				}
 			},
 		}
 	}

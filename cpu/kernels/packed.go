@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"sync"
 
 	"dovetail/quant"
 )
@@ -42,10 +43,70 @@ type packImpl struct {
 	layout string // levels with the same layout share packed matrices
 	pack   func(t quant.Type, dst, w []byte, rowBytes, rows, cols int)
 	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int)
+	// threads starts a C thread pool, or returns nil.
+	threads func(n int) *threadsImpl
+}
+
+type threadsImpl struct {
+	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int)
+	free   func()
+}
+
+// Threads is a pool of C threads that runs whole packed matrix products in
+// parallel (see c/threads.c): one call from Go per product, with the calling
+// goroutine taking pieces too, and no hand-off through the Go scheduler.
+// Idle threads spin for about a millisecond, then sleep. A Threads is safe
+// for concurrent use (products run one at a time) until Close.
+type Threads struct {
+	n      int
+	layout string
+	mu     sync.Mutex
+	im     *threadsImpl
+}
+
+// N is the number of threads a product runs on, the caller's included.
+func (t *Threads) N() int { return t.n }
+
+// MatMulPacked computes every row of a packed product (see Set.MatMulPacked)
+// in pieces of grain row groups taken in turn by the threads.
+func (t *Threads) MatMulPacked(out []float32, ldo int, p *Packed, act []byte, actRowBytes, n, grain int) {
+	if p.layout != t.layout {
+		panic(fmt.Sprintf("kernels: Threads.MatMulPacked: a matrix packed as %q given to threads for %q", p.layout, t.layout))
+	}
+	rb, _ := p.Type.RowSize(p.Cols)
+	if !checkMatMul(p.Type, out, ldo, p.data[:p.Rows*rb], rb, 0, p.Rows, act, actRowBytes, n, p.Cols) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.im == nil {
+		panic("kernels: Threads.MatMulPacked after Close")
+	}
+	t.im.matmul(p.Type, out, ldo, p.data, p.Rows, act, actRowBytes, n, p.Cols, max(grain, 1))
+}
+
+// Close stops the threads.
+func (t *Threads) Close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.im != nil {
+		t.im.free()
+		t.im = nil
+	}
 }
 
 func (s *Set) setPacking(pi packImpl) {
 	s.PackRows = pi.rows
+	s.NewThreads = func(n int) *Threads {
+		if pi.threads == nil || n < 2 {
+			return nil
+		}
+		im := pi.threads(n)
+		if im == nil {
+			return nil
+		}
+		return &Threads{n: n, layout: pi.layout, im: im}
+	}
 	s.Pack = func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed {
 		bb := packedBlockBytes(t)
 		if pi.rows == 0 || bb == 0 {

@@ -129,3 +129,52 @@ func TestMatMulPackedChecks(t *testing.T) {
 		t.Errorf("Pack(F16) = %v, want nil: only Q8_0 and Q4_0 pack", p)
 	}
 }
+
+// TestThreads runs whole packed products on C threads and checks them bit
+// for bit against one thread's, with pieces of several sizes.
+func TestThreads(t *testing.T) {
+	for _, s := range packingSets(t) {
+		th := s.NewThreads(3)
+		if th == nil {
+			t.Logf("%s: no C threads here", s.Name)
+			continue
+		}
+		for _, c := range []struct {
+			t          quant.Type
+			rows, cols int
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q8_0, 5, 64}} {
+			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
+			wsz, _ := c.t.RowSize(c.cols)
+			asz, _ := quant.Q8_0.RowSize(c.cols)
+			w := make([]byte, c.rows*wsz)
+			randWeights(r, c.t, c.rows, c.cols, wsz, w, true)
+			pk := s.Pack(c.t, w, wsz, c.rows, c.cols)
+			for _, n := range []int{1, 9, 17} {
+				act := make([]byte, n*asz)
+				randActs(r, c.t, n, c.cols, asz, act)
+				want := make([]float32, n*c.rows)
+				s.MatMulPacked(want, c.rows, pk, 0, c.rows, act, asz, n)
+				for _, grain := range []int{0, 1, 2, 5, 100} {
+					got := make([]float32, n*c.rows)
+					th.MatMulPacked(got, c.rows, pk, act, asz, n, grain)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %v %dx%d n=%d grain=%d: out[%d] = %g, want %g", s.Name, c.t, c.rows, c.cols, n, grain, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+		th.Close()
+		th.Close() // a second Close does nothing
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: MatMulPacked after Close did not panic", s.Name)
+				}
+			}()
+			pk := s.Pack(quant.Q8_0, make([]byte, 34), 34, 1, 32)
+			th.MatMulPacked(make([]float32, 1), 1, pk, make([]byte, 34), 34, 1, 1)
+		}()
+	}
+}
