@@ -246,7 +246,14 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 		groups := (w.Rows + g - 1) / g
 		if th := f.pool.cThreads(f.K); th != nil {
 			// One call into C for the whole product: see kernels.Threads.
-			th.MatMulPacked(out, w.Rows, p, act, rowBytes, a.n, max(groups/(8*th.N()), 2))
+			// Each piece prepares its own copy of the activations (the
+			// scales table, AMX's tiles): with many rows that is worth
+			// amortizing over fewer, larger pieces.
+			grain := max(groups/(8*th.N()), 2)
+			if a.n >= 8 {
+				grain = max(groups/(2*th.N()), 2)
+			}
+			th.MatMulPacked(out, w.Rows, p, act, rowBytes, a.n, grain)
 			return
 		}
 		f.pool.ForDynamic(groups, max(groups/(8*f.pool.Threads()), 8), func(lo, hi int) {
