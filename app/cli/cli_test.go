@@ -145,12 +145,13 @@ func TestShow(t *testing.T) {
 	}
 }
 
-// Drafting changes the speed, never the greedy text.
+// Drafting changes the speed, never the greedy text. The planner is off:
+// on these tiny models it may rightly find drafting slower and not draft.
 func TestRunDraftsKeepGreedyOutput(t *testing.T) {
 	model := golden.ModelPath("stories260K-f32.gguf")
 	plain := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", "none")
 	for _, d := range []string{"ngram", "model:" + golden.ModelPath("stories260K-Q4_0-mixed.gguf")} {
-		r := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", d, "--tree-k", "4", "--tree-depth", "3", "--tree-tokens", "8")
+		r := runJSON(t, "-m", model, "-p", "Lily and Tom", "--temp", "0", "-n", "40", "--draft", d, "--tree-k", "4", "--tree-depth", "3", "--tree-tokens", "8", "--plan=false")
 		if !cmp.Equal(r.Tokens, plain.Tokens) {
 			t.Errorf("--draft %s: tokens %v, without drafting %v", d, r.Tokens, plain.Tokens)
 		}

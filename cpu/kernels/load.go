@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 3
+const abiVersion = 4
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -37,6 +37,7 @@ type cLib struct {
 	packRows, packQ8_0, packQ4_0          uintptr
 	mmPackedQ8_0, mmPackedQ4_0, amxInit   uintptr
 	poolNew, poolFree, poolMatMul         uintptr
+	poolAttention                         uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -72,6 +73,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_pool_new", &l.poolNew},
 		{"dt_pool_free", &l.poolFree},
 		{"dt_pool_matmul_packed", &l.poolMatMul},
+		{"dt_pool_attention", &l.poolAttention},
 	}
 }
 
@@ -197,7 +199,7 @@ func f32bits(f float32) uintptr { return uintptr(math.Float32bits(f)) }
 
 // argPool recycles argument arrays: purego.SyscallN's variadic arguments
 // escape, so passing them directly would allocate on every kernel call.
-var argPool = sync.Pool{New: func() any { return new([14]uintptr) }}
+var argPool = sync.Pool{New: func() any { return new([15]uintptr) }}
 
 // call runs a C function. The pointers among args come from slices that
 // the caller passed to a Set function: those are called through func
@@ -205,7 +207,7 @@ var argPool = sync.Pool{New: func() any { return new([14]uintptr) }}
 // heap, where it does not move; the callers keep the slices alive across
 // the call with runtime.KeepAlive.
 func call(fn uintptr, args ...uintptr) {
-	a := argPool.Get().(*[14]uintptr)
+	a := argPool.Get().(*[15]uintptr)
 	n := copy(a[:], args)
 	purego.SyscallN(fn, a[:n]...)
 	argPool.Put(a)
@@ -265,6 +267,16 @@ func (l *cLib) set(level string, amx bool) *Set {
 						runtime.KeepAlive(out)
 						runtime.KeepAlive(pw)
 						runtime.KeepAlive(act)
+					},
+					attention: func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+						call(l.poolAttention, h, p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
+							uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
+						runtime.KeepAlive(out)
+						runtime.KeepAlive(q)
+						runtime.KeepAlive(kc)
+						runtime.KeepAlive(vc)
+						runtime.KeepAlive(mask)
+						runtime.KeepAlive(scratch)
 					},
 					free: func() { purego.SyscallN(l.poolFree, h) },
 				}

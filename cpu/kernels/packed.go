@@ -48,8 +48,9 @@ type packImpl struct {
 }
 
 type threadsImpl struct {
-	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int)
-	free   func()
+	matmul    func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int)
+	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+	free      func()
 }
 
 // Threads is a pool of C threads that runs whole packed matrix products in
@@ -85,8 +86,27 @@ func (t *Threads) MatMulPacked(out []float32, ldo int, p *Packed, act []byte, ac
 	t.im.matmul(p.Type, out, ldo, p.data, p.Rows, act, actRowBytes, n, p.Cols, max(grain, 1))
 }
 
-// Close stops the threads.
+// Attention is Set.Attention over rows [jlo, jhi), a row at a time on
+// each thread, every thread with scratch of its own (scratch is the
+// caller's, used only should it fail to allocate one).
+func (t *Threads) Attention(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+	checkAttention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi, scratch)
+	if jhi == jlo {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.im == nil {
+		panic("kernels: Threads.Attention after Close")
+	}
+	t.im.attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, scratch)
+}
+
+// Close stops the threads. A nil Threads closes as a no-op.
 func (t *Threads) Close() {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.im != nil {

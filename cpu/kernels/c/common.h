@@ -20,7 +20,7 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 3
+#define DT_ABI_VERSION 4
 
 #define DT_API __attribute__((visibility("default")))
 #define DT_INLINE static inline __attribute__((always_inline))

@@ -27,6 +27,9 @@ void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                  const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits, int64_t jlo,
+                  int64_t jhi, float *s);
 
 #if defined(DT_THREADS)
 
@@ -48,12 +51,49 @@ typedef struct {
 	float *out;
 	int64_t ldo, rows, arb, n, cols, amx;
 	const uint8_t *pw, *act;
+	// Or (type 2) attention rows [jlo, jlo+pieces), one piece a row.
+	const float *q;
+	const uint16_t *kc, *vc;
+	const uint8_t *mask;
+	int64_t past, heads, kvheads, hd;
+	uint32_t scale_bits;
+	int64_t jlo;
+	float *scratch0;
 } dt_pool;
 
-static void run_pieces(dt_pool *p) {
+// att_scratch is a thread's scratch for attention scores, grown as the
+// context grows and kept for the thread's life.
+static __thread float *att_buf;
+static __thread int64_t att_cap;
+
+static float *att_scratch(int64_t size) {
+	if (size > att_cap) {
+		float *b = realloc(att_buf, (size_t)size * sizeof *b);
+		if (!b) return 0;
+		att_buf = b, att_cap = size;
+	}
+	return att_buf;
+}
+
+// run_pieces takes pieces of the job until none is left. caller: the thread
+// that posted the job, which may use the job's own scratch.
+static void run_pieces(dt_pool *p, int caller) {
+	float *s = 0;
+	if (p->type == 2) {
+		// A thread that cannot grow its scratch leaves the rows to the
+		// others; the caller then falls back on the job's scratch.
+		s = att_scratch(p->past + p->n);
+		if (!s && caller) s = p->scratch0;
+		if (!s) return;
+	}
 	for (;;) {
 		const int64_t i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->pieces) return;
+		if (p->type == 2) {
+			dt_attention(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
+			             p->scale_bits, p->jlo + i, p->jlo + i + 1, s);
+			continue;
+		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
 		const int64_t lo = g0 * 16, hi = g1 * 16 < p->rows ? g1 * 16 : p->rows;
 		if (p->type == 0)
@@ -63,8 +103,13 @@ static void run_pieces(dt_pool *p) {
 	}
 }
 
+typedef struct {
+	dt_pool *p;
+} worker_arg;
+
 static void *worker(void *arg) {
-	dt_pool *p = arg;
+	dt_pool *p = ((worker_arg *)arg)->p;
+	free(arg);
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, 0);
@@ -88,8 +133,23 @@ static void *worker(void *arg) {
 		}
 		seen = g;
 		if (atomic_load(&p->stop)) return 0;
-		run_pieces(p);
+		run_pieces(p, 0);
 		atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+	}
+}
+
+// dispatch runs the job set up in p on every thread and returns when all
+// are done. The caller holds p->mu.
+static void dispatch(dt_pool *p) {
+	atomic_store(&p->next, 0);
+	atomic_store(&p->busy, p->threads - 1);
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	if (atomic_load(&p->sleeping) > 0) syscall(SYS_futex, &p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
+	run_pieces(p, 1);
+	while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) {
+#if defined(__x86_64__)
+		_mm_pause();
+#endif
 	}
 }
 
@@ -109,11 +169,15 @@ DT_API void *dt_pool_new(int64_t threads) {
 		free(p);
 		return 0;
 	}
-	for (int i = 1; i < p->threads; i++)
-		if (pthread_create(&p->th[i], 0, worker, p)) {
+	for (int i = 1; i < p->threads; i++) {
+		worker_arg *wa = malloc(sizeof *wa);
+		if (wa) wa->p = p;
+		if (!wa || pthread_create(&p->th[i], 0, worker, wa)) {
+			free(wa);
 			p->threads = i;
 			break;
 		}
+	}
 	return p;
 #else
 	(void)threads;
@@ -152,19 +216,31 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	p->groups = (rows + 15) / 16;
 	p->grain = grain < 1 ? 1 : grain;
 	p->pieces = (p->groups + p->grain - 1) / p->grain;
-	atomic_store(&p->next, 0);
-	atomic_store(&p->busy, p->threads - 1);
-	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-	if (atomic_load(&p->sleeping) > 0) syscall(SYS_futex, &p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
-	run_pieces(p);
-	while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) {
-#if defined(__x86_64__)
-		_mm_pause();
-#endif
-	}
+	dispatch(p);
 	pthread_mutex_unlock(&p->mu);
 #else
 	(void)pool, (void)type, (void)out, (void)ldo, (void)pw, (void)rows, (void)act, (void)arb, (void)n, (void)cols,
 	    (void)amx, (void)grain;
 #endif
 }
+
+// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row a piece, each
+// thread with its own scratch; scratch (past+n floats) is the caller's
+// should it fail to allocate one.
+DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
+                              int64_t past, int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
+                              uint32_t scale_bits, int64_t jlo, int64_t jhi, float *scratch) {
+#if defined(DT_THREADS)
+	dt_pool *p = pool;
+	pthread_mutex_lock(&p->mu);
+	p->type = 2, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
+	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
+	p->jlo = jlo, p->pieces = jhi - jlo;
+	dispatch(p);
+	pthread_mutex_unlock(&p->mu);
+#else
+	(void)pool, (void)out, (void)q, (void)kc, (void)vc, (void)past, (void)n, (void)mask, (void)heads, (void)kvheads,
+	    (void)hd, (void)scale_bits, (void)jlo, (void)jhi, (void)scratch;
+#endif
+}
+
