@@ -268,17 +268,8 @@ func (l *cLib) set(level string, amx bool) *Set {
 						runtime.KeepAlive(pw)
 						runtime.KeepAlive(act)
 					},
-					attention: func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
-						call(l.poolAttention, h, p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
-							uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
-						runtime.KeepAlive(out)
-						runtime.KeepAlive(q)
-						runtime.KeepAlive(kc)
-						runtime.KeepAlive(vc)
-						runtime.KeepAlive(mask)
-						runtime.KeepAlive(scratch)
-					},
-					free: func() { purego.SyscallN(l.poolFree, h) },
+					attention: attentionCall(l.poolAttention, h),
+					free:      func() { purego.SyscallN(l.poolFree, h) },
 				}
 			},
 		}
@@ -319,15 +310,26 @@ func (l *cLib) set(level string, amx bool) *Set {
 			runtime.KeepAlive(gate)
 			runtime.KeepAlive(up)
 		},
-		attention: func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
-			call(l.attention, p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
-				uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
-			runtime.KeepAlive(out)
-			runtime.KeepAlive(q)
-			runtime.KeepAlive(kc)
-			runtime.KeepAlive(vc)
-			runtime.KeepAlive(mask)
-			runtime.KeepAlive(scratch)
-		},
+		attention: attentionCall(l.attention),
 	})
+}
+
+// attentionCall calls dt_attention, or, given a pool handle,
+// dt_pool_attention, which takes the handle before the same arguments.
+func attentionCall(fn uintptr, pool ...uintptr) func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+	return func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
+		if len(pool) == 1 {
+			call(fn, pool[0], p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
+				uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
+		} else {
+			call(fn, p(out), p(q), p(kc), p(vc), uintptr(past), uintptr(n), p(mask), uintptr(heads),
+				uintptr(kvHeads), uintptr(hd), f32bits(scale), uintptr(jlo), uintptr(jhi), p(scratch))
+		}
+		runtime.KeepAlive(out)
+		runtime.KeepAlive(q)
+		runtime.KeepAlive(kc)
+		runtime.KeepAlive(vc)
+		runtime.KeepAlive(mask)
+		runtime.KeepAlive(scratch)
+	}
 }
