@@ -130,11 +130,7 @@ func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, n := range []int{1, 16} {
 		T := past + n
-		kc, vc := make([]uint16, T*kvHeads*hd), make([]uint16, T*kvHeads*hd)
-		for i := range kc {
-			kc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-			vc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-		}
+		kc, vc := randKV(r, T*kvHeads*hd)
 		q := randFloats(r, n*heads*hd, 1)
 		mask := treeMask(r, n)
 		out, scratch := make([]float32, n*heads*hd), make([]float32, T)

@@ -478,6 +478,16 @@ func TestSiLUMul(t *testing.T) {
 
 // treeMask returns an n×n ancestor mask of a random token tree: row j
 // attends to new row i iff i is j or one of its ancestors.
+// randKV returns a K and a V cache of size f16 values of a standard normal.
+func randKV(r *rand.Rand, size int) (kc, vc []uint16) {
+	kc, vc = make([]uint16, size), make([]uint16, size)
+	for i := range kc {
+		kc[i] = quant.F32ToF16(float32(r.NormFloat64()))
+		vc[i] = quant.F32ToF16(float32(r.NormFloat64()))
+	}
+	return kc, vc
+}
+
 func treeMask(r *rand.Rand, n int) []uint8 {
 	parent := make([]int, n)
 	mask := make([]uint8, n*n)
@@ -499,12 +509,7 @@ func TestAttention(t *testing.T) {
 				heads, kvHeads, hd := shape[0], shape[1], shape[2]
 				name := fmt.Sprintf("past=%d/n=%d/heads=%d/kv=%d/hd=%d", past, n, heads, kvHeads, hd)
 				T := past + n
-				kc := make([]uint16, T*kvHeads*hd)
-				vc := make([]uint16, T*kvHeads*hd)
-				for i := range kc {
-					kc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-					vc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-				}
+				kc, vc := randKV(r, T*kvHeads*hd)
 				q := randFloats(r, n*heads*hd, 1)
 				mask := treeMask(r, n)
 				scale := float32(1 / math.Sqrt(float64(hd)))

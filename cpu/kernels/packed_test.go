@@ -191,11 +191,7 @@ func TestThreadsAttention(t *testing.T) {
 		const heads, kvHeads, hd, past, n = 6, 2, 40, 37, 9
 		r := rand.New(rand.NewPCG(11, 12))
 		T := past + n
-		kc, vc := make([]uint16, T*kvHeads*hd), make([]uint16, T*kvHeads*hd)
-		for i := range kc {
-			kc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-			vc[i] = quant.F32ToF16(float32(r.NormFloat64()))
-		}
+		kc, vc := randKV(r, T*kvHeads*hd)
 		q := randFloats(r, n*heads*hd, 1)
 		mask := treeMask(r, n)
 		want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
