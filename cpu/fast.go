@@ -43,6 +43,16 @@ func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
 	return f
 }
 
+// WithPool is f on another pool, sharing f's packed weights and tables
+// rather than packing the model again: a server's slots each have a pool
+// of their own, and one packed copy of a large model is already as big as
+// its file.
+func (f *Fast) WithPool(pool *Pool) *Fast {
+	g := *f
+	g.pool = pool
+	return &g
+}
+
 // pack copies the matrices the kernels multiply faster in their own layout
 // (see kernels.Packed), on the pool's workers. The packed copies take as
 // much memory as the matrices; the file's pages they came from are no
@@ -244,10 +254,6 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	act, rowBytes := a.form(w.Type)
 	if p := f.packed[w]; p != nil {
-		// Pieces of about an eighth of a thread's share, taken as workers
-		// come free: a fixed split waits for the slowest thread. At least
-		// 8 groups a piece: on tiny models a call into C per few rows
-		// cost more than it balanced.
 		g := f.K.PackRows
 		groups := (w.Rows + g - 1) / g
 		if th := f.pool.cThreads(f.K); th != nil {
@@ -262,6 +268,10 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 			th.MatMulPacked(out, w.Rows, p, act, rowBytes, a.n, grain)
 			return
 		}
+		// Pieces of about an eighth of a thread's share, taken as workers
+		// come free: a fixed split waits for the slowest thread. At least
+		// 8 groups a piece: on tiny models a call into C per few rows
+		// cost more than it balanced.
 		f.pool.ForDynamic(groups, max(groups/(8*f.pool.Threads()), 8), func(lo, hi int) {
 			f.K.MatMulPacked(out, w.Rows, p, lo*g, min(hi*g, w.Rows), act, rowBytes, a.n)
 		})

@@ -147,3 +147,35 @@ func TestFastBatchEqualsDecode(t *testing.T) {
 		t.Skip("no kernel level here packs weights")
 	}
 }
+
+// WithPool shares the packed weights and decodes as the original does.
+func TestFastWithPool(t *testing.T) {
+	p1, p2 := NewPool(1), NewPool(2)
+	defer p1.Close()
+	defer p2.Close()
+	for _, k := range levels(t) {
+		m := loadTest(t, "tinystories656K-Q8_0.gguf")
+		f := NewFast(m, k, p1, 0)
+		g := f.WithPool(p2)
+		if g.pool != p2 || f.pool != p1 {
+			t.Fatalf("%s: WithPool did not switch pools", k.Name)
+		}
+		for tensor, pk := range f.packed {
+			if g.packed[tensor] != pk {
+				t.Fatalf("%s: WithPool packed the weights again", k.Name)
+			}
+		}
+		a, b := NewTargetWith(f), NewTargetWith(g)
+		la, err := a.Forward([]int{1, 403, 407, 261})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := b.Forward([]int{1, 403, 407, 261})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(la, lb) {
+			t.Errorf("%s: the same model on another pool decodes differently", k.Name)
+		}
+	}
+}

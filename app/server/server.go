@@ -137,9 +137,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.fp = "fp_dovetail_" + fingerprint(m)
 	per := max(1, threads/cfg.Parallel)
+	var fast *cpu.Fast // one packed copy of the weights for every slot
 	for i := 0; i < cfg.Parallel; i++ {
 		pool := cpu.NewPool(per)
-		w := &worker{target: cpu.NewTarget(m.Llama, pool, cfg.Ctx), pool: pool}
+		if fast == nil {
+			fast = cpu.NewFast(m.Llama, cpu.DefaultKernels(), pool, cfg.Ctx)
+		}
+		w := &worker{target: cpu.NewTargetWith(fast.WithPool(pool)), pool: pool}
 		s.workers = append(s.workers, w)
 		if sp := cfg.Speculation; sp != nil {
 			var err error
