@@ -214,9 +214,10 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 			f.K.ToF16(s.v[l][slot*s.kvDim:(slot+1)*s.kvDim], vi)
 		}
 		kc, vc := s.k[l][:(s.len+m)*s.kvDim], s.v[l][:(s.len+m)*s.kvDim]
-		if th := f.pool.cThreads(f.K); th != nil && n > 1 {
-			// On the threads that run the products: Go workers woken
-			// here would wait for the CPU those threads spin on.
+		if th := f.pool.cThreads(f.K); th != nil {
+			// On the threads that run the products (a decode row split by
+			// heads): Go workers woken here would wait for the CPU those
+			// threads spin on.
 			th.Attention(s.attOut, s.qAll, kc, vc, s.len, m, mask, c.Heads, c.KVHeads, hd, scale, base, base+n, s.scratch[0])
 		} else {
 			f.pool.ForChunks(n, func(ch, lo, hi int) {

@@ -180,7 +180,8 @@ func TestThreads(t *testing.T) {
 }
 
 // TestThreadsAttention checks tree attention on C threads bit for bit
-// against one thread's, over a row range that leaves rows out.
+// against one thread's, over a row range that leaves rows out and over one
+// row, whose heads the threads share.
 func TestThreadsAttention(t *testing.T) {
 	for _, s := range packingSets(t) {
 		th := s.NewThreads(2)
@@ -194,12 +195,15 @@ func TestThreadsAttention(t *testing.T) {
 		kc, vc := randKV(r, T*kvHeads*hd)
 		q := randFloats(r, n*heads*hd, 1)
 		mask := treeMask(r, n)
-		want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
-		s.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, 2, 8, make([]float32, T))
-		th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, 2, 8, make([]float32, T))
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s: out[%d] = %g, want %g", s.Name, i, got[i], want[i])
+		// Rows 2..7, a row a piece; row 5 alone, split by heads.
+		for _, rows := range [][2]int{{2, 8}, {5, 6}} {
+			want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
+			s.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, T))
+			th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, T))
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s rows %v: out[%d] = %g, want %g", s.Name, rows, i, got[i], want[i])
+				}
 			}
 		}
 	}

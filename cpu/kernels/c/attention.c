@@ -141,35 +141,42 @@ static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T,
 
 #endif
 
-DT_API void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
-                         const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits,
-                         int64_t jlo, int64_t jhi, float *s) {
+// dt_attention_heads is dt_attention for row j and heads [hlo, hhi) only:
+// the pool splits one decode row's heads between its threads.
+DT_API void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
+                               int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
+                               uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s) {
 	const float scale = bitsf(scale_bits);
 	const int64_t group = heads / kvheads, kvdim = kvheads * hd, T = past + n;
 	float qr[MAX_HD];
-	for (int64_t j = jlo; j < jhi; j++) {
-		for (int64_t h = 0; h < heads; h++) {
-			round_f16(qr, q + (j * heads + h) * hd, hd);
-			const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
-			float mx = -INFINITY;
-			int64_t t0 = 0;
+	for (int64_t h = hlo; h < hhi; h++) {
+		round_f16(qr, q + (j * heads + h) * hd, hd);
+		const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
+		float mx = -INFINITY;
+		int64_t t0 = 0;
 #if defined(DT_AVX512)
-			// The committed positions, which every row sees, four at a time.
-			for (; t0 + 4 <= past; t0 += 4) {
-				dot_qk4(s + t0, qr, K + t0 * kvdim, kvdim, hd, scale);
-				for (int i = 0; i < 4; i++) mx = s[t0 + i] > mx ? s[t0 + i] : mx;
-			}
-#endif
-			for (int64_t t = t0; t < T; t++) {
-				if (t >= past && !mask[j * n + t - past]) {
-					s[t] = -INFINITY;
-					continue;
-				}
-				s[t] = dot_qk(qr, K + t * kvdim, hd) * scale;
-				mx = s[t] > mx ? s[t] : mx;
-			}
-			softmax_f16(s, T, mx);
-			weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
+		// The committed positions, which every row sees, four at a time.
+		for (; t0 + 4 <= past; t0 += 4) {
+			dot_qk4(s + t0, qr, K + t0 * kvdim, kvdim, hd, scale);
+			for (int i = 0; i < 4; i++) mx = s[t0 + i] > mx ? s[t0 + i] : mx;
 		}
+#endif
+		for (int64_t t = t0; t < T; t++) {
+			if (t >= past && !mask[j * n + t - past]) {
+				s[t] = -INFINITY;
+				continue;
+			}
+			s[t] = dot_qk(qr, K + t * kvdim, hd) * scale;
+			mx = s[t] > mx ? s[t] : mx;
+		}
+		softmax_f16(s, T, mx);
+		weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
 	}
+}
+
+DT_API void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                         const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits,
+                         int64_t jlo, int64_t jhi, float *s) {
+	for (int64_t j = jlo; j < jhi; j++)
+		dt_attention_heads(out, q, kc, vc, past, n, mask, heads, kvheads, hd, scale_bits, j, 0, heads, s);
 }

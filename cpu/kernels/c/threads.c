@@ -27,9 +27,9 @@ void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
-                  const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits, int64_t jlo,
-                  int64_t jhi, float *s);
+void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
+                        int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
+                        uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s);
 
 #if defined(DT_THREADS)
 
@@ -51,13 +51,13 @@ typedef struct {
 	float *out;
 	int64_t ldo, rows, arb, n, cols, amx;
 	const uint8_t *pw, *act;
-	// Or (type 2) attention rows [jlo, jlo+pieces), one piece a row.
+	// Or (type 2) attention rows from jlo, hsplit pieces a row.
 	const float *q;
 	const uint16_t *kc, *vc;
 	const uint8_t *mask;
 	int64_t past, heads, kvheads, hd;
 	uint32_t scale_bits;
-	int64_t jlo;
+	int64_t jlo, hsplit;
 	float *scratch0;
 } dt_pool;
 
@@ -90,8 +90,10 @@ static void run_pieces(dt_pool *p, int caller) {
 		const int64_t i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->pieces) return;
 		if (p->type == 2) {
-			dt_attention(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
-			             p->scale_bits, p->jlo + i, p->jlo + i + 1, s);
+			// Piece i: row jlo + i/hsplit, the i%hsplit-th share of its heads.
+			const int64_t j = p->jlo + i / p->hsplit, k = i % p->hsplit;
+			dt_attention_heads(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
+			                   p->scale_bits, j, k * p->heads / p->hsplit, (k + 1) * p->heads / p->hsplit, s);
 			continue;
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
@@ -224,7 +226,8 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #endif
 }
 
-// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row a piece, each
+// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row (or part
+// of a row's heads) a piece, each
 // thread with its own scratch; scratch (past+n floats) is the caller's
 // should it fail to allocate one.
 DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
@@ -235,7 +238,10 @@ DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint
 	pthread_mutex_lock(&p->mu);
 	p->type = 2, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
 	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
-	p->jlo = jlo, p->pieces = jhi - jlo;
+	// Rows are pieces enough for a tree; one decode row is split by heads
+	// (two shares a thread, for balance).
+	p->hsplit = jhi - jlo >= p->threads ? 1 : (2 * p->threads < heads ? 2 * p->threads : heads);
+	p->jlo = jlo, p->pieces = (jhi - jlo) * p->hsplit;
 	dispatch(p);
 	pthread_mutex_unlock(&p->mu);
 #else
