@@ -71,11 +71,15 @@ DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
 			uint8_t *d = dst + (g * nb + b) * PK_Q8_0;
+			const uint8_t *x[PK_ROWS];
 			for (int i = 0; i < PK_ROWS; i++) {
-				const uint8_t *x = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q8_0_SIZE, zero);
-				memcpy(d + 2 * i, x, 2);
-				for (int k = 0; k < QK; k++) d[32 + (k / 4) * 64 + i * 4 + k % 4] = (uint8_t)(x[2 + k] ^ 0x80);
+				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q8_0_SIZE, zero);
+				memcpy(d + 2 * i, x[i], 2);
 			}
+			__m512i W[8];
+			transpose32(x, 2, W);
+			for (int k = 0; k < 8; k++)
+				_mm512_storeu_si512(d + 32 + 64 * k, _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80)));
 		}
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
@@ -92,11 +96,14 @@ DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
 			uint8_t *d = dst + (g * nb + b) * PK_Q4_0;
+			const uint8_t *x[PK_ROWS];
 			for (int i = 0; i < PK_ROWS; i++) {
-				const uint8_t *x = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q4_0_SIZE, zero);
-				memcpy(d + 2 * i, x, 2);
-				for (int k = 0; k < 16; k++) d[32 + (k / 4) * 64 + i * 4 + k % 4] = x[2 + k];
+				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q4_0_SIZE, zero);
+				memcpy(d + 2 * i, x[i], 2);
 			}
+			__m512i T[4];
+			transpose16(x, 2, T);
+			for (int k = 0; k < 4; k++) _mm512_storeu_si512(d + 32 + 64 * k, T[k]);
 		}
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
