@@ -259,10 +259,11 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 		groups := (w.Rows + g - 1) / g
 		if th := f.pool.cThreads(f.K); th != nil {
 			// One call into C for the whole product: see kernels.Threads.
-			// Each piece prepares its own copy of the activations (the
-			// scales table, AMX's tiles): with many rows that is worth
-			// amortizing over fewer, larger pieces.
-			grain := max(groups/(8*th.N()), 2)
+			// Each piece restarts the weight stream's prefetch and prepares
+			// its own copy of the activations (the scales table, AMX's
+			// tiles), so pieces are a quarter of a thread's share (half
+			// with many rows): smaller ones measured slower.
+			grain := max(groups/(4*th.N()), 4)
 			if a.n >= 8 {
 				grain = max(groups/(2*th.N()), 2)
 			}
