@@ -28,6 +28,7 @@
 // with AMX or without: verifying a tree scores its nodes exactly as decoding
 // them one by one would.
 #include "tile512.h"
+#include "packed.h"
 
 #if defined(DT_AVX512)
 #include <stdlib.h>
@@ -219,7 +220,7 @@ static void amx_begin(void) {
 
 static void amx_end(void) { _tile_release(); }
 
-// amx_scratch returns this thread's buffer for AMX activation tiles (it
+// amx_scratch returns this thread's buffer for Q4_0's unpacked B tiles (it
 // stays allocated for the thread's life: kernel threads are the worker
 // pool's, few and long-lived), or 0 if it cannot be allocated.
 static __thread uint8_t *amx_buf;
@@ -296,66 +297,135 @@ AMX_FNS(amx_q4_0)
 
 #pragma GCC pop_options
 
-// pk_matmul runs the tiles over groups [glo, ghi) of a packed matrix of
-// rows rows. Loops: activation chunk, block chunk, group, activation tile;
-// a group's chunk of blocks (up to 70 KB) serves every activation tile of
-// the chunk from cache.
-static void pk_matmul(pk_fn const fns[17], amx_fn const amx[17], int32_t off, int64_t PB, float *out, int64_t ldo,
-                      const uint8_t *pw, int64_t rows, int64_t glo, int64_t ghi, const uint8_t *act, int64_t arb,
-                      int64_t n, int64_t cols, int use_amx) {
-	q8a tab[PK_JC * PK_KC];
-	const int64_t nb = cols / QK;
-	// AMX reads activations from a copy laid out as its A tiles: per
-	// activation tile and block, 16 rows of 32 bytes (rows past n zero), so
-	// that a tile load reads 512 contiguous bytes rather than 16 lines.
-	uint8_t *pad = 0;
-	if (use_amx) {
-		// Then the activation tiles, then (Q4_0) one group's B tiles.
-		pad = amx_scratch((size_t)(PK_JC / 16 + 1) * PK_KC * 512);
-		if (!pad) use_amx = 0;
-	}
-	if (use_amx) amx_begin();
-	for (int64_t jb = 0; jb < n; jb += PK_JC) {
-		const int64_t jn = n - jb < PK_JC ? n - jb : PK_JC;
-		for (int64_t b0 = 0; b0 < nb; b0 += PK_KC) {
-			const int64_t nbc = nb - b0 < PK_KC ? nb - b0 : PK_KC;
-			q8a_prep(tab, act + jb * arb, arb, jn, b0, nbc, off);
-			if (use_amx) {
-				const int64_t tiles = (jn + 15) / 16;
-				memset(pad, 0, (size_t)(tiles * nbc * 512));
-				for (int64_t j = 0; j < jn; j++)
-					for (int64_t b = 0; b < nbc; b++)
-						memcpy(pad + ((j / 16) * nbc + b) * 512 + (j % 16) * 32, act + (jb + j) * arb + (b0 + b) * Q8_0_SIZE + 2, 32);
-			}
-			for (int64_t g = glo; g < ghi; g++) {
-				const int64_t r0 = g * PK_ROWS;
-				const int rows_g = rows - r0 < PK_ROWS ? (int)(rows - r0) : PK_ROWS;
-				const uint8_t *pg = pw + (g * nb + b0) * PB;
-				const uint8_t *bw = pg + 32;
-				int64_t bws = PB;
-				if (use_amx && PB == PK_Q4_0) {
-					uint8_t *u = pad + PK_JC / 16 * PK_KC * 512;
-					for (int64_t b = 0; b < nbc; b++) {
-						__m512i W[8];
-						pq4_0_block(pg + b * PB, W);
-						for (int k = 0; k < 8; k++) _mm512_store_si512(u + b * 512 + 64 * k, W[k]);
-					}
-					bw = u, bws = 512;
-				}
-				for (int64_t j0 = 0; j0 < jn; j0 += 16) {
-					const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
-					float *o = out + (jb + j0) * ldo + r0;
-					if (use_amx && nt >= AMX_MIN_ROWS)
-						amx[nt](pg, bw, bws, rows_g, nbc, pad + (j0 / 16) * nbc * 512, tab + j0 * nbc, nbc, o, ldo, b0 > 0);
-					else
-						fns[nt](pg, rows_g, b0, nbc, act + (jb + j0) * arb, arb, tab + j0 * nbc, nbc, o, ldo, b0 > 0);
-				}
-			}
-		}
-	}
-	if (use_amx) amx_end();
+// A product runs chunk by chunk (PK_JC activation rows × PK_KC blocks):
+// pk_prep fills a chunk's activation table (and AMX's A tiles), which
+// every thread then reads in pk_groups. So the C thread pool prepares a
+// chunk once however many pieces it cuts the rows into.
+#define PK_TAB_BYTES ((size_t)PK_JC * PK_KC * sizeof(q8a))
+#define PK_PAD_BYTES ((size_t)PK_JC / 16 * PK_KC * 512)
+
+size_t pk_scratch_bytes(void) { return PK_TAB_BYTES + PK_PAD_BYTES; }
+
+int64_t pk_chunks(const pk_args *a) {
+	const int64_t nb = a->cols / QK;
+	return ((a->n + PK_JC - 1) / PK_JC) * ((nb + PK_KC - 1) / PK_KC);
 }
 
+// pk_chunk gives chunk c's activation rows [jb, jb+jn) and blocks [b0, b0+nbc).
+static void pk_chunk(const pk_args *a, int64_t c, int64_t *jb, int64_t *jn, int64_t *b0, int64_t *nbc) {
+	const int64_t nb = a->cols / QK, per = (nb + PK_KC - 1) / PK_KC;
+	*jb = c / per * PK_JC, *b0 = c % per * PK_KC;
+	*jn = a->n - *jb < PK_JC ? a->n - *jb : PK_JC;
+	*nbc = nb - *b0 < PK_KC ? nb - *b0 : PK_KC;
+}
+
+static int pk_amx(const pk_args *a) { return a->amx && a->n >= AMX_MIN_ROWS; }
+
+void pk_prep(const pk_args *a, int64_t c, void *scratch) {
+	int64_t jb, jn, b0, nbc;
+	pk_chunk(a, c, &jb, &jn, &b0, &nbc);
+	q8a *tab = scratch;
+	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, b0, nbc, a->type == 0 ? 128 : 8);
+	if (pk_amx(a)) {
+		// AMX reads activations laid out as its A tiles: per activation
+		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
+		// tile load reads 512 contiguous bytes rather than 16 lines.
+		uint8_t *pad = (uint8_t *)scratch + PK_TAB_BYTES;
+		memset(pad, 0, (size_t)((jn + 15) / 16 * nbc * 512));
+		for (int64_t j = 0; j < jn; j++)
+			for (int64_t b = 0; b < nbc; b++)
+				memcpy(pad + ((j / 16) * nbc + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + (b0 + b) * Q8_0_SIZE + 2, 32);
+	}
+}
+
+// pk_begin and pk_end bracket a thread's pk_groups calls for one product
+// (AMX's tile configuration is per thread).
+int pk_begin(const pk_args *a) {
+	if (!pk_amx(a)) return 1;
+	if (a->type == 1 && !amx_scratch((size_t)PK_KC * 512)) return 0;
+	amx_begin();
+	return 1;
+}
+
+void pk_end(const pk_args *a) {
+	if (pk_amx(a)) amx_end();
+}
+
+// pk_groups runs row groups [glo, ghi) of chunk c, prepared in scratch.
+void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
+	int64_t jb, jn, b0, nbc;
+	pk_chunk(a, c, &jb, &jn, &b0, &nbc);
+	const int q4 = a->type == 1, use_amx = pk_amx(a);
+	const int64_t PB = q4 ? PK_Q4_0 : PK_Q8_0, nb = a->cols / QK;
+	pk_fn const *fns = q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
+	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
+	const q8a *tab = scratch;
+	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
+	for (int64_t g = glo; g < ghi; g++) {
+		const int64_t r0 = g * PK_ROWS;
+		const int rows_g = a->rows - r0 < PK_ROWS ? (int)(a->rows - r0) : PK_ROWS;
+		const uint8_t *pg = a->pw + (g * nb + b0) * PB;
+		const uint8_t *bw = pg + 32;
+		int64_t bws = PB;
+		if (use_amx && q4) {
+			// Q4_0's B tiles, unpacked once for every activation tile.
+			uint8_t *u = amx_scratch((size_t)PK_KC * 512);
+			for (int64_t b = 0; b < nbc; b++) {
+				__m512i W[8];
+				pq4_0_block(pg + b * PB, W);
+				for (int k = 0; k < 8; k++) _mm512_store_si512(u + b * 512 + 64 * k, W[k]);
+			}
+			bw = u, bws = 512;
+		}
+		for (int64_t j0 = 0; j0 < jn; j0 += 16) {
+			const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
+			float *o = a->out + (jb + j0) * a->ldo + r0;
+			if (use_amx && nt >= AMX_MIN_ROWS)
+				amx[nt](pg, bw, bws, rows_g, nbc, pad + (j0 / 16) * nbc * 512, tab + j0 * nbc, nbc, o, a->ldo, b0 > 0);
+			else
+				fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nbc, nbc, o, a->ldo, b0 > 0);
+		}
+	}
+}
+
+// pk_matmul runs row groups [glo, ghi) of a product on this thread.
+static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
+	static __thread uint8_t *scratch;
+	if (!scratch) scratch = aligned_alloc(64, pk_scratch_bytes());
+	pk_args b = *a;
+	if (!scratch || !pk_begin(&b)) {
+		// Without memory for AMX's copies, the AVX-512 tiles give the
+		// same result.
+		b.amx = 0;
+		if (!scratch) {
+			q8a tab[PK_JC * PK_KC];
+			for (int64_t c = 0; c < pk_chunks(&b); c++) {
+				pk_prep(&b, c, tab);
+				pk_groups(&b, c, tab, glo, ghi);
+			}
+			return;
+		}
+	}
+	for (int64_t c = 0; c < pk_chunks(&b); c++) {
+		pk_prep(&b, c, scratch);
+		pk_groups(&b, c, scratch, glo, ghi);
+	}
+	pk_end(&b);
+}
+
+#endif
+
+#if !defined(DT_AVX512)
+// Other levels pack nothing (dt_pack_rows is 0), so the pool never runs a
+// packed product there.
+size_t pk_scratch_bytes(void) { return 0; }
+int64_t pk_chunks(const pk_args *a) { (void)a; return 0; }
+void pk_prep(const pk_args *a, int64_t chunk, void *scratch) { (void)a, (void)chunk, (void)scratch; }
+int pk_begin(const pk_args *a) { (void)a; return 0; }
+void pk_end(const pk_args *a) { (void)a; }
+void pk_groups(const pk_args *a, int64_t chunk, const void *scratch, int64_t glo, int64_t ghi) {
+	(void)a, (void)chunk, (void)scratch, (void)glo, (void)ghi;
+}
 #endif
 
 // dt_amx_init asks Linux for the AMX tile state (arch_prctl
@@ -376,8 +446,8 @@ DT_API int64_t dt_amx_init(void) {
 DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
 #if defined(DT_AVX512)
-	pk_matmul(pq8_0_tile_fns, amx_q8_0_fns, 128, PK_Q8_0, out, ldo, pw, rows, lo / PK_ROWS,
-	          (hi + PK_ROWS - 1) / PK_ROWS, act, arb, n, cols, amx && n >= AMX_MIN_ROWS);
+	const pk_args a = {0, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
 #endif
@@ -386,8 +456,8 @@ DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, in
 DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
 #if defined(DT_AVX512)
-	pk_matmul(pq4_0_tile_fns, amx_q4_0_fns, 8, PK_Q4_0, out, ldo, pw, rows, lo / PK_ROWS,
-	          (hi + PK_ROWS - 1) / PK_ROWS, act, arb, n, cols, amx && n >= AMX_MIN_ROWS);
+	const pk_args a = {1, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
 #endif

@@ -11,6 +11,7 @@
 // sleep on it with a futex. The threads block every signal, so the Go
 // runtime's signals only ever reach its own threads.
 #include "common.h"
+#include "packed.h"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -23,13 +24,14 @@
 #define DT_THREADS 1
 #endif
 
+void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
+                        int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
+                        uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s);
+
 void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
-                        int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
-                        uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s);
 
 #if defined(DT_THREADS)
 
@@ -45,12 +47,13 @@ typedef struct {
 	_Atomic int32_t busy; // pool threads not yet done with the job
 	_Atomic int64_t next; // next piece
 	_Atomic int stop;
-	// The job: rows [0, rows) of a packed product, in pieces of grain
-	// row groups.
-	int64_t type, pieces, grain, groups;
+	// The job: chunk of a packed product (type 0 and 1), prepared in
+	// scratch, its row groups in pieces of grain; or attention (type 2).
+	int64_t type, pieces, grain, groups, chunk;
+	pk_args pk;
+	void *scratch;
 	float *out;
-	int64_t ldo, rows, arb, n, cols, amx;
-	const uint8_t *pw, *act;
+	int64_t n;
 	// Or (type 2) attention rows from jlo, hsplit pieces a row.
 	const float *q;
 	const uint16_t *kc, *vc;
@@ -79,6 +82,8 @@ static float *att_scratch(int64_t size) {
 // that posted the job, which may use the job's own scratch.
 static void run_pieces(dt_pool *p, int caller) {
 	float *s = 0;
+	pk_args pk = p->pk;
+	if (p->type != 2 && !pk_begin(&pk)) pk.amx = 0; // the same results without AMX
 	if (p->type == 2) {
 		// A thread that cannot grow its scratch leaves the rows to the
 		// others; the caller then falls back on the job's scratch.
@@ -88,7 +93,10 @@ static void run_pieces(dt_pool *p, int caller) {
 	}
 	for (;;) {
 		const int64_t i = atomic_fetch_add(&p->next, 1);
-		if (i >= p->pieces) return;
+		if (i >= p->pieces) {
+			if (p->type != 2) pk_end(&pk);
+			return;
+		}
 		if (p->type == 2) {
 			// Piece i: row jlo + i/hsplit, the i%hsplit-th share of its heads.
 			const int64_t j = p->jlo + i / p->hsplit, k = i % p->hsplit;
@@ -97,11 +105,7 @@ static void run_pieces(dt_pool *p, int caller) {
 			continue;
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
-		const int64_t lo = g0 * 16, hi = g1 * 16 < p->rows ? g1 * 16 : p->rows;
-		if (p->type == 0)
-			dt_matmul_packed_q8_0(p->out, p->ldo, p->pw, p->rows, lo, hi, p->act, p->arb, p->n, p->cols, p->amx);
-		else
-			dt_matmul_packed_q4_0(p->out, p->ldo, p->pw, p->rows, lo, hi, p->act, p->arb, p->n, p->cols, p->amx);
+		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
 	}
 }
 
@@ -198,6 +202,7 @@ DT_API void dt_pool_free(void *pool) {
 	for (int i = 1; i < p->threads; i++) pthread_join(p->th[i], 0);
 	pthread_mutex_unlock(&p->mu);
 	pthread_mutex_destroy(&p->mu);
+	free(p->scratch);
 	free(p->th);
 	free(p);
 #else
@@ -213,12 +218,23 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	p->type = type, p->out = out, p->ldo = ldo, p->pw = pw, p->rows = rows, p->act = act, p->arb = arb;
-	p->n = n, p->cols = cols, p->amx = amx;
+	if (!p->scratch) p->scratch = aligned_alloc(64, pk_scratch_bytes());
+	if (!p->scratch) {
+		// No memory for the shared preparation: the caller does it all.
+		(type == 0 ? dt_matmul_packed_q8_0 : dt_matmul_packed_q4_0)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
+	const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, amx};
+	p->type = type, p->pk = a;
 	p->groups = (rows + 15) / 16;
 	p->grain = grain < 1 ? 1 : grain;
 	p->pieces = (p->groups + p->grain - 1) / p->grain;
-	dispatch(p);
+	for (int64_t c = 0; c < pk_chunks(&a); c++) {
+		pk_prep(&a, c, p->scratch);
+		p->chunk = c;
+		dispatch(p);
+	}
 	pthread_mutex_unlock(&p->mu);
 #else
 	(void)pool, (void)type, (void)out, (void)ldo, (void)pw, (void)rows, (void)act, (void)arb, (void)n, (void)cols,

@@ -1,0 +1,27 @@
+// What the C thread pool (threads.c) needs of the packed products
+// (packed.c): a product's arguments, and its preparation and row groups as
+// separate steps, so that a chunk's activations are prepared once and read
+// by every thread.
+#ifndef DOVETAIL_PACKED_H
+#define DOVETAIL_PACKED_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+	int64_t type; // 0: Q8_0, 1: Q4_0
+	float *out;
+	int64_t ldo;
+	const uint8_t *pw;
+	int64_t rows;
+	const uint8_t *act;
+	int64_t arb, n, cols, amx;
+} pk_args;
+
+// These exist at the AVX-512 level only, the one that packs.
+size_t pk_scratch_bytes(void);
+int64_t pk_chunks(const pk_args *a);
+void pk_prep(const pk_args *a, int64_t chunk, void *scratch);
+int pk_begin(const pk_args *a);
+void pk_end(const pk_args *a);
+void pk_groups(const pk_args *a, int64_t chunk, const void *scratch, int64_t glo, int64_t ghi);
+#endif
