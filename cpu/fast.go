@@ -55,8 +55,8 @@ func (f *Fast) WithPool(pool *Pool) *Fast {
 
 // pack copies the matrices the kernels multiply faster in their own layout
 // (see kernels.Packed), on the pool's workers. The packed copies take as
-// much memory as the matrices; the file's pages they came from are no
-// longer read by the forward pass, so the OS can drop them.
+// much memory as the matrices; the originals are evicted from a
+// memory-mapped file (read back should anything touch them again).
 func (f *Fast) pack() {
 	var ts []*models.Tensor
 	for i := range f.M.Layers {
@@ -69,15 +69,22 @@ func (f *Fast) pack() {
 		for i := lo; i < hi; i++ {
 			t := ts[i]
 			ps[i] = f.K.Pack(t.Type, t.Data, t.RowBytes, t.Rows, t.Cols)
+			// The forward pass reads the copy only, so the file's pages
+			// need not stay in memory beside it (unless the matrix doubles
+			// as the token embedding, whose rows are still read).
+			if ps[i] != nil && t != f.M.TokenEmbd && f.M.File != nil {
+				f.M.File.Evict(t.Data)
+			}
 		}
 	})
 	for i, p := range ps {
-		if p != nil {
-			if f.packed == nil {
-				f.packed = map[*models.Tensor]*kernels.Packed{}
-			}
-			f.packed[ts[i]] = p
+		if p == nil {
+			continue
 		}
+		if f.packed == nil {
+			f.packed = map[*models.Tensor]*kernels.Packed{}
+		}
+		f.packed[ts[i]] = p
 	}
 }
 

@@ -5,7 +5,10 @@ package gguf
 import (
 	"os"
 	"syscall"
+	"unsafe"
 )
+
+const canEvict = true
 
 func mapFile(fd *os.File, size int64) ([]byte, func() error, error) {
 	if size == 0 {
@@ -19,4 +22,17 @@ func mapFile(fd *os.File, size int64) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	return b, func() error { return syscall.Munmap(b) }, nil
+}
+
+// evict drops the whole pages inside b from this process's memory
+// (madvise MADV_DONTNEED on a read-only shared file mapping): touching them
+// again reads them back from the file.
+func evict(b []byte) {
+	page := uintptr(syscall.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo, hi := (start+page-1)&^(page-1), (start+uintptr(len(b)))&^(page-1)
+	if hi <= lo {
+		return
+	}
+	syscall.Madvise(b[lo-start:hi-start], syscall.MADV_DONTNEED)
 }

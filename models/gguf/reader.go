@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"unsafe"
 
 	"dovetail/quant"
 )
@@ -26,6 +27,7 @@ type File struct {
 	tensors map[string]int
 	data    []byte // the tensor data section
 	unmap   func() error
+	mapped  bool // data is a read-only file mapping (Open on unix)
 }
 
 // Open memory-maps path and parses its header. Close releases the mapping;
@@ -53,7 +55,27 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.unmap = unmap
+	f.mapped = canEvict
 	return f, nil
+}
+
+// Evict tells the OS that b, a slice of this file's tensor data, will not
+// be read soon: where the file is memory-mapped its whole pages leave the
+// process's memory, and are read back from the file if touched again. A
+// caller that keeps its own copy of a tensor (the CPU kernels' packed
+// weights) evicts the original, so the model is not held twice. Elsewhere,
+// or for bytes outside the mapping, Evict does nothing: memory that is not
+// a file mapping must never be dropped.
+func (f *File) Evict(b []byte) {
+	if !f.mapped || len(b) == 0 || len(f.data) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p+uintptr(len(b)) > base+uintptr(len(f.data)) {
+		return
+	}
+	evict(b)
 }
 
 // Close releases the file's memory.
