@@ -157,9 +157,12 @@ func (s *Sampler) filter(logits []float32, history []int) []candidate {
 		return a.id - b.id
 	}
 	if k := s.p.TopK; k > 0 && k < len(cand) {
-		// Partial selection would be faster; a full sort keeps ties stable.
+		// byLogit is a total order (ids break ties), so the k best are
+		// one set in one order however they are found: selecting them
+		// gives what sorting everything would, without sorting the
+		// vocabulary every token.
+		cand = bestK(cand, k, byLogit)
 		slices.SortFunc(cand, byLogit)
-		cand = cand[:k]
 	} else {
 		slices.SortFunc(cand, byLogit)
 	}
@@ -186,6 +189,41 @@ func (s *Sampler) filter(logits []float32, history []int) []candidate {
 	softmaxCand(cand, s.p.Temperature)
 	s.cand = cand[:0]
 	return cand
+}
+
+// bestK moves the k first of cand in cmp's order into cand[:k] (in no
+// particular order) and returns it: cand[:k] is kept as a heap whose root
+// is the worst of the k so far, which each later candidate must beat.
+func bestK(cand []candidate, k int, cmp func(a, b candidate) int) []candidate {
+	h := cand[:k]
+	// worse reports whether h[i] comes after h[j] in cmp's order.
+	worse := func(i, j int) bool { return cmp(h[i], h[j]) > 0 }
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < k && worse(l, w) {
+				w = l
+			}
+			if r < k && worse(r, w) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range cand[k:] {
+		if cmp(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	return h
 }
 
 // softmaxCand sets p from logit/temp over sorted candidates.

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -124,5 +126,39 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (SamplerParams{Temperature: 0.8, TopP: 0.9}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// Selecting the top k gives exactly what sorting the whole vocabulary and
+// keeping k did, ties included.
+func TestBestKMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	cmp := func(a, b candidate) int {
+		if a.logit != b.logit {
+			if a.logit > b.logit {
+				return -1
+			}
+			return 1
+		}
+		return a.id - b.id
+	}
+	for _, n := range []int{1, 2, 7, 100, 5000} {
+		for _, k := range []int{1, 3, 40, n - 1} {
+			if k < 1 || k > n {
+				continue
+			}
+			cand := make([]candidate, n)
+			for i := range cand {
+				// Few distinct values, so that ties are common.
+				cand[i] = candidate{id: i, logit: float32(r.IntN(13))}
+			}
+			want := slices.Clone(cand)
+			slices.SortFunc(want, cmp)
+			got := bestK(slices.Clone(cand), k, cmp)
+			slices.SortFunc(got, cmp)
+			if !slices.Equal(got, want[:k]) {
+				t.Fatalf("n=%d k=%d: %v, want %v", n, k, got, want[:k])
+			}
+		}
 	}
 }
