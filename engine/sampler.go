@@ -147,15 +147,6 @@ func (s *Sampler) filter(logits []float32, history []int) []candidate {
 			}
 		}
 	}
-	byLogit := func(a, b candidate) int {
-		if a.logit != b.logit {
-			if a.logit > b.logit {
-				return -1
-			}
-			return 1
-		}
-		return a.id - b.id
-	}
 	if k := s.p.TopK; k > 0 && k < len(cand) {
 		// byLogit is a total order (ids break ties), so the k best are
 		// one set in one order however they are found: selecting them
@@ -189,6 +180,18 @@ func (s *Sampler) filter(logits []float32, history []int) []candidate {
 	softmaxCand(cand, s.p.Temperature)
 	s.cand = cand[:0]
 	return cand
+}
+
+// byLogit orders candidates by descending logit, ties by ascending id: a
+// total order, so sorts and selections by it are deterministic.
+func byLogit(a, b candidate) int {
+	if a.logit != b.logit {
+		if a.logit > b.logit {
+			return -1
+		}
+		return 1
+	}
+	return a.id - b.id
 }
 
 // bestK moves the k first of cand in cmp's order into cand[:k] (in no

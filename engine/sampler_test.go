@@ -133,15 +133,6 @@ func TestValidate(t *testing.T) {
 // keeping k did, ties included.
 func TestBestKMatchesSort(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	cmp := func(a, b candidate) int {
-		if a.logit != b.logit {
-			if a.logit > b.logit {
-				return -1
-			}
-			return 1
-		}
-		return a.id - b.id
-	}
 	for _, n := range []int{1, 2, 7, 100, 5000} {
 		for _, k := range []int{1, 3, 40, n - 1} {
 			if k < 1 || k > n {
@@ -153,9 +144,9 @@ func TestBestKMatchesSort(t *testing.T) {
 				cand[i] = candidate{id: i, logit: float32(r.IntN(13))}
 			}
 			want := slices.Clone(cand)
-			slices.SortFunc(want, cmp)
-			got := bestK(slices.Clone(cand), k, cmp)
-			slices.SortFunc(got, cmp)
+			slices.SortFunc(want, byLogit)
+			got := bestK(slices.Clone(cand), k, byLogit)
+			slices.SortFunc(got, byLogit)
 			if !slices.Equal(got, want[:k]) {
 				t.Fatalf("n=%d k=%d: %v, want %v", n, k, got, want[:k])
 			}
