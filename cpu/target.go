@@ -159,3 +159,6 @@ func (t *Target) Vocab() int { return t.f.M.Config.Vocab }
 
 // Kernels names the kernel set in use.
 func (t *Target) Kernels() string { return t.f.K.Name }
+
+// KernelBuild identifies the kernels' code (see kernels.Set.Build).
+func (t *Target) KernelBuild() string { return t.f.K.Build }

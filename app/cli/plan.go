@@ -20,11 +20,13 @@ import (
 var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
 
 // plannerFor returns a planner for target: its profile (T_T and T_V(n))
-// comes from the cache when this machine profiled this model with these
-// kernels and threads before, else it is measured now (about a second on
-// small models) and cached.
+// comes from the cache when this machine profiled this model with this
+// build of these kernels and threads before, else it is measured now
+// (about a second on small models) and cached.
 func plannerFor(target *cpu.Target, lm *loaded, kernels string, threads, topK int, warn io.Writer) (*engine.Planner, error) {
-	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%s", cpuid.CPU.BrandName, kernels, threads, draft.Fingerprint(lm.Model.File)))
+	// The kernels' build is in the key: a new build of the same level may
+	// be faster, and its profile has to be measured anew.
+	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d|%s", cpuid.CPU.BrandName, kernels, target.KernelBuild(), threads, draft.Fingerprint(lm.Model.File)))
 	var path string
 	if dir, err := os.UserCacheDir(); err == nil {
 		path = filepath.Join(dir, "dovetail", "profiles", hex.EncodeToString(key[:12])+".json")

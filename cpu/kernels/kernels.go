@@ -72,6 +72,10 @@ const MaxHeadDim = 1024
 type Set struct {
 	// Name is the level: "go", "generic", "avx2", "avx512", "amx" or "neon".
 	Name string
+	// Build identifies the code: a hash of the level's library ("go" for
+	// the pure-Go set), so that what was measured with one build (a
+	// planner's profile) is not reused with another.
+	Build string
 
 	// QuantizeQ8_0 quantizes len(x) values (a multiple of 32) into
 	// len(x)/32*34 bytes of dst the way ggml's SIMD quantize_row_q8_0 does:
@@ -189,7 +193,7 @@ func Bytes[T float32 | uint16](x []T) []byte {
 const maxRowBytes = 1 << 26
 
 func newSet(name string, im impl) *Set {
-	s := &Set{Name: name}
+	s := &Set{Name: name, Build: name}
 	s.QuantizeQ8_0 = func(dst []byte, x []float32) {
 		need := checkQuant("QuantizeQ8_0", quant.Q8_0, len(dst), len(x))
 		if need > 0 {

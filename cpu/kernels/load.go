@@ -98,7 +98,10 @@ func loadLevel(level string, data []byte) (*Set, error) {
 		}
 		amx = true
 	}
-	return l.set(level, amx), nil
+	set := l.set(level, amx)
+	sum := sha256.Sum256(data)
+	set.Build = level + "-" + hex.EncodeToString(sum[:8])
+	return set, nil
 }
 
 // openLib opens a library and resolves every symbol, so that a missing or
