@@ -208,17 +208,3 @@ func TestThreadsAttention(t *testing.T) {
 		}
 	}
 }
-
-// Every level names its build, and no two levels share one.
-func TestBuild(t *testing.T) {
-	seen := map[string]string{}
-	for _, s := range sets(t) {
-		if s.Build == "" {
-			t.Errorf("%s: empty Build", s.Name)
-		}
-		if other, ok := seen[s.Build]; ok {
-			t.Errorf("%s and %s share the build %q", s.Name, other, s.Build)
-		}
-		seen[s.Build] = s.Name
-	}
-}
