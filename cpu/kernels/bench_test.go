@@ -92,6 +92,55 @@ func benchMatMul(b *testing.B, s *Set, t quant.Type, sh benchShape, n int) {
 	}
 }
 
+// BenchmarkMatMulPacked is BenchmarkMatMul over packed weights (the
+// layout cpu.Fast multiplies at AVX-512 and AMX), on one thread and, as
+// "threads2", on a C thread pool of two.
+//
+//	go test -run '^$' -bench MatMulPacked -benchtime 20x ./cpu/kernels/
+func BenchmarkMatMulPacked(b *testing.B) {
+	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		for _, s := range sets(b) {
+			if s.PackRows == 0 {
+				continue
+			}
+			for _, sh := range benchShapes {
+				ws := weightsFor(t, sh)
+				wsz, _ := t.RowSize(sh.cols)
+				pks := make([]*Packed, len(ws))
+				for i, w := range ws {
+					pks[i] = s.Pack(t, w, wsz, sh.rows, sh.cols)
+				}
+				th := s.NewThreads(2)
+				for _, n := range []int{1, 16, 64} {
+					asz, _ := ActivationType(t).RowSize(sh.cols)
+					act := make([]byte, n*asz)
+					randActs(rand.New(rand.NewPCG(3, 4)), t, n, sh.cols, asz, act)
+					out := make([]float32, n*sh.rows)
+					b.Run(fmt.Sprintf("%v/%s/%s/n=%d", t, s.Name, sh.name, n), func(b *testing.B) {
+						b.SetBytes(int64(len(ws[0])))
+						i := 0
+						for b.Loop() {
+							s.MatMulPacked(out, sh.rows, pks[i%len(pks)], 0, sh.rows, act, asz, n)
+							i++
+						}
+					})
+					if th != nil {
+						b.Run(fmt.Sprintf("%v/%s/%s/n=%d/threads2", t, s.Name, sh.name, n), func(b *testing.B) {
+							b.SetBytes(int64(len(ws[0])))
+							i := 0
+							for b.Loop() {
+								th.MatMulPacked(out, sh.rows, pks[i%len(pks)], act, asz, n, max(sh.rows/16/8, 4))
+								i++
+							}
+						})
+					}
+				}
+				th.Close()
+			}
+		}
+	}
+}
+
 // BenchmarkCall measures a kernel call that does almost no work: for a C
 // level, the cost of crossing into C through purego and back.
 func BenchmarkCall(b *testing.B) {

@@ -33,23 +33,7 @@ DT_INLINE void q4_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			W[g] = _mm512_and_si512(T[g], m4);                          // values 4g..4g+3
 			W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4); // values 16+4g..
 		}
-		int j = 0;
-		#pragma GCC unroll 4
-		for (; j + 4 <= NT; j += 4) {
-			__m512i s[4];
-			#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c);
-			dot8x4(s, W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2, arb);
-			#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++)
-				acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), acc[j + i]);
-		}
-		#pragma GCC unroll 4
-		for (; j < NT; j++) {
-			const q8a t = tab[j * ts + b];
-			__m512i s = dot8(_mm512_set1_epi32(t.c), W, act + j * arb + (b0 + b) * Q8_0_SIZE + 2);
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
-		}
+		acc_block(NT, acc, W, dw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);
 		dw = dwn;
 	}
 	#pragma GCC unroll 16

@@ -21,23 +21,7 @@ DT_INLINE void q8_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 		#pragma GCC unroll 16
 		for (int g = 0; g < 8; g++) W[g] = _mm512_xor_si512(W[g], x80); // w+128: unsigned for vpdpbusd
 		const __m512 dw = f16_lanes(w, vidx, o);
-		int j = 0;
-		#pragma GCC unroll 4
-		for (; j + 4 <= NT; j += 4) {
-			__m512i s[4];
-			#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c);
-			dot8x4(s, W, act + j * arb + o + 2, arb);
-			#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++)
-				acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), acc[j + i]);
-		}
-		#pragma GCC unroll 4
-		for (; j < NT; j++) {
-			const q8a t = tab[j * ts + b];
-			__m512i s = dot8(_mm512_set1_epi32(t.c), W, act + j * arb + o + 2);
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
-		}
+		acc_block(NT, acc, W, dw, act + o + 2, arb, tab, ts, b);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);

@@ -151,21 +151,7 @@ DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
 			__m512i W[8];                                                                                        \
 			unpack(pb, W);                                                                                       \
 			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));                          \
-			const uint8_t *x = act + (b0 + b) * Q8_0_SIZE + 2;                                                   \
-			int j = 0;                                                                                           \
-			_Pragma("GCC unroll 4") for (; j + 4 <= NT; j += 4) {                                                \
-				__m512i s[4];                                                                                    \
-				_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c); \
-				dot8x4(s, W, x + j * arb, arb);                                                                  \
-				_Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) acc[j + i] =                                 \
-				    _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), \
-				                    acc[j + i]);                                                                 \
-			}                                                                                                    \
-			_Pragma("GCC unroll 4") for (; j < NT; j++) {                                                        \
-				const q8a t = tab[j * ts + b];                                                                   \
-				__m512i s = dot8(_mm512_set1_epi32(t.c), W, x + j * arb);                                        \
-				acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]); \
-			}                                                                                                    \
+			acc_block(NT, acc, W, dw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);                           \
 		}                                                                                                        \
 		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);     \
 	}

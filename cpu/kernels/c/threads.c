@@ -109,13 +109,8 @@ static void run_pieces(dt_pool *p, int caller) {
 	}
 }
 
-typedef struct {
-	dt_pool *p;
-} worker_arg;
-
 static void *worker(void *arg) {
-	dt_pool *p = ((worker_arg *)arg)->p;
-	free(arg);
+	dt_pool *p = arg;
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, 0);
@@ -175,15 +170,11 @@ DT_API void *dt_pool_new(int64_t threads) {
 		free(p);
 		return 0;
 	}
-	for (int i = 1; i < p->threads; i++) {
-		worker_arg *wa = malloc(sizeof *wa);
-		if (wa) wa->p = p;
-		if (!wa || pthread_create(&p->th[i], 0, worker, wa)) {
-			free(wa);
+	for (int i = 1; i < p->threads; i++)
+		if (pthread_create(&p->th[i], 0, worker, p)) {
 			p->threads = i;
 			break;
 		}
-	}
 	return p;
 #else
 	(void)threads;
@@ -242,10 +233,10 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #endif
 }
 
-// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row (or part
-// of a row's heads) a piece, each
-// thread with its own scratch; scratch (past+n floats) is the caller's
-// should it fail to allocate one.
+// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row (or a
+// share of one row's heads) a piece, each thread with scratch of its own;
+// scratch (past+n floats) is the caller's, used should it fail to allocate
+// one.
 DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
                               int64_t past, int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
                               uint32_t scale_bits, int64_t jlo, int64_t jhi, float *scratch) {

@@ -241,6 +241,32 @@ DT_INLINE void dot8x4(__m512i s[4], const __m512i W[8], const uint8_t *x, int64_
 		for (int i = 0; i < 4; i++) s[i] = _mm512_dpbusd_epi32(s[i], W[g], _mm512_set1_epi32(ld32(x + i * arb + 4 * g)));
 }
 
+// acc_block adds one block's products into the NT activation rows'
+// accumulators: W the block's 16 transposed weight rows (unsigned), dw their
+// scales, x the block's quants in the first activation row (stride arb),
+// tab the rows' scales and corrections (stride ts, entry b). Every AVX-512
+// tile does exactly this per block, so that their results agree bit for bit.
+DT_INLINE void acc_block(const int NT, __m512 acc[16], const __m512i W[8], __m512 dw, const uint8_t *x, int64_t arb,
+                         const q8a *tab, int64_t ts, int64_t b) {
+	int j = 0;
+	#pragma GCC unroll 4
+	for (; j + 4 <= NT; j += 4) {
+		__m512i s[4];
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) s[i] = _mm512_set1_epi32(tab[(j + i) * ts + b].c);
+		dot8x4(s, W, x + j * arb, arb);
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(tab[(j + i) * ts + b].d)), acc[j + i]);
+	}
+	#pragma GCC unroll 4
+	for (; j < NT; j++) {
+		const q8a t = tab[j * ts + b];
+		__m512i s = dot8(_mm512_set1_epi32(t.c), W, x + j * arb);
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
+	}
+}
+
 // NT_VARIANTS instantiates M(name, NT) for NT = 1..16 (functions named
 // name_NT, whose activation-row count is a constant the compiler unrolls)
 // and table, those functions of type type indexed by NT (entry 0 unused).
