@@ -29,6 +29,9 @@ func (p Profile) VerifyRatio(n int) float64 {
 // each the median of reps runs after the prompt. Tokens are random.
 func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile, error) {
 	p := Profile{Verify: map[int]time.Duration{}}
+	if reps < 1 || steps < 1 || prompt < 1 {
+		return p, fmt.Errorf("profile needs at least one prompt token, decode step and repetition (got %d, %d, %d)", prompt, steps, reps)
+	}
 	need := prompt + steps
 	for _, n := range sizes {
 		need = max(need, prompt+n)
@@ -65,13 +68,26 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 	}
 	p.Decode = time.Since(start) / time.Duration(steps)
 	p.DecodeTokensPerSec = float64(steps) / time.Since(start).Seconds()
-	for _, n := range sizes {
-		parents := make([]int, n)
-		for i := range parents {
-			parents[i] = i - 1
+	// T_T and every T_V(n) are measured in the same rounds, one of each per
+	// round, so that the machine slowing down or speeding up over the run
+	// (a shared host) moves them together and their ratios stay right.
+	var dec []time.Duration
+	ver := make(map[int][]time.Duration, len(sizes))
+	for r := 0; r < reps; r++ {
+		if err := t.Truncate(prompt); err != nil {
+			return p, err
 		}
-		var times []time.Duration
-		for r := 0; r < reps; r++ {
+		tk := toks(1)
+		start := time.Now()
+		if _, err := t.Forward(tk); err != nil {
+			return p, err
+		}
+		dec = append(dec, time.Since(start))
+		for _, n := range sizes {
+			parents := make([]int, n)
+			for i := range parents {
+				parents[i] = i - 1
+			}
 			if err := t.Truncate(prompt); err != nil {
 				return p, err
 			}
@@ -80,24 +96,16 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 			if _, _, err := t.Extend(tk, parents); err != nil {
 				return p, err
 			}
-			times = append(times, time.Since(start))
+			ver[n] = append(ver[n], time.Since(start))
 		}
-		slices.Sort(times)
-		p.Verify[n] = times[len(times)/2]
 	}
-	// One decode step measured the same way as T_V, so ratios compare like
-	// with like (same context length, median of reps).
-	var dec []time.Duration
-	for r := 0; r < reps; r++ {
-		t.Truncate(prompt)
-		tk := toks(1)
-		start := time.Now()
-		if _, err := t.Forward(tk); err != nil {
-			return p, err
-		}
-		dec = append(dec, time.Since(start))
+	median := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
 	}
-	slices.Sort(dec)
-	p.Decode = dec[len(dec)/2]
+	p.Decode = median(dec)
+	for _, n := range sizes {
+		p.Verify[n] = median(ver[n])
+	}
 	return p, t.Truncate(0)
 }

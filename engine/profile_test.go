@@ -22,4 +22,7 @@ func TestProfileTarget(t *testing.T) {
 	if _, err := engine.ProfileTarget(m, 64, 64, []int{64}, 1); err == nil {
 		t.Error("a profile larger than the context was accepted")
 	}
+	if _, err := engine.ProfileTarget(m, 16, 16, []int{4}, 0); err == nil {
+		t.Error("a profile of zero repetitions was accepted")
+	}
 }

@@ -42,6 +42,9 @@ func newBenchCmd() *cobra.Command {
 			if threads < 1 || threads > 1024 {
 				return usageError{fmt.Errorf("bench: --threads %d out of range [1, 1024]", threads)}
 			}
+			if reps < 1 || reps > 10000 {
+				return usageError{fmt.Errorf("bench: --reps %d out of range [1, 10000]", reps)}
+			}
 			if _, err := checkKernels(c.ErrOrStderr()); err != nil {
 				return err
 			}

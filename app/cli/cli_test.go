@@ -117,6 +117,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"run", "-p", "x", "--threads", "0"}, 2, "--threads"},
 		{[]string{"run", "-p", "x", "--nope"}, 2, "unknown flag"},
 		{[]string{"show", notGGUF}, 1, "not a GGUF file"},
+		{[]string{"bench", "--reps", "0"}, 2, "--reps 0"},
+		{[]string{"bench", "--threads", "0"}, 2, "--threads 0"},
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
