@@ -140,7 +140,7 @@ func (s *Seq) grow(n, m int) {
 	if m*m > len(s.mask) {
 		s.mask = make([]uint8, m*m)
 	}
-	need := s.len + m
+	need := kernels.AttentionScratch(s.len, m)
 	if len(s.scratch) < s.f.pool.Threads() || len(s.scratch[0]) < need {
 		s.scratch = make([][]float32, s.f.pool.Threads())
 		for i := range s.scratch {

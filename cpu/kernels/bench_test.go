@@ -182,7 +182,7 @@ func BenchmarkAttention(b *testing.B) {
 		kc, vc := randKV(r, T*kvHeads*hd)
 		q := randFloats(r, n*heads*hd, 1)
 		mask := treeMask(r, n)
-		out, scratch := make([]float32, n*heads*hd), make([]float32, T)
+		out, scratch := make([]float32, n*heads*hd), make([]float32, AttentionScratch(past, n))
 		for _, s := range sets(b) {
 			b.Run(fmt.Sprintf("%s/n=%d", s.Name, n), func(b *testing.B) {
 				for b.Loop() {

@@ -67,6 +67,15 @@ import (
 // MaxHeadDim is the largest head dimension Attention accepts.
 const MaxHeadDim = 1024
 
+// AttentionRows is how many query rows Attention computes together (a
+// tree's rows share the committed keys and values); its scratch holds that
+// many rows of scores.
+const AttentionRows = 4
+
+// AttentionScratch is the scratch, in floats, that Attention needs for past
+// committed positions and n new rows.
+func AttentionScratch(past, n int) int { return AttentionRows * (past + n) }
+
 // Set is one implementation of every kernel. All functions are
 // single-threaded; the caller splits work across its own worker pool.
 type Set struct {
@@ -134,7 +143,8 @@ type Set struct {
 	// must be 1). Head h reads KV head h/(heads/kvHeads). The arithmetic is
 	// llama.cpp's non-flash attention: scores = dot(f16(q), k)*scale, softmax
 	// in float32, weights rounded to f16, out[j*heads*hd + h*hd + d] = sum of
-	// w_t*v_t[d]. scratch must hold past+n floats; nothing allocates.
+	// w_t*v_t[d]. scratch must hold AttentionScratch(past, n) floats;
+	// nothing allocates.
 	Attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
 }
 
@@ -329,7 +339,7 @@ func checkAttention(out, q []float32, kc, vc []uint16, past, n int, mask []uint8
 	if len(q) < n*heads*hd || len(out) < n*heads*hd {
 		fail("%d rows of %d values need len(q), len(out) >= %d; have %d, %d", n, heads*hd, n*heads*hd, len(q), len(out))
 	}
-	if len(scratch) < past+n {
-		fail("scratch holds %d floats, need %d", len(scratch), past+n)
+	if len(scratch) < AttentionScratch(past, n) {
+		fail("scratch holds %d floats, need %d", len(scratch), AttentionScratch(past, n))
 	}
 }

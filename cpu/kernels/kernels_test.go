@@ -535,14 +535,44 @@ func TestAttention(t *testing.T) {
 				for i := range want {
 					want[i] = sentinel
 				}
-				goSet.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, T))
+				goSet.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, AttentionScratch(past, n)))
 				for _, s := range sets(t) {
 					got := make([]float32, len(want))
 					for i := range got {
 						got[i] = sentinel
 					}
-					s.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, T))
+					s.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, AttentionScratch(past, n)))
 					compareAttention(t, s.Name+"/"+name, got, want, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi)
+				}
+			}
+		}
+	}
+}
+
+// TestAttentionRowsAlone checks that a row's attention is the same bits
+// whether it is computed with other rows of its tree (the kernels take rows
+// AttentionRows at a time) or alone, as decoding it would: greedy
+// speculative decoding is lossless only if verification scores a node
+// exactly as a decode step would.
+func TestAttentionRowsAlone(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, shape := range [][4]int{{37, 11, 40, 6}, {8, 9, 72, 4}, {0, 16, 64, 8}, {301, 16, 64, 8}} {
+		past, n, hd, heads := shape[0], shape[1], shape[2], shape[3]
+		kvHeads := 2
+		T := past + n
+		kc, vc := randKV(r, T*kvHeads*hd)
+		q := randFloats(r, n*heads*hd, 1)
+		mask := treeMask(r, n)
+		for _, s := range sets(t) {
+			all := make([]float32, n*heads*hd)
+			s.Attention(all, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, 0, n, make([]float32, AttentionScratch(past, n)))
+			for j := 0; j < n; j++ {
+				one := make([]float32, n*heads*hd)
+				s.Attention(one, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, j, j+1, make([]float32, AttentionScratch(past, n)))
+				for i := j * heads * hd; i < (j+1)*heads*hd; i++ {
+					if math.Float32bits(one[i]) != math.Float32bits(all[i]) {
+						t.Fatalf("%s past=%d n=%d hd=%d: row %d alone gives out[%d] = %g, with the others %g", s.Name, past, n, hd, j, i, one[i], all[i])
+					}
 				}
 			}
 		}

@@ -86,8 +86,9 @@ func (t *Threads) MatMulPacked(out []float32, ldo int, p *Packed, act []byte, ac
 	t.im.matmul(p.Type, out, ldo, p.data, p.Rows, act, actRowBytes, n, p.Cols, max(grain, 1))
 }
 
-// Attention is Set.Attention over rows [jlo, jhi), a row at a time on
-// each thread, every thread with scratch of its own (scratch is the
+// Attention is Set.Attention over rows [jlo, jhi), a group of
+// AttentionRows rows (or a share of its heads) at a time on each thread,
+// every thread with scratch of its own (scratch is the
 // caller's, used only should it fail to allocate one).
 func (t *Threads) Attention(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {
 	checkAttention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi, scratch)

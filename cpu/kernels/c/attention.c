@@ -141,42 +141,128 @@ static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T,
 
 #endif
 
-// dt_attention_heads is dt_attention for row j and heads [hlo, hhi) only:
-// the pool splits one decode row's heads between its threads.
-DT_API void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
-                               int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
-                               uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s) {
-	const float scale = bitsf(scale_bits);
-	const int64_t group = heads / kvheads, kvdim = kvheads * hd, T = past + n;
+// att_row is one row's attention for head h: the reference the batched
+// path below must equal bit for bit. s holds past+n floats.
+static void att_row(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                    const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
+                    int64_t j, int64_t h, float *s) {
+	const int64_t T = past + n;
 	float qr[MAX_HD];
-	for (int64_t h = hlo; h < hhi; h++) {
-		round_f16(qr, q + (j * heads + h) * hd, hd);
-		const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
-		float mx = -INFINITY;
-		int64_t t0 = 0;
+	round_f16(qr, q + (j * heads + h) * hd, hd);
+	const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
+	float mx = -INFINITY;
+	int64_t t0 = 0;
 #if defined(DT_AVX512)
-		// The committed positions, which every row sees, four at a time.
-		for (; t0 + 4 <= past; t0 += 4) {
-			dot_qk4(s + t0, qr, K + t0 * kvdim, kvdim, hd, scale);
-			for (int i = 0; i < 4; i++) mx = s[t0 + i] > mx ? s[t0 + i] : mx;
-		}
+	// The committed positions, which every row sees, four at a time.
+	for (; t0 + 4 <= past; t0 += 4) {
+		dot_qk4(s + t0, qr, K + t0 * kvdim, kvdim, hd, scale);
+		for (int i = 0; i < 4; i++) mx = s[t0 + i] > mx ? s[t0 + i] : mx;
+	}
 #endif
+	for (int64_t t = t0; t < T; t++) {
+		if (t >= past && !mask[j * n + t - past]) {
+			s[t] = -INFINITY;
+			continue;
+		}
+		s[t] = dot_qk(qr, K + t * kvdim, hd) * scale;
+		mx = s[t] > mx ? s[t] : mx;
+	}
+	softmax_f16(s, T, mx);
+	weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
+}
+
+#if defined(DT_AVX512)
+// att_rows4 is att_row for the four rows j..j+3 of head h at once, each
+// row's arithmetic in att_row's order. A tree's rows all read the same
+// committed keys and values: converted from f16 once for four rows rather
+// than once a row, they cost a quarter as much, which is most of what
+// attention costs a verification. s holds 4*(past+n) floats.
+static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                      const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
+                      int64_t j, int64_t h, float *s) {
+	const int64_t T = past + n;
+	float qr[4][MAX_HD];
+	float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+	for (int r = 0; r < 4; r++) round_f16(qr[r], q + ((j + r) * heads + h) * hd, hd);
+	const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
+	int64_t t0 = 0;
+	for (; t0 + 4 <= past; t0 += 4) {
+		const uint16_t *k = K + t0 * kvdim;
+		__m512 a[4][4];
+		for (int r = 0; r < 4; r++)
+			for (int i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
+		for (int64_t d = 0; d < hd; d += 16) {
+			const __mmask16 m = tailmask(hd - d);
+			__m512 kv[4];
+			for (int i = 0; i < 4; i++) kv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, k + i * kvdim + d));
+			for (int r = 0; r < 4; r++) {
+				const __m512 qv = _mm512_maskz_loadu_ps(m, qr[r] + d);
+				for (int i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(qv, kv[i], a[r][i]);
+			}
+		}
+		for (int r = 0; r < 4; r++)
+			for (int i = 0; i < 4; i++) {
+				const float v = hsum512(a[r][i]) * scale;
+				s[r * T + t0 + i] = v;
+				mx[r] = v > mx[r] ? v : mx[r];
+			}
+	}
+	for (int r = 0; r < 4; r++) {
+		float *sr = s + r * T;
 		for (int64_t t = t0; t < T; t++) {
-			if (t >= past && !mask[j * n + t - past]) {
-				s[t] = -INFINITY;
+			if (t >= past && !mask[(j + r) * n + t - past]) {
+				sr[t] = -INFINITY;
 				continue;
 			}
-			s[t] = dot_qk(qr, K + t * kvdim, hd) * scale;
-			mx = s[t] > mx ? s[t] : mx;
+			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
+			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
 		}
-		softmax_f16(s, T, mx);
-		weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
+		softmax_f16(sr, T, mx[r]);
+	}
+	// weighted_v for the four rows: a row skips the positions it gives no
+	// weight, as weighted_v does.
+	for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+		__m512 acc[4][4];
+		__mmask16 m[4];
+		for (int c = 0; c < 4; c++) m[c] = d0 + 16 * c < hd ? tailmask(hd - d0 - 16 * c) : 0;
+		for (int r = 0; r < 4; r++)
+			for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+		for (int64_t t = 0; t < T; t++) {
+			const uint16_t *vt = V + t * kvdim + d0;
+			__m512 v[4];
+			for (int c = 0; c < 4; c++) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], vt + 16 * c));
+			for (int r = 0; r < 4; r++) {
+				const float w = s[r * T + t];
+				if (w == 0) continue;
+				const __m512 wt = _mm512_set1_ps(w);
+				for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(wt, v[c], acc[r][c]);
+			}
+		}
+		for (int r = 0; r < 4; r++)
+			for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + ((j + r) * heads + h) * hd + d0 + 16 * c, m[c], acc[r][c]);
+	}
+}
+#endif
+
+// dt_attention_block is dt_attention for rows [jlo, jhi) and heads [hlo,
+// hhi) only, so that the pool can cut a tree (by rows) or one decode row
+// (by heads) into pieces. s holds DT_ATT_ROWS*(past+n) floats.
+DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
+                               int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
+                               uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s) {
+	const float scale = bitsf(scale_bits);
+	const int64_t group = heads / kvheads, kvdim = kvheads * hd;
+	for (int64_t h = hlo; h < hhi; h++) {
+		int64_t j = jlo;
+#if defined(DT_AVX512)
+		for (; j + 4 <= jhi; j += 4) att_rows4(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, j, h, s);
+#endif
+		for (; j < jhi; j++) att_row(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, j, h, s);
 	}
 }
 
 DT_API void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
                          const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd, uint32_t scale_bits,
                          int64_t jlo, int64_t jhi, float *s) {
-	for (int64_t j = jlo; j < jhi; j++)
-		dt_attention_heads(out, q, kc, vc, past, n, mask, heads, kvheads, hd, scale_bits, j, 0, heads, s);
+	dt_attention_block(out, q, kc, vc, past, n, mask, heads, kvheads, hd, scale_bits, jlo, jhi, 0, heads, s);
 }

@@ -20,7 +20,11 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 4
+#define DT_ABI_VERSION 5
+
+// DT_ATT_ROWS is how many rows attention computes together: its scratch
+// holds that many rows of scores (kernels.AttentionRows in Go).
+#define DT_ATT_ROWS 4
 
 #define DT_API __attribute__((visibility("default")))
 #define DT_INLINE static inline __attribute__((always_inline))

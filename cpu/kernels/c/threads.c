@@ -24,9 +24,9 @@
 #define DT_THREADS 1
 #endif
 
-void dt_attention_heads(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
+void dt_attention_block(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
                         int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
-                        uint32_t scale_bits, int64_t j, int64_t hlo, int64_t hhi, float *s);
+                        uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s);
 
 void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
@@ -54,13 +54,14 @@ typedef struct {
 	void *scratch;
 	float *out;
 	int64_t n;
-	// Or (type 2) attention rows from jlo, hsplit pieces a row.
+	// Or (type 2) attention of rows [jlo, jhi) in groups of DT_ATT_ROWS,
+	// each group's heads in hsplit pieces.
 	const float *q;
 	const uint16_t *kc, *vc;
 	const uint8_t *mask;
 	int64_t past, heads, kvheads, hd;
 	uint32_t scale_bits;
-	int64_t jlo, hsplit;
+	int64_t jlo, jhi, hsplit;
 	float *scratch0;
 } dt_pool;
 
@@ -87,7 +88,7 @@ static void run_pieces(dt_pool *p, int caller) {
 	if (p->type == 2) {
 		// A thread that cannot grow its scratch leaves the rows to the
 		// others; the caller then falls back on the job's scratch.
-		s = att_scratch(p->past + p->n);
+		s = att_scratch(DT_ATT_ROWS * (p->past + p->n));
 		if (!s && caller) s = p->scratch0;
 		if (!s) return;
 	}
@@ -98,10 +99,11 @@ static void run_pieces(dt_pool *p, int caller) {
 			return;
 		}
 		if (p->type == 2) {
-			// Piece i: row jlo + i/hsplit, the i%hsplit-th share of its heads.
-			const int64_t j = p->jlo + i / p->hsplit, k = i % p->hsplit;
-			dt_attention_heads(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
-			                   p->scale_bits, j, k * p->heads / p->hsplit, (k + 1) * p->heads / p->hsplit, s);
+			// Piece i: row group i/hsplit, the i%hsplit-th share of its heads.
+			const int64_t j = p->jlo + i / p->hsplit * DT_ATT_ROWS, k = i % p->hsplit;
+			dt_attention_block(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
+			                   p->scale_bits, j, j + DT_ATT_ROWS < p->jhi ? j + DT_ATT_ROWS : p->jhi,
+			                   k * p->heads / p->hsplit, (k + 1) * p->heads / p->hsplit, s);
 			continue;
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
@@ -233,22 +235,25 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #endif
 }
 
-// dt_pool_attention runs dt_attention over rows [jlo, jhi), a row (or a
-// share of one row's heads) a piece, each thread with scratch of its own;
-// scratch (past+n floats) is the caller's, used should it fail to allocate
-// one.
+// dt_pool_attention runs dt_attention over rows [jlo, jhi), a group of
+// DT_ATT_ROWS rows (or a share of its heads) a piece, each thread with
+// scratch of its own; scratch (DT_ATT_ROWS*(past+n) floats) is the
+// caller's, used should a thread fail to allocate one.
 DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint16_t *kc, const uint16_t *vc,
                               int64_t past, int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
                               uint32_t scale_bits, int64_t jlo, int64_t jhi, float *scratch) {
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
+	if (jhi <= jlo) return;
 	pthread_mutex_lock(&p->mu);
 	p->type = 2, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
 	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
-	// Rows are pieces enough for a tree; one decode row is split by heads
-	// (two shares a thread, for balance).
-	p->hsplit = jhi - jlo >= p->threads ? 1 : (2 * p->threads < heads ? 2 * p->threads : heads);
-	p->jlo = jlo, p->pieces = (jhi - jlo) * p->hsplit;
+	// Row groups are pieces enough for a large tree; fewer are split by
+	// heads, for at least two pieces a thread.
+	const int64_t groups = (jhi - jlo + DT_ATT_ROWS - 1) / DT_ATT_ROWS;
+	int64_t hs = (2 * p->threads + groups - 1) / groups;
+	p->hsplit = hs < 1 ? 1 : hs > heads ? heads : hs;
+	p->jlo = jlo, p->jhi = jhi, p->pieces = groups * p->hsplit;
 	dispatch(p);
 	pthread_mutex_unlock(&p->mu);
 #else
