@@ -214,8 +214,9 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 				add(ki, w.KBias)
 				add(vi, w.VBias)
 			}
-			rope(qi, c.Heads, hd, c.RopeStyle, f.rope, pos[i])
-			rope(ki, c.KVHeads, hd, c.RopeStyle, f.rope, pos[i])
+			cos, sin := f.rope.at(pos[i])
+			f.K.RoPE(qi, c.Heads, hd, f.rope.pairs, c.RopeStyle == models.RopeNeox, cos, sin)
+			f.K.RoPE(ki, c.KVHeads, hd, f.rope.pairs, c.RopeStyle == models.RopeNeox, cos, sin)
 			slot := s.len + base + i
 			f.K.ToF16(s.k[l][slot*s.kvDim:(slot+1)*s.kvDim], ki)
 			f.K.ToF16(s.v[l][slot*s.kvDim:(slot+1)*s.kvDim], vi)

@@ -27,6 +27,11 @@ type ropeTable struct {
 	cos, sin []float32 // [pos*pairs + j]
 }
 
+// at returns position pos's cos and sin, one per pair.
+func (t *ropeTable) at(pos int) (cos, sin []float32) {
+	return t.cos[pos*t.pairs : (pos+1)*t.pairs], t.sin[pos*t.pairs : (pos+1)*t.pairs]
+}
+
 // newRopeTable precomputes the rotation angles: pair j of position p turns
 // by (p/scale) · base^(−2j/dim) / freqs[j].
 func newRopeTable(c models.Config, freqs []float32, ctx int) *ropeTable {
@@ -48,8 +53,7 @@ func newRopeTable(c models.Config, freqs []float32, ctx int) *ropeTable {
 
 // rope rotates each head of x[heads×headDim] in place for position pos.
 func rope(x []float32, heads, headDim int, style models.RopeStyle, t *ropeTable, pos int) {
-	cos := t.cos[pos*t.pairs : (pos+1)*t.pairs]
-	sin := t.sin[pos*t.pairs : (pos+1)*t.pairs]
+	cos, sin := t.at(pos)
 	for h := 0; h < heads; h++ {
 		v := x[h*headDim : (h+1)*headDim]
 		for j := 0; j < t.pairs; j++ {
@@ -58,8 +62,10 @@ func rope(x []float32, heads, headDim int, style models.RopeStyle, t *ropeTable,
 				a, b = j, j+t.pairs
 			}
 			x0, x1 := v[a], v[b]
-			v[a] = x0*cos[j] - x1*sin[j]
-			v[b] = x0*sin[j] + x1*cos[j]
+			// Each product rounded, as the kernels' RoPE does: no fused
+			// multiply-add, whatever GOAMD64 allows the compiler.
+			v[a] = float32(x0*cos[j]) - float32(x1*sin[j])
+			v[b] = float32(x0*sin[j]) + float32(x1*cos[j])
 		}
 	}
 }

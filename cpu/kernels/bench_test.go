@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -151,6 +152,28 @@ func BenchmarkCall(b *testing.B) {
 				s.SiLUMul(out, x, x)
 			}
 		})
+	}
+}
+
+// BenchmarkRoPE: the query row of a 7B-like model (32 heads of 128).
+func BenchmarkRoPE(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 8))
+	x := randFloats(r, 32*128, 1)
+	// Unit rotations, so that repeating them keeps x normal (shrinking
+	// values would turn subnormal and slow every level down).
+	cos, sin := make([]float32, 64), make([]float32, 64)
+	for j := range cos {
+		a := r.Float64() * 6
+		cos[j], sin[j] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	for _, s := range sets(b) {
+		for _, neox := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/neox=%v", s.Name, neox), func(b *testing.B) {
+				for b.Loop() {
+					s.RoPE(x, 32, 128, 64, neox, cos, sin)
+				}
+			})
+		}
 	}
 }
 

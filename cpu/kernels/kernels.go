@@ -134,6 +134,12 @@ type Set struct {
 	RMSNorm func(out, x, weight []float32, n, cols int, eps float32)
 	// SiLUMul sets out = silu(gate) * up elementwise. out may alias either.
 	SiLUMul func(out, gate, up []float32)
+	// RoPE rotates, in place, heads rows of hd values of x: pair j (values
+	// 2j and 2j+1, or with neox j and j+pairs) by the angle whose cosine
+	// and sine are cos[j] and sin[j], for j < pairs <= hd/2. Every level
+	// gives the same bits: x0*c - x1*s and x0*s + x1*c, each product
+	// rounded.
+	RoPE func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32)
 
 	// Attention computes query rows j in [jlo, jhi) of tree attention over
 	// one layer's f16 KV cache. q holds n rows of heads*hd float32 (already
@@ -159,6 +165,7 @@ type impl struct {
 	matmul    func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int)
 	rmsnorm   func(out, x, weight []float32, n, cols int, eps float32)
 	siluMul   func(out, gate, up []float32)
+	rope      func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32)
 	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
 	packing   packImpl
 }
@@ -249,6 +256,14 @@ func newSet(name string, im impl) *Set {
 		}
 		if len(gate) > 0 {
 			im.siluMul(out, gate, up[:len(gate)])
+		}
+	}
+	s.RoPE = func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32) {
+		if heads < 0 || hd < 0 || pairs < 0 || 2*pairs > hd || len(x) < heads*hd || len(cos) < pairs || len(sin) < pairs {
+			panic(fmt.Sprintf("kernels: RoPE: %d heads of %d values, %d pairs: x has %d values, cos %d, sin %d", heads, hd, pairs, len(x), len(cos), len(sin)))
+		}
+		if heads > 0 && pairs > 0 {
+			im.rope(x, heads, hd, pairs, neox, cos, sin)
 		}
 	}
 	s.Attention = func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32) {

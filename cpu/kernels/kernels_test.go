@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -487,6 +488,53 @@ func TestSiLUMul(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestRoPE checks every level against the reference bit for bit, both pair
+// layouts, whole and partial rotation, on odd shapes.
+func TestRoPE(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, hd := range []int{2, 6, 34, 64, 80, 128} {
+		for _, pairs := range []int{hd / 2, hd / 4, 1} {
+			for _, neox := range []bool{false, true} {
+				const heads = 3
+				x := randFloats(r, heads*hd, 3)
+				cos, sin := make([]float32, pairs), make([]float32, pairs)
+				for j := range cos {
+					a := r.Float64() * 100
+					cos[j], sin[j] = float32(math.Cos(a)), float32(math.Sin(a))
+				}
+				want := append([]float32(nil), x...)
+				goSet.RoPE(want, heads, hd, pairs, neox, cos, sin)
+				if slices.Equal(want, x) && pairs > 0 {
+					t.Fatalf("hd=%d pairs=%d: the reference left x as it was", hd, pairs)
+				}
+				for _, s := range sets(t) {
+					got := append([]float32(nil), x...)
+					s.RoPE(got, heads, hd, pairs, neox, cos, sin)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s hd=%d pairs=%d neox=%v: x[%d] = %g, want %g", s.Name, hd, pairs, neox, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	for name, f := range map[string]func(){
+		"pairs > hd/2": func() { goSet.RoPE(make([]float32, 8), 1, 8, 5, false, make([]float32, 5), make([]float32, 5)) },
+		"short cos":    func() { goSet.RoPE(make([]float32, 8), 1, 8, 4, false, make([]float32, 3), make([]float32, 4)) },
+		"short x":      func() { goSet.RoPE(make([]float32, 15), 2, 8, 4, false, make([]float32, 4), make([]float32, 4)) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "RoPE") {
+					t.Errorf("%s: recovered %v, want a RoPE panic", name, r)
+				}
+			}()
+			f()
+		}()
 	}
 }
 

@@ -37,7 +37,7 @@ type cLib struct {
 	packRows, packQ8_0, packQ4_0          uintptr
 	mmPackedQ8_0, mmPackedQ4_0, amxInit   uintptr
 	poolNew, poolFree, poolMatMul         uintptr
-	poolAttention                         uintptr
+	poolAttention, rope                   uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -63,6 +63,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_f32", &l.mmF32},
 		{"dt_rmsnorm", &l.rmsnorm},
 		{"dt_silu_mul", &l.siluMul},
+		{"dt_rope", &l.rope},
 		{"dt_attention", &l.attention},
 		{"dt_pack_rows", &l.packRows},
 		{"dt_pack_q8_0", &l.packQ8_0},
@@ -312,6 +313,16 @@ func (l *cLib) set(level string, amx bool) *Set {
 			runtime.KeepAlive(out)
 			runtime.KeepAlive(gate)
 			runtime.KeepAlive(up)
+		},
+		rope: func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32) {
+			nx := uintptr(0)
+			if neox {
+				nx = 1
+			}
+			call(l.rope, p(x), uintptr(heads), uintptr(hd), uintptr(pairs), nx, p(cos), p(sin))
+			runtime.KeepAlive(x)
+			runtime.KeepAlive(cos)
+			runtime.KeepAlive(sin)
 		},
 		attention: attentionCall(l.attention),
 	})

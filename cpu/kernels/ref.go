@@ -28,6 +28,7 @@ var goSet = newSet("go", impl{
 	matmul:    refMatMul,
 	rmsnorm:   refRMSNorm,
 	siluMul:   refSiLUMul,
+	rope:      refRoPE,
 	attention: refAttention,
 })
 
@@ -135,6 +136,23 @@ func refRMSNorm(out, x, weight []float32, n, cols int, eps float32) {
 func refSiLUMul(out, gate, up []float32) {
 	for i, g := range gate {
 		out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+	}
+}
+
+// refRoPE is cpu's rope. The conversions round each product, so that no
+// compiler fuses them into a multiply-add the C levels do not do.
+func refRoPE(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32) {
+	for h := 0; h < heads; h++ {
+		v := x[h*hd : (h+1)*hd]
+		for j := 0; j < pairs; j++ {
+			a, b := 2*j, 2*j+1
+			if neox {
+				a, b = j, j+pairs
+			}
+			x0, x1 := v[a], v[b]
+			v[a] = float32(x0*cos[j]) - float32(x1*sin[j])
+			v[b] = float32(x0*sin[j]) + float32(x1*cos[j])
+		}
 	}
 }
 
