@@ -198,13 +198,15 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			if p, on = req.Planner.Plan(); !on {
 				// A round with no draft: only the root is committed, and a
 				// drafter reading features still gets the root's.
-				logits, hidden, err := t.ForwardFeatures([]int{tok})
+				root, t0 := tok, time.Now()
+				logits, hidden, err := t.ForwardFeatures([]int{root})
 				if err != nil {
 					return err
 				}
-				req.Drafter.Accepted([]int{tok}, hidden)
-				st.PlainSteps++
 				tok = s.Sample(logits, e.history)
+				req.Planner.ObserveTarget(1, time.Since(t0))
+				req.Drafter.Accepted([]int{root}, hidden)
+				st.PlainSteps++
 				continue
 			}
 		}
@@ -232,6 +234,9 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			return err
 		}
 		path, next := acc.accept(tree, logits, e.history)
+		if req.Planner != nil {
+			req.Planner.ObserveTarget(len(nodes), time.Since(t1))
+		}
 		if err := t.Commit(path); err != nil {
 			return err
 		}

@@ -23,8 +23,15 @@ type Planner struct {
 	reached []float64 // decayed count of rounds whose path reached depth d+1
 	offered []float64 // decayed count of rounds that offered a node at depth d+1
 	draftT  float64   // EMA of seconds per draft step
-	rounds  int
-	idle    int // rounds since the last speculative one while off
+	// scale is how much slower (>1) or faster the target runs in this run
+	// than when it was profiled: an EMA of measured over profiled forward
+	// times, which every profiled cost is multiplied by. A profile is taken
+	// once per machine and model and cached, perhaps while the machine was
+	// busy; and a run's steps carry costs (sampling, bookkeeping) the
+	// profile does not see.
+	scale, scaledAt float64
+	rounds          int
+	idle            int // rounds since the last speculative one while off
 	// The best shape until the next observation: while speculation is off
 	// Plan runs every decode step, and scoring every shape would cost a
 	// tenth of a small model's step.
@@ -47,7 +54,7 @@ const decay = 0.98
 // NewPlanner plans from a profile of the target. k is the top-k of every
 // candidate shape.
 func NewPlanner(p Profile, k int) *Planner {
-	pl := &Planner{prof: p, k: k, ProbeEvery: 16, ProbeShare: 0.05}
+	pl := &Planner{prof: p, k: k, ProbeEvery: 16, ProbeShare: 0.05, scale: 1, scaledAt: 1}
 	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
 		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
 			if _, ok := p.Verify[nearestSize(p, g+1)]; ok && g >= depth+1 {
@@ -74,8 +81,14 @@ func nearestSize(p Profile, n int) int {
 	return best
 }
 
-// verifyCost interpolates T_V(n) linearly between profiled sizes.
-func (pl *Planner) verifyCost(n int) float64 {
+// decodeCost is T_T as the target runs now.
+func (pl *Planner) decodeCost() float64 { return pl.scale * pl.prof.Decode.Seconds() }
+
+// verifyCost is T_V(n) as the target runs now.
+func (pl *Planner) verifyCost(n int) float64 { return pl.scale * pl.profiledVerify(n) }
+
+// profiledVerify interpolates T_V(n) linearly between profiled sizes.
+func (pl *Planner) profiledVerify(n int) float64 {
 	lo, hi := -1, -1
 	for s := range pl.prof.Verify {
 		if s <= n && s > lo {
@@ -128,7 +141,7 @@ func (pl *Planner) Speedup(p TreeParams) float64 {
 
 func (pl *Planner) speedup(p TreeParams) float64 {
 	cost := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
-	return pl.tau(p) * pl.prof.Decode.Seconds() / cost
+	return pl.tau(p) * pl.decodeCost() / cost
 }
 
 // bestShape is the shape of highest predicted speedup.
@@ -171,7 +184,7 @@ const maxProbeInterval = 4096
 // speculation is off.
 func (pl *Planner) probeInterval(p TreeParams) int {
 	n := pl.ProbeEvery
-	if tt := pl.prof.Decode.Seconds(); tt > 0 && pl.ProbeShare > 0 {
+	if tt := pl.decodeCost(); tt > 0 && pl.ProbeShare > 0 {
 		probe := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
 		n = max(n, int(math.Ceil(probe/(pl.ProbeShare*tt))))
 	}
@@ -216,5 +229,28 @@ func (pl *Planner) PredictedTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	_, s := pl.bestShape()
-	return max(s, 1) / pl.prof.Decode.Seconds()
+	return max(s, 1) / pl.decodeCost()
+}
+
+// ObserveTarget records one target forward of this run over nodes tokens
+// (1: a decode step without a draft) that took d, sampling included, and
+// rescales the profile's costs to it.
+func (pl *Planner) ObserveTarget(nodes int, d time.Duration) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	prof := pl.prof.Decode.Seconds()
+	if nodes > 1 {
+		prof = pl.profiledVerify(nodes)
+	}
+	if prof <= 0 || d <= 0 {
+		return
+	}
+	// One step preempted by the OS must not swing the plan: ratios are
+	// bounded, and weighed in slowly.
+	r := min(max(d.Seconds()/prof, 0.1), 10)
+	pl.scale = 0.95*pl.scale + 0.05*r
+	if math.Abs(pl.scale-pl.scaledAt) > 0.05*pl.scaledAt {
+		pl.scaledAt = pl.scale
+		pl.bestKnown = false
+	}
 }

@@ -82,3 +82,38 @@ func TestPlannerTracksAcceptance(t *testing.T) {
 		t.Errorf("τ predicted %.2f after α 0.95, %.2f after α 0.1", hi, lo)
 	}
 }
+
+// The profile is cached per machine and model; a run on a machine busier
+// (or quieter) than when it was profiled must plan and predict with the
+// speed it sees.
+func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
+	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*time.Millisecond })
+	pl := NewPlanner(prof, 10)
+	pl.ProbeShare = 0
+	before := pl.PredictedTokensPerSec()
+	// Steps take twice the profiled time: every target cost doubles.
+	for i := 0; i < 200; i++ {
+		pl.ObserveTarget(1, 20*time.Millisecond)
+	}
+	if got := pl.PredictedTokensPerSec() / before; got < 0.49 || got > 0.51 {
+		t.Errorf("steps at twice the profiled time: prediction scaled by %.3f, want 0.5", got)
+	}
+	// A draft step of 5 ms with α = 0.6: against the profile's 10 ms step
+	// speculation loses (one draft node costs 5 + 12 ms for τ 1.6), against
+	// the 20 ms the target takes now it wins (5 + 24 ms for 32 ms of steps).
+	observeRounds(pl, TreeParams{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
+	if _, on := pl.Plan(); !on {
+		t.Errorf("target at twice its profiled cost, draft steps 5 ms, α 0.6: speculation off")
+	}
+	fresh := NewPlanner(prof, 10)
+	fresh.ProbeShare = 0
+	observeRounds(fresh, TreeParams{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
+	if _, on := fresh.Plan(); on {
+		t.Errorf("target at its profiled cost, draft steps 5 ms, α 0.6: speculation on")
+	}
+	// One preempted step moves nothing much.
+	pl.ObserveTarget(1, 10*time.Second)
+	if got := pl.PredictedTokensPerSec(); got < 30 {
+		t.Errorf("after one 10 s step: predicted %.1f tokens/s", got)
+	}
+}
