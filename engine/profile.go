@@ -73,6 +73,10 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 	// (a shared host) moves them together and their ratios stay right.
 	var dec []time.Duration
 	ver := make(map[int][]time.Duration, len(sizes))
+	chain := make([]int, need) // a chain of n nodes is chain[:n]
+	for i := range chain {
+		chain[i] = i - 1
+	}
 	for r := 0; r < reps; r++ {
 		if err := t.Truncate(prompt); err != nil {
 			return p, err
@@ -84,16 +88,12 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 		}
 		dec = append(dec, time.Since(start))
 		for _, n := range sizes {
-			parents := make([]int, n)
-			for i := range parents {
-				parents[i] = i - 1
-			}
 			if err := t.Truncate(prompt); err != nil {
 				return p, err
 			}
 			tk := toks(n)
 			start := time.Now()
-			if _, _, err := t.Extend(tk, parents); err != nil {
+			if _, _, err := t.Extend(tk, chain[:n]); err != nil {
 				return p, err
 			}
 			ver[n] = append(ver[n], time.Since(start))

@@ -296,6 +296,7 @@ typedef void (*amx_fn)(const uint8_t *pg, int rows, int64_t nbc, const uint8_t *
 	}
 #define AMX_FNS(name) NT_VARIANTS(AMX_FN, amx_fn, name, name##_fns)
 
+// name##_q4 tells AMX_FN which kernel name is.
 enum { amx_q8_0_q4 = 0, amx_q4_0_q4 = 1 };
 AMX_FNS(amx_q8_0)
 AMX_FNS(amx_q4_0)
@@ -345,10 +346,8 @@ void pk_prep(const pk_args *a, int64_t c, void *scratch) {
 
 // pk_begin and pk_end bracket a thread's pk_groups calls for one product
 // (AMX's tile configuration is per thread).
-int pk_begin(const pk_args *a) {
-	if (!pk_amx(a)) return 1;
-	amx_begin();
-	return 1;
+void pk_begin(const pk_args *a) {
+	if (pk_amx(a)) amx_begin();
 }
 
 void pk_end(const pk_args *a) {
@@ -385,19 +384,18 @@ static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 	static __thread uint8_t *scratch;
 	if (!scratch) scratch = aligned_alloc(64, pk_scratch_bytes());
 	pk_args b = *a;
-	if (!scratch || !pk_begin(&b)) {
-		// Without memory for AMX's copies, the AVX-512 tiles give the
-		// same result.
+	if (!scratch) {
+		// Without memory for AMX's copies of the activations, the AVX-512
+		// tiles give the same result.
 		b.amx = 0;
-		if (!scratch) {
-			q8a tab[PK_JC * PK_KC];
-			for (int64_t c = 0; c < pk_chunks(&b); c++) {
-				pk_prep(&b, c, tab);
-				pk_groups(&b, c, tab, glo, ghi);
-			}
-			return;
+		q8a tab[PK_JC * PK_KC];
+		for (int64_t c = 0; c < pk_chunks(&b); c++) {
+			pk_prep(&b, c, tab);
+			pk_groups(&b, c, tab, glo, ghi);
 		}
+		return;
 	}
+	pk_begin(&b);
 	for (int64_t c = 0; c < pk_chunks(&b); c++) {
 		pk_prep(&b, c, scratch);
 		pk_groups(&b, c, scratch, glo, ghi);
@@ -413,7 +411,7 @@ static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 size_t pk_scratch_bytes(void) { return 0; }
 int64_t pk_chunks(const pk_args *a) { (void)a; return 0; }
 void pk_prep(const pk_args *a, int64_t chunk, void *scratch) { (void)a, (void)chunk, (void)scratch; }
-int pk_begin(const pk_args *a) { (void)a; return 0; }
+void pk_begin(const pk_args *a) { (void)a; }
 void pk_end(const pk_args *a) { (void)a; }
 void pk_groups(const pk_args *a, int64_t chunk, const void *scratch, int64_t glo, int64_t ghi) {
 	(void)a, (void)chunk, (void)scratch, (void)glo, (void)ghi;

@@ -21,7 +21,7 @@ typedef struct {
 size_t pk_scratch_bytes(void);
 int64_t pk_chunks(const pk_args *a);
 void pk_prep(const pk_args *a, int64_t chunk, void *scratch);
-int pk_begin(const pk_args *a);
+void pk_begin(const pk_args *a);
 void pk_end(const pk_args *a);
 void pk_groups(const pk_args *a, int64_t chunk, const void *scratch, int64_t glo, int64_t ghi);
 #endif

@@ -84,7 +84,7 @@ static float *att_scratch(int64_t size) {
 static void run_pieces(dt_pool *p, int caller) {
 	float *s = 0;
 	pk_args pk = p->pk;
-	if (p->type != 2 && !pk_begin(&pk)) pk.amx = 0; // the same results without AMX
+	if (p->type != 2) pk_begin(&pk);
 	if (p->type == 2) {
 		// A thread that cannot grow its scratch leaves the rows to the
 		// others; the caller then falls back on the job's scratch.
