@@ -181,7 +181,7 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 // the root of the first round.
 func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitter, tok int) error {
 	st := e.st
-	acc := newAcceptor(s, t.Vocab())
+	acc := newAcceptor(s)
 	var nodes, parents []int
 	for {
 		if done, err := e.push(tok); done || err != nil {

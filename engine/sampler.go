@@ -6,7 +6,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -41,11 +40,14 @@ func (p SamplerParams) Validate() error {
 // Greedy reports whether the settings pick the argmax.
 func (p SamplerParams) Greedy() bool { return p.Temperature <= 0 || p.TopK == 1 }
 
-// Sampler turns logits into tokens. Its random stream depends only on the
-// seed, so the same seed and settings give the same text.
+// Sampler turns logits into tokens. The uniform number behind the token it
+// draws at a position depends only on the seed and the position (the
+// length of the history), not on how many draws came before: so the same
+// seed and settings give the same text, and speculative decoding, whatever
+// trees it drafts and verifies, draws exactly the tokens plain decoding
+// would.
 type Sampler struct {
 	p     SamplerParams
-	rng   *rand.Rand
 	cand  []candidate
 	probs []float32
 }
@@ -56,9 +58,9 @@ type candidate struct {
 	p     float32
 }
 
-// NewSampler returns a sampler with its own seeded random stream.
+// NewSampler returns a sampler for the settings (and seed) p.
 func NewSampler(p SamplerParams) *Sampler {
-	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))}
+	return &Sampler{p: p}
 }
 
 // Params returns the sampler's settings.
@@ -71,12 +73,23 @@ func (s *Sampler) Sample(logits []float32, history []int) int {
 		return s.argmax(logits, history)
 	}
 	cand := s.filter(logits, history)
-	return cand[s.draw(cand)].id
+	return cand[draw(cand, s.uniform(len(history)))].id
 }
 
-// Float64 is the sampler's uniform random stream; speculative acceptance
-// draws from it so that a request's randomness has one seed.
-func (s *Sampler) Float64() float64 { return s.rng.Float64() }
+// uniform is the number in [0, 1) of position pos: a hash of the seed and
+// pos (two rounds of splitmix64's finalizer), independent from one
+// position to the next.
+func (s *Sampler) uniform(pos int) float64 {
+	x := mix64(mix64(s.p.Seed+0x9e3779b97f4a7c15) ^ uint64(pos))
+	return float64(x>>11) / (1 << 53)
+}
+
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
 
 // Probs writes the processed distribution — penalties, top-k, top-p, min-p
 // and temperature applied — over the whole vocabulary into out. Lossless
@@ -243,8 +256,9 @@ func softmaxCand(cand []candidate, temp float32) {
 	}
 }
 
-func (s *Sampler) draw(cand []candidate) int {
-	u := float32(s.rng.Float64())
+// draw picks the candidate where the cumulative probability passes u.
+func draw(cand []candidate, u64 float64) int {
+	u := float32(u64)
 	var cum float32
 	for i := range cand {
 		cum += cand[i].p

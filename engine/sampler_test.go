@@ -82,11 +82,12 @@ func TestSampleFollowsProbs(t *testing.T) {
 	p := SamplerParams{Temperature: 0.8, TopK: 5, TopP: 0.95, Seed: 42}
 	probs := make([]float32, len(testLogits))
 	NewSampler(p).Probs(probs, testLogits, nil)
-	s := NewSampler(p)
+	// One draw per seed: a sampler's draw at a position is fixed.
 	const n = 40000
 	counts := make([]int, len(testLogits))
 	for i := 0; i < n; i++ {
-		counts[s.Sample(testLogits, nil)]++
+		p.Seed = uint64(i)
+		counts[NewSampler(p).Sample(testLogits, nil)]++
 	}
 	for i, c := range counts {
 		want := float64(probs[i]) * n
@@ -104,16 +105,41 @@ func TestSameSeedSameTokens(t *testing.T) {
 	p := SamplerParams{Temperature: 1, Seed: 7}
 	a, b, c := NewSampler(p), NewSampler(p), NewSampler(SamplerParams{Temperature: 1, Seed: 8})
 	same, diff := true, false
+	history := []int{}
 	for i := 0; i < 100; i++ {
-		x, y, z := a.Sample(testLogits, nil), b.Sample(testLogits, nil), c.Sample(testLogits, nil)
+		x, y, z := a.Sample(testLogits, history), b.Sample(testLogits, history), c.Sample(testLogits, history)
 		same = same && x == y
 		diff = diff || x != z
+		history = append(history, 0)
 	}
 	if !same {
 		t.Error("same seed gave different tokens")
 	}
 	if !diff {
 		t.Error("different seeds gave the same 100 tokens")
+	}
+}
+
+// The draw at a position does not depend on the draws before it: what makes
+// speculative sampling give plain decoding's very tokens.
+func TestSampleDependsOnPositionOnly(t *testing.T) {
+	p := SamplerParams{Temperature: 1, Seed: 5}
+	a, b := NewSampler(p), NewSampler(p)
+	history := []int{0, 0, 0, 0, 0, 0, 0}
+	for i := 0; i < 50; i++ {
+		a.Sample(testLogits, history[:i%5]) // draws b never makes
+	}
+	got, want := a.Sample(testLogits, history), b.Sample(testLogits, history)
+	if got != want {
+		t.Errorf("after other draws: token %d, a fresh sampler draws %d", got, want)
+	}
+	// And positions differ: over 64 positions, more than one token.
+	seen := map[int]bool{}
+	for pos := 0; pos < 64; pos++ {
+		seen[b.Sample(testLogits, make([]int, pos))] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("64 positions drew only %v", seen)
 	}
 }
 

@@ -119,6 +119,36 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 	}
 }
 
+// Sampled output is the very text plain sampling gives with the same seed,
+// whatever the drafter and tree: the target draws each position's token as
+// plain decoding does, and the tree only decides how many it checks at once.
+func TestSpeculativeSamplingEqualsPlainWithSeed(t *testing.T) {
+	m := load(t, "stories260K-f32.gguf")
+	defer m.Close()
+	dm := load(t, "stories260K-Q8_0-mixed.gguf")
+	defer dm.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	prompt := []int{1, 317, 269, 274, 287}
+	for _, params := range []engine.SamplerParams{{Temperature: 1, Seed: 3}, {Temperature: 0.8, TopP: 0.9, TopK: 40, Seed: 4}} {
+		plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params})
+		drafters := map[string]engine.Drafter{
+			"model":   engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)),
+			"garbage": &garbage{rng: rand.New(rand.NewPCG(1, 2))},
+		}
+		for dname, d := range drafters {
+			for _, p := range []engine.TreeParams{engine.ServerTree, {TopK: 3, Depth: 2, Tokens: 6}} {
+				got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params, Drafter: d, Tree: p})
+				if !slices.Equal(got, plain) {
+					t.Errorf("%+v, %s drafter, %+v: speculative output differs from plain sampling\n got %v\nwant %v", params, dname, p, got, plain)
+				}
+				if dname == "model" && st.Tau() <= 1 {
+					t.Errorf("%+v, model drafter, %+v: τ %.2f, nothing accepted", params, p, st.Tau())
+				}
+			}
+		}
+	}
+}
+
 // Greedy output also equals llama.cpp's, with drafting on.
 func TestSpeculativeMatchesLlamaCpp(t *testing.T) {
 	gc, err := golden.Load(filepath.Join(golden.Root(), "golden", "greedy", "stories260K-f32-p1"))

@@ -133,7 +133,7 @@ func TestAcceptGreedyByHand(t *testing.T) {
 		logits[i] = make([]float32, 10)
 		logits[i][argmaxAt[i]] = 5
 	}
-	a := newAcceptor(NewSampler(SamplerParams{}), 10)
+	a := newAcceptor(NewSampler(SamplerParams{}))
 	path, next := a.accept(tree, logits, []int{1})
 	// root → 5 (node 0) → 7 (node 2) → 8 (node 3) → bonus 9.
 	if !slices.Equal(path, []int{0, 1, 3, 4}) || next != 9 {
