@@ -42,6 +42,9 @@ type Stats struct {
 	DepthReached []int // [d-1]: rounds whose accepted path reached depth d
 	DraftTime    time.Duration
 	VerifyTime   time.Duration
+	// DraftVersion is the version of the draft's weights when generation
+	// ended, for drafters whose weights change (a Version method); else 0.
+	DraftVersion int
 }
 
 // PromptTokensPerSec is prefill speed.
@@ -150,7 +153,12 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	}
 	st.PromptTime = time.Since(start)
 	start = time.Now()
-	defer func() { st.GenTime = time.Since(start) }()
+	defer func() {
+		st.GenTime = time.Since(start)
+		if v, ok := req.Drafter.(interface{ Version() int }); ok {
+			st.DraftVersion = v.Version()
+		}
+	}()
 
 	s := NewSampler(req.Sampler)
 	e := &emitter{st: &st, stop: req.Stop, emit: emit, max: req.MaxTokens,

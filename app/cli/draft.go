@@ -114,6 +114,15 @@ type namedDrafter struct {
 
 func (d namedDrafter) Name() string { return d.name }
 
+// Version is the version of an adapting draft's weights (0 for any other
+// drafter: their weights never change).
+func (d namedDrafter) Version() int {
+	if a, ok := d.FeatureDrafter.(*engine.AdaptiveDrafter); ok {
+		return a.Version()
+	}
+	return 0
+}
+
 // adaptiveOf is the adapting DGF drafter inside d, or nil.
 func adaptiveOf(d engine.Drafter) *engine.AdaptiveDrafter {
 	if n, ok := d.(namedDrafter); ok {

@@ -174,7 +174,7 @@ func run(c *cobra.Command, f runFlags) error {
 			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
 				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
 				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
-				DraftVersion: draftVersion(drafter), Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps}}
+				DraftVersion: st.DraftVersion, Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps}}
 		if planner != nil {
 			res.Stats.PredictedTokS = planner.PredictedTokensPerSec()
 		}
@@ -212,8 +212,8 @@ func adaptMode(d engine.Drafter) string {
 // draftVersion is the version of an adapting draft's weights (0 for any
 // other drafter: their weights never change).
 func draftVersion(d engine.Drafter) int {
-	if a := adaptiveOf(d); a != nil {
-		return a.Version()
+	if v, ok := d.(interface{ Version() int }); ok {
+		return v.Version()
 	}
 	return 0
 }

@@ -44,13 +44,14 @@ type statsInfo struct {
 	GenMs              float64 `json:"gen_ms"`
 	Rounds             int     `json:"rounds"`
 	Tau                float64 `json:"tau"`
+	DraftVersion       int     `json:"draft_version"`
 }
 
 func statsOf(st engine.Stats) *statsInfo {
 	return &statsInfo{
 		PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(),
 		PromptMs: float64(st.PromptTime.Microseconds()) / 1000, GenMs: float64(st.GenTime.Microseconds()) / 1000,
-		Rounds: st.Rounds, Tau: st.Tau(),
+		Rounds: st.Rounds, Tau: st.Tau(), DraftVersion: st.DraftVersion,
 	}
 }
 
@@ -189,5 +190,8 @@ func (s *Server) observe(st engine.Stats) {
 	}
 	if st.Rounds > 0 {
 		m.specTau.Set(st.Tau())
+	}
+	if st.DraftVersion > 0 {
+		m.draftVersion.Set(float64(st.DraftVersion))
 	}
 }

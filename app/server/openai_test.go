@@ -41,6 +41,7 @@ type dovetailStats struct {
 	GenTokensPerSec    float64 `json:"gen_tokens_per_s"`
 	Rounds             *int    `json:"rounds"`
 	Tau                *float64
+	DraftVersion       *int `json:"draft_version"`
 }
 
 func extension(t *testing.T, raw string) dovetailStats {

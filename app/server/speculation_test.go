@@ -10,15 +10,21 @@ import (
 	"dovetail/engine"
 )
 
+// versioned is a drafter whose weights are at version 7 (as an adapting
+// draft's would be after seven publications).
+type versioned struct{ engine.NgramDrafter }
+
+func (*versioned) Version() int { return 7 }
+
 // With a drafter in every slot the server answers with the same text,
-// and its statistics show the speculative rounds.
+// and its statistics show the speculative rounds and the draft's version.
 func TestSpeculationSameText(t *testing.T) {
 	const n = 40
 	want := cliRun(t, prompt, n)
 	closed := 0
 	ts := start(t, server.Config{Parallel: 2, Speculation: &server.Speculation{
 		NewDrafter: func(int) (engine.Drafter, func(), error) {
-			return &engine.NgramDrafter{}, func() { closed++ }, nil
+			return &versioned{}, func() { closed++ }, nil
 		},
 		Tree: engine.LaptopTree,
 	}})
@@ -35,8 +41,12 @@ func TestSpeculationSameText(t *testing.T) {
 	if got := res.Choices[0].Text; got != want {
 		t.Errorf("with speculation\n%q\nwant (dovetail run)\n%q", got, want)
 	}
-	if st := extension(t, res.JSON.ExtraFields["dovetail"].Raw()); *st.Rounds == 0 {
+	st := extension(t, res.JSON.ExtraFields["dovetail"].Raw())
+	if *st.Rounds == 0 {
 		t.Errorf("no speculative rounds: %+v", st)
+	}
+	if st.DraftVersion == nil || *st.DraftVersion != 7 {
+		t.Errorf("draft_version %v, want the drafter's 7", st.DraftVersion)
 	}
 	ts.stop()
 	if closed != 2 {
