@@ -324,3 +324,56 @@ func TestHostFloat32MatchesFloat64(t *testing.T) {
 		}
 	}
 }
+
+// A frozen matrix too large to hold as floats (an LM head) is multiplied
+// by the CPU kernels in its own format on the float32 device: the result is
+// the exact product up to the activations' Q8_0 rounding.
+func TestMatMulFrozenLargeMatrix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 2))
+	const n, cols = 3, 96
+	rows := smallMatrix/cols + 5
+	tq := q8Tensor("head", rows, cols, randVals(rng, rows*cols, 1))
+	h32, h64 := newHost[float32](2), newHost[float64](2)
+	m32, err := h32.UploadMatrix(tq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h32.mat(m32).f32 != nil {
+		t.Fatalf("a %d × %d matrix was dequantized whole", rows, cols)
+	}
+	m64, _ := h64.UploadMatrix(tq)
+	xv := randVals(rng, n*cols, 1)
+	x32 := h32.Alloc(n * cols)
+	x32f := make([]float32, len(xv))
+	for i, v := range xv {
+		x32f[i] = float32(v)
+	}
+	h32.Upload(x32, x32f)
+	o32, o64 := h32.Alloc(n*rows), h64.Alloc(n*rows)
+	h32.MatMulFrozen(o32, x32, m32, n)
+	h64.MatMulFrozen(o64, buf(h64, xv), m64, n)
+	got := make([]float32, n*rows)
+	h32.Download(got, o32)
+	w := make([]float32, cols)
+	for j := 0; j < n; j++ {
+		for r := 0; r < rows; r++ {
+			quant.DequantizeRow(quant.Q8_0, w, tq.Row(r))
+			// Each activation moves by at most half a step of its block's
+			// scale, amax/127.
+			var bound float64
+			for b := 0; b < cols; b += quant.QK {
+				var amax float64
+				for c := b; c < b+quant.QK; c++ {
+					amax = max(amax, math.Abs(xv[j*cols+c]))
+				}
+				for c := b; c < b+quant.QK; c++ {
+					bound += math.Abs(float64(w[c])) * amax / 127 / 2
+				}
+			}
+			want := vals(o64)[j*rows+r]
+			if d := math.Abs(float64(got[j*rows+r]) - want); d > bound+1e-4 {
+				t.Fatalf("row %d, output %d: %g, exact %g (off by %g > %g)", j, r, got[j*rows+r], want, d, bound)
+			}
+		}
+	}
+}
