@@ -327,52 +327,91 @@ func TestHostFloat32MatchesFloat64(t *testing.T) {
 
 // A frozen matrix too large to hold as floats (an LM head) is multiplied
 // by the CPU kernels in its own format on the float32 device: the result is
-// the exact product up to the activations' Q8_0 rounding.
+// the exact product up to the activations' rounding to the format the
+// kernels pair with the weights' (Q8_0 blocks of 32, Q8_K blocks of 256,
+// f16 or bf16).
 func TestMatMulFrozenLargeMatrix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 2))
-	const n, cols = 3, 96
+	const n, cols = 3, 256
 	rows := smallMatrix/cols + 5
-	tq := q8Tensor("head", rows, cols, randVals(rng, rows*cols, 1))
-	h32, h64 := newHost[float32](2), newHost[float64](2)
-	m32, err := h32.UploadMatrix(tq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h32.mat(m32).f32 != nil {
-		t.Fatalf("a %d × %d matrix was dequantized whole", rows, cols)
-	}
-	m64, _ := h64.UploadMatrix(tq)
 	xv := randVals(rng, n*cols, 1)
-	x32 := h32.Alloc(n * cols)
-	x32f := make([]float32, len(xv))
-	for i, v := range xv {
-		x32f[i] = float32(v)
+	wv := make([]float32, rows*cols)
+	for i := range wv {
+		wv[i] = float32(rng.NormFloat64())
 	}
-	h32.Upload(x32, x32f)
-	o32, o64 := h32.Alloc(n*rows), h64.Alloc(n*rows)
-	h32.MatMulFrozen(o32, x32, m32, n)
-	h64.MatMulFrozen(o64, buf(h64, xv), m64, n)
-	got := make([]float32, n*rows)
-	h32.Download(got, o32)
-	w := make([]float32, cols)
-	for j := 0; j < n; j++ {
-		for r := 0; r < rows; r++ {
-			quant.DequantizeRow(quant.Q8_0, w, tq.Row(r))
-			// Each activation moves by at most half a step of its block's
-			// scale, amax/127.
-			var bound float64
-			for b := 0; b < cols; b += quant.QK {
-				var amax float64
-				for c := b; c < b+quant.QK; c++ {
-					amax = max(amax, math.Abs(xv[j*cols+c]))
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q6_K, quant.F16, quant.BF16} {
+		rb, _ := typ.RowSize(cols)
+		data := make([]byte, rows*rb)
+		for r := range rows {
+			if err := quant.QuantizeRow(typ, data[r*rb:(r+1)*rb], wv[r*cols:(r+1)*cols]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tq := &models.Tensor{Name: "head", Type: typ, Rows: rows, Cols: cols, RowBytes: rb, Data: data}
+		h32, h64 := newHost[float32](2), newHost[float64](2)
+		m32, err := h32.UploadMatrix(tq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h32.mat(m32).f32 != nil {
+			t.Fatalf("a %d × %d matrix was dequantized whole", rows, cols)
+		}
+		m64, _ := h64.UploadMatrix(tq)
+		x32 := h32.Alloc(n * cols)
+		x32f := make([]float32, len(xv))
+		for i, v := range xv {
+			x32f[i] = float32(v)
+		}
+		h32.Upload(x32, x32f)
+		o32, o64 := h32.Alloc(n*rows), h64.Alloc(n*rows)
+		h32.MatMulFrozen(o32, x32, m32, n)
+		h64.MatMulFrozen(o64, buf(h64, xv), m64, n)
+		got := make([]float32, n*rows)
+		h32.Download(got, o32)
+		// How far each activation may move: half a step of its block's
+		// scale, amax/127, or a relative rounding of f16 or bf16.
+		moved := make([]float64, n*cols)
+		for j := 0; j < n; j++ {
+			x := xv[j*cols : (j+1)*cols]
+			switch typ {
+			case quant.F16, quant.BF16:
+				rel := 0x1p-11
+				if typ == quant.BF16 {
+					rel = 0x1p-8
 				}
-				for c := b; c < b+quant.QK; c++ {
-					bound += math.Abs(float64(w[c])) * amax / 127 / 2
+				for c, v := range x {
+					moved[j*cols+c] = math.Abs(v) * rel
+				}
+			default:
+				blk := quant.QK
+				if typ == quant.Q6_K {
+					blk = quant.QKK
+				}
+				for b := 0; b < cols; b += blk {
+					var amax float64
+					for _, v := range x[b : b+blk] {
+						amax = max(amax, math.Abs(v))
+					}
+					for c := b; c < b+blk; c++ {
+						moved[j*cols+c] = amax / 127 / 2 * 1.01
+					}
 				}
 			}
-			want := vals(o64)[j*rows+r]
-			if d := math.Abs(float64(got[j*rows+r]) - want); d > bound+1e-4 {
-				t.Fatalf("row %d, output %d: %g, exact %g (off by %g > %g)", j, r, got[j*rows+r], want, d, bound)
+		}
+		w := make([]float32, cols)
+		for r := 0; r < rows; r++ {
+			quant.DequantizeRow(typ, w, tq.Row(r))
+			for j := 0; j < n; j++ {
+				var bound, mag float64
+				for c := range w {
+					bound += math.Abs(float64(w[c])) * moved[j*cols+c]
+					mag += math.Abs(float64(w[c]) * xv[j*cols+c])
+				}
+				bound += 1e-5*mag + 1e-4
+				want := vals(o64)[j*rows+r]
+				if d := math.Abs(float64(got[j*rows+r]) - want); d > bound {
+					t.Fatalf("%v: row %d, output %d: %g, exact %g (off by %g > %g)", typ, j, r, got[j*rows+r], want, d, bound)
+				}
 			}
 		}
 	}
