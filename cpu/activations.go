@@ -20,15 +20,15 @@ var goKernels, _ = kernels.ByName("go")
 // Each form is computed at most once per vector, before the parallel loop.
 type acts struct {
 	x    []float32
-	h16  []uint16 // f16 or bf16
-	q8   []byte   // Q8_0 or Q8_K
+	buf  []byte // room for any form
+	cur  []byte // the form computed last
 	have quant.Type
 	ok   bool
 }
 
 func newActs(n int) *acts {
-	q8 := max(n/quant.QK*quant.Q8_0.TypeSize(), n/quant.QKK*quant.Q8_K.TypeSize())
-	return &acts{h16: make([]uint16, n), q8: make([]byte, q8)}
+	return &acts{buf: make([]byte, max(kernels.ActivationBytes(quant.F16, n), kernels.ActivationBytes(quant.Q8_0, n),
+		kernels.ActivationBytes(quant.Q4_K, n)))}
 }
 
 // set makes x the current vector.
@@ -40,29 +40,13 @@ func (a *acts) set(x []float32) {
 // multiply it in.
 func (a *acts) form(t quant.Type) []byte {
 	f := kernels.ActivationType(t)
-	switch {
-	case f == quant.F32:
+	if f == quant.F32 {
 		return kernels.Bytes(a.x)
-	case a.ok && a.have == f:
-	case f == quant.F16:
-		goKernels.ToF16(a.h16[:len(a.x)], a.x)
-	case f == quant.BF16:
-		for i, v := range a.x {
-			a.h16[i] = quant.F32ToBF16(v)
-		}
-	case f == quant.Q8_0:
-		goKernels.QuantizeQ8_0(a.q8[:len(a.x)/quant.QK*quant.Q8_0.TypeSize()], a.x)
-	case f == quant.Q8_K:
-		goKernels.QuantizeQ8_K(a.q8[:len(a.x)/quant.QKK*quant.Q8_K.TypeSize()], a.x)
 	}
-	a.have, a.ok = f, true
-	switch f {
-	case quant.F16, quant.BF16:
-		return kernels.Bytes(a.h16[:len(a.x)])
-	case quant.Q8_0:
-		return a.q8[:len(a.x)/quant.QK*quant.Q8_0.TypeSize()]
+	if !a.ok || a.have != f {
+		a.cur, a.have, a.ok = goKernels.Activations(t, a.buf, a.x), f, true
 	}
-	return a.q8[:len(a.x)/quant.QKK*quant.Q8_K.TypeSize()]
+	return a.cur
 }
 
 // matmul: out[Rows] = W[Rows×Cols] · x[Cols], W in its stored format and x

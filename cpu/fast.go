@@ -315,58 +315,37 @@ func (s *Seq) commit(path []int) error {
 }
 
 // actBuf holds a batch of activation rows in the form each weight type
-// multiplies them in (see acts), each form computed at most once per batch.
+// multiplies them in, each form computed at most once per batch.
 type actBuf struct {
 	k       *kernels.Set
 	x       []float32
 	n, cols int
-	f16     []uint16
-	q8_0    []byte
-	q8_k    []byte
-	have    [quant.BF16 + 1]bool
+	buf     [quant.BF16 + 1][]byte // by activation type
+	done    [quant.BF16 + 1][]byte // this batch's forms, once computed
 }
 
 func newActBuf(k *kernels.Set, values int) actBuf {
-	return actBuf{k: k, f16: make([]uint16, values),
-		q8_0: make([]byte, values/quant.QK*quant.Q8_0.TypeSize()+quant.Q8_0.TypeSize()),
-		q8_k: make([]byte, values/quant.QKK*quant.Q8_K.TypeSize()+quant.Q8_K.TypeSize())}
+	a := actBuf{k: k}
+	for _, t := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_K} { // one weight type per form
+		a.buf[kernels.ActivationType(t)] = make([]byte, kernels.ActivationBytes(t, values))
+	}
+	return a
 }
 
 func (a *actBuf) set(x []float32, n, cols int) {
 	a.x, a.n, a.cols = x[:n*cols], n, cols
-	a.have = [quant.BF16 + 1]bool{}
+	a.done = [quant.BF16 + 1][]byte{}
 }
 
 // form returns the activations as bytes for weights of type t (in the form
 // kernels.ActivationType gives) and the bytes per row.
 func (a *actBuf) form(t quant.Type) (act []byte, rowBytes int) {
-	switch t {
-	case quant.F16, quant.BF16:
-		if !a.have[t] {
-			if t == quant.F16 {
-				a.k.ToF16(a.f16[:len(a.x)], a.x)
-			} else {
-				for i, v := range a.x {
-					a.f16[i] = quant.F32ToBF16(v)
-				}
-			}
-			a.have[quant.F16], a.have[quant.BF16] = t == quant.F16, t == quant.BF16
-		}
-		return kernels.Bytes(a.f16[:len(a.x)]), 2 * a.cols
-	case quant.Q8_0, quant.Q4_0:
-		rb := a.cols / quant.QK * quant.Q8_0.TypeSize()
-		if !a.have[quant.Q8_0] {
-			a.k.QuantizeQ8_0(a.q8_0[:a.n*rb], a.x)
-			a.have[quant.Q8_0] = true
-		}
-		return a.q8_0[:a.n*rb], rb
-	case quant.Q4_K, quant.Q6_K:
-		rb := a.cols / quant.QKK * quant.Q8_K.TypeSize()
-		if !a.have[quant.Q8_K] {
-			a.k.QuantizeQ8_K(a.q8_k[:a.n*rb], a.x)
-			a.have[quant.Q8_K] = true
-		}
-		return a.q8_k[:a.n*rb], rb
+	f := kernels.ActivationType(t)
+	if f == quant.F32 {
+		return kernels.Bytes(a.x), 4 * a.cols
 	}
-	return kernels.Bytes(a.x), 4 * a.cols
+	if a.done[f] == nil {
+		a.done[f] = a.k.Activations(t, a.buf[f], a.x)
+	}
+	return a.done[f], kernels.ActivationBytes(t, a.cols)
 }

@@ -134,33 +134,8 @@ func (h *host[T]) MatMulFrozen(out, x Buffer, w Matrix, n int) {
 // proposals tolerate; the float64 device, for gradient checks, keeps the
 // exact path.
 func (h *host[T]) frozenKernel(out, x []float32, m *hostMat, n int) {
-	at := kernels.ActivationType(m.t)
-	rb, err := at.RowSize(m.cols)
-	if err != nil {
-		panic(fmt.Sprintf("gpu: MatMulFrozen: %v", err))
-	}
-	var act []byte
-	switch at {
-	case quant.Q8_0, quant.Q8_K:
-		act = make([]byte, n*rb)
-		if at == quant.Q8_0 {
-			h.k.QuantizeQ8_0(act, x)
-		} else {
-			h.k.QuantizeQ8_K(act, x)
-		}
-	case quant.F16, quant.BF16:
-		a16 := make([]uint16, n*m.cols)
-		if at == quant.F16 {
-			h.k.ToF16(a16, x)
-		} else {
-			for i, v := range x {
-				a16[i] = quant.F32ToBF16(v)
-			}
-		}
-		act = kernels.Bytes(a16)
-	default:
-		act = kernels.Bytes(x)
-	}
+	act := h.k.Activations(m.t, make([]byte, kernels.ActivationBytes(m.t, len(x))), x)
+	rb := kernels.ActivationBytes(m.t, m.cols)
 	h.par(m.rows, n*m.cols, func(_, lo, hi int) {
 		h.k.MatMul(m.t, out, m.rows, m.data, m.rowBytes, lo, hi, act, rb, n, m.cols)
 	})

@@ -196,6 +196,52 @@ func ActivationType(t quant.Type) quant.Type {
 	return quant.F32
 }
 
+// ActivationBytes is the size in bytes of n activation values (whole rows
+// of whole blocks) in the form ActivationType(t).
+func ActivationBytes(t quant.Type, n int) int {
+	switch f := ActivationType(t); f {
+	case quant.Q8_0:
+		return n / quant.QK * quant.Q8_0.TypeSize()
+	case quant.Q8_K:
+		return n / quant.QKK * quant.Q8_K.TypeSize()
+	case quant.F16, quant.BF16:
+		return 2 * n
+	}
+	return 4 * n
+}
+
+// Activations puts x (whole rows) in the form MatMul multiplies weights of
+// type t by, ActivationType(t), quantized as the target quantizes its own,
+// and returns those bytes: dst[:ActivationBytes(t, len(x))], or for float32
+// x's own bytes (dst is then not used).
+func (s *Set) Activations(t quant.Type, dst []byte, x []float32) []byte {
+	f := ActivationType(t)
+	if f == quant.F32 {
+		return Bytes(x)
+	}
+	need := ActivationBytes(t, len(x))
+	if len(dst) < need {
+		panic(fmt.Sprintf("kernels: Activations: %d values as %v need %d bytes of dst, have %d", len(x), f, need, len(dst)))
+	}
+	dst = dst[:need]
+	switch f {
+	case quant.Q8_0:
+		s.QuantizeQ8_0(dst, x)
+	case quant.Q8_K:
+		s.QuantizeQ8_K(dst, x)
+	default:
+		h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dst))), len(x))
+		if f == quant.F16 {
+			s.ToF16(h, x)
+		} else {
+			for i, v := range x {
+				h[i] = quant.F32ToBF16(v)
+			}
+		}
+	}
+	return dst
+}
+
 // Bytes views a float32 or uint16 slice as its bytes (no copy), for MatMul's
 // f32, f16 and bf16 activations.
 func Bytes[T float32 | uint16](x []T) []byte {

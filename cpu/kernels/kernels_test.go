@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"dovetail/quant"
 )
@@ -489,6 +490,35 @@ func TestSiLUMul(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestActivations checks every level's activation forms against the
+// reference's bytes (Q8_0 and Q8_K as ggml's SIMD quantizers round, f16,
+// bf16) and that float32 activations are x's own bytes.
+func TestActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	x := randFloats(r, 3*256, 2)
+	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
+		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
+		if len(want) != ActivationBytes(wt, len(x)) {
+			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))
+		}
+		for _, s := range sets(t) {
+			got := s.Activations(wt, make([]byte, len(want)), x)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s %v: activations differ from the reference's", s.Name, wt)
+			}
+		}
+	}
+	if f := goSet.Activations(quant.F32, nil, x); unsafe.SliceData(f) != (*byte)(unsafe.Pointer(unsafe.SliceData(x))) {
+		t.Error("float32 activations were copied")
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Activations") {
+			t.Errorf("a short dst: recovered %v, want an Activations panic", r)
+		}
+	}()
+	goSet.Activations(quant.Q8_0, make([]byte, 10), x)
 }
 
 // TestRoPE checks every level against the reference bit for bit, both pair
