@@ -66,7 +66,6 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 			return p, err
 		}
 	}
-	p.Decode = time.Since(start) / time.Duration(steps)
 	p.DecodeTokensPerSec = float64(steps) / time.Since(start).Seconds()
 	// T_T and every T_V(n) are measured in the same rounds, one of each per
 	// round, so that the machine slowing down or speeding up over the run

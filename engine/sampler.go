@@ -47,9 +47,8 @@ func (p SamplerParams) Greedy() bool { return p.Temperature <= 0 || p.TopK == 1 
 // trees it drafts and verifies, draws exactly the tokens plain decoding
 // would.
 type Sampler struct {
-	p     SamplerParams
-	cand  []candidate
-	probs []float32
+	p    SamplerParams
+	cand []candidate
 }
 
 type candidate struct {

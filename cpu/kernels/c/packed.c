@@ -233,7 +233,8 @@ DT_INLINE void amx_unpack_q4(uint8_t *dst, const uint8_t *pb) {
 }
 
 // AMX_ISSUE starts block blk's product in accumulator T, with activations
-// in tile A and weights in tile B. Q8_0's B tile is read in place. Q4_0's
+// in tile A and weights in tile B (a macro over amx_tile's locals: tile
+// numbers must be compile-time constants). Q8_0's B tile is read in place. Q4_0's
 // are unpacked two blocks ahead into a ring of four in L1: unpacking a
 // whole chunk first had every tile load come back from L2, and a tile load
 // right behind the stores that wrote its data waits for them.
