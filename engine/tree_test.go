@@ -66,8 +66,10 @@ func TestBuildTreeByHand(t *testing.T) {
 	if err := tr.Check(); err != nil {
 		t.Error(err)
 	}
-	// The second expansion's parents index the first's pending nodes.
-	if len(calls) != 2 || !slices.Equal(calls[0], []int{-1, -1}) || !slices.Equal(calls[1], []int{0, 1}) {
+	// The second expansion's parents index the first's pending nodes. Of
+	// the frontier 0→3 (.54) and 1→2 (.15), 1→2 is not expanded: five
+	// candidates score at least .15, so nothing below it is among the best 4.
+	if len(calls) != 2 || !slices.Equal(calls[0], []int{-1, -1}) || !slices.Equal(calls[1], []int{0}) {
 		t.Errorf("expand parents %v", calls)
 	}
 }
@@ -119,6 +121,71 @@ func TestBuildTreeProperties(t *testing.T) {
 		if p.Tokens == 1 && tr.Parents[0] != -1 {
 			t.Fatalf("γ=1 kept a non-root node")
 		}
+	}
+}
+
+// Pruning hopeless frontier nodes must give the very tree that expanding
+// them all gives, with ties (coarse logits) and sharp distributions.
+func TestBuildTreePruningKeepsTheTree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const vocab = 40
+	saved := 0
+	for trial := 0; trial < 400; trial++ {
+		p := TreeParams{TopK: 1 + rng.IntN(10), Depth: rng.IntN(8), Tokens: 1 + rng.IntN(40)}
+		scale := []float64{0.5, 3, 8}[trial%3]
+		coarse := trial%4 == 0
+		// The logits of a node depend only on its path: both builds see
+		// the same model, whatever order they expand in.
+		logitsOf := func(path []int) []float32 {
+			h := uint64(1469598103934665603) + uint64(trial)
+			for _, tok := range path {
+				h = (h ^ uint64(tok+1)) * 1099511628211
+			}
+			r := rand.New(rand.NewPCG(h, 9))
+			l := make([]float32, vocab)
+			for i := range l {
+				v := r.NormFloat64() * scale
+				if coarse {
+					v = math.Round(v)
+				}
+				l[i] = float32(v)
+			}
+			return l
+		}
+		run := func(prune bool) (*Tree, int) {
+			var paths [][]int // of pending nodes
+			calls := 0
+			tr, err := buildTree(p, logitsOf(nil), func(tokens, parents []int) ([][]float32, error) {
+				out := make([][]float32, len(tokens))
+				for i, tok := range tokens {
+					var path []int
+					if parents[i] >= 0 {
+						path = slices.Clone(paths[parents[i]])
+					}
+					path = append(path, tok)
+					paths = append(paths, path)
+					out[i] = logitsOf(path)
+				}
+				calls += len(tokens)
+				return out, nil
+			}, prune)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr, calls
+		}
+		all, nAll := run(false)
+		got, nGot := run(true)
+		if !slices.Equal(got.Tokens, all.Tokens) || !slices.Equal(got.Parents, all.Parents) || !slices.Equal(got.Scores, all.Scores) {
+			t.Fatalf("trial %d %+v: pruned tree %v %v, want %v %v", trial, p, got.Tokens, got.Parents, all.Tokens, all.Parents)
+		}
+		if nGot > nAll {
+			t.Fatalf("trial %d: pruning expanded %d nodes, more than %d", trial, nGot, nAll)
+		}
+		saved += nAll - nGot
+	}
+	if saved == 0 {
+		t.Error("pruning never saved an expansion")
 	}
 }
 
