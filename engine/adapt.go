@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -80,8 +81,13 @@ type AdaptConfig struct {
 	// RequestWindow is the most positions of its own text a per-request
 	// step trains on.
 	RequestWindow int
-	Control       Control
-	Seed          uint64
+	// Branches is the share of each step's windows that end in a node
+	// the target rejected (Aurora; 0: rejected nodes are not kept), and
+	// BranchBytes bounds the rejected nodes kept.
+	Branches    float64
+	BranchBytes int
+	Control     Control
+	Seed        uint64
 }
 
 // DefaultAdaptConfig are the settings measured with `dovetail bench adapt`
@@ -93,10 +99,14 @@ type AdaptConfig struct {
 // windows of the requests trained on (instead of whole held-out requests)
 // let overfit drafts in and cost 7% τ on the unshifted domain. Duty 1: on
 // 2 cores a trainer thread cost decode 4–8% of its speed and duty 0.5
-// saved no measurable part of that.
+// saved no measurable part of that. Rejected branches are off: with a
+// quarter to three quarters of the windows ending in one (2 rejected nodes
+// kept per committed position), τ after the shift moved by −0.05 to +0.09
+// on stories260K and +0.04 on the embedded model, inside the noise, and a
+// scratch draft gained nothing either.
 func DefaultAdaptConfig() AdaptConfig {
 	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
-		MinGain: 0.02, Duty: 1, RequestWindow: 64, Control: *DefaultControl(), Seed: 1}
+		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, Control: *DefaultControl(), Seed: 1}
 }
 
 // AdaptStats is what the adapter has done so far.
@@ -105,6 +115,7 @@ type AdaptStats struct {
 	Version           int // the kept version
 	Collecting        bool
 	Records           int // positions held
+	Branches          int // rejected nodes held
 	Runs, Published   int
 	ShortTau, LongTau float64     // EMAs of measured τ
 	Shadow, Kept      draft.Score // the last comparison's
@@ -146,9 +157,17 @@ func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version i
 	if cfg.Duty <= 0 || cfg.Duty > 1 {
 		return nil, fmt.Errorf("adaptation: duty %g outside (0, 1]", cfg.Duty)
 	}
+	if cfg.Branches < 0 || cfg.Branches > 1 {
+		return nil, fmt.Errorf("adaptation: a share of %g of windows from rejected branches, outside [0, 1]", cfg.Branches)
+	}
 	rec, err := NewRecords(hidden, cfg.RecordBytes)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Branches > 0 {
+		if err := rec.KeepBranches(cfg.BranchBytes); err != nil {
+			return nil, fmt.Errorf("adaptation: %d bytes for rejected branches: %w", cfg.BranchBytes, err)
+		}
 	}
 	a := &Adapter{cfg: cfg, l: l, rec: rec, ctl: cfg.Control, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), onPublish: onPublish}
@@ -198,6 +217,7 @@ func (a *Adapter) Stats() AdaptStats {
 	s.Collecting = a.ctl.Collecting()
 	s.ShortTau, s.LongTau = a.ctl.EMAs()
 	s.Records = a.rec.Len()
+	s.Branches = a.rec.Branches()
 	s.TauHistory = append([]float64(nil), a.st.TauHistory...)
 	return s
 }
@@ -243,16 +263,17 @@ func (a *Adapter) end() {
 }
 
 // record appends committed positions of sequence seq while collecting,
-// and wakes the trainer when a run's worth has arrived.
-func (a *Adapter) record(seq *uint64, tokens []int, features [][]float32) {
+// and wakes the trainer when a run's worth has arrived. It returns the
+// number Records gave the first position, and whether it recorded them.
+func (a *Adapter) record(seq *uint64, tokens []int, features [][]float32) (uint64, bool) {
 	if a.cfg.Mode != AdaptBackground || len(tokens) == 0 {
-		return
+		return 0, false
 	}
 	a.mu.Lock()
 	if !a.ctl.Collecting() {
 		a.gap = true
 		a.mu.Unlock()
-		return
+		return 0, false
 	}
 	if a.gap {
 		// Positions after a pause do not follow the ones before it.
@@ -262,13 +283,14 @@ func (a *Adapter) record(seq *uint64, tokens []int, features [][]float32) {
 	a.fresh += len(tokens)
 	ready := a.ctl.ShouldTrain(a.fresh)
 	a.mu.Unlock()
-	a.rec.Append(*seq, tokens, features)
+	first := a.rec.Append(*seq, tokens, features)
 	if ready {
 		select {
 		case a.wake <- struct{}{}:
 		default:
 		}
 	}
+	return first, true
 }
 
 // observe adds a drafted round's τ to the control.
@@ -325,9 +347,19 @@ func (a *Adapter) run() error {
 	// the text has just drifted there, and the older records keep what
 	// the draft knew.
 	recent := max(split-max(split/4, cfg.Batch*cfg.Window), 0)
+	branches := 0
+	if a.rec.Branches() > 0 {
+		branches = int(math.Round(float64(cfg.Batch) * cfg.Branches))
+	}
 	for range cfg.Steps {
-		ws := a.rec.SampleSpan(a.rng, cfg.Batch/2, cfg.Window, recent, split)
-		ws = append(ws, a.rec.SampleSpan(a.rng, cfg.Batch-len(ws), cfg.Window, 0, split)...)
+		text := cfg.Batch - branches
+		ws := a.rec.SampleSpan(a.rng, text/2, cfg.Window, recent, split)
+		ws = append(ws, a.rec.SampleSpan(a.rng, text-len(ws), cfg.Window, 0, split)...)
+		if branches > 0 {
+			bs := a.rec.SampleBranches(a.rng, branches/2, cfg.Window, recent, split)
+			ws = append(ws, bs...)
+			ws = append(ws, a.rec.SampleBranches(a.rng, branches-len(bs), cfg.Window, 0, split)...)
+		}
 		if len(ws) == 0 {
 			return nil
 		}
@@ -410,6 +442,10 @@ type AdaptiveDrafter struct {
 	// Per-request mode: the request's committed positions.
 	toks  []int
 	feats [][]float32
+	// The number of the round's first committed position in the records,
+	// if they were recorded: where its rejected nodes hang.
+	first    uint64
+	recorded bool
 }
 
 // Prefilled starts a sequence with the prompt's positions.
@@ -417,6 +453,7 @@ func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
 	d.finish()
 	d.seq, d.active = d.a.begin(), true
 	d.DGFDrafter.Prefilled(prompt, features)
+	d.recorded = false
 	d.a.record(&d.seq, prompt, features)
 	d.keep(prompt, features)
 }
@@ -431,12 +468,21 @@ func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 // Accepted records the round's committed positions.
 func (d *AdaptiveDrafter) Accepted(tokens []int, features [][]float32) {
 	d.DGFDrafter.Accepted(tokens, features)
-	d.a.record(&d.seq, tokens, features)
+	d.first, d.recorded = d.a.record(&d.seq, tokens, features)
 	d.keep(tokens, features)
 	if d.drafted {
 		d.a.observe(float64(len(tokens)))
 		d.drafted = false
 		d.step()
+	}
+}
+
+// Verified keeps the round's rejected nodes (see Records.AppendBranches)
+// when its committed positions were recorded.
+func (d *AdaptiveDrafter) Verified(nodes, parents []int, features [][]float32, path []int) {
+	if d.recorded {
+		d.a.rec.AppendBranches(d.first, nodes, parents, features, path)
+		d.recorded = false
 	}
 }
 

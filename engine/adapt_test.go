@@ -84,6 +84,9 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 			cfg := fastAdapt(mode)
 			if mode == engine.AdaptPerRequest {
 				tcfg.AnchorWeight = 0.5
+			} else {
+				// Half of each step's windows end in a rejected node.
+				cfg.Branches = 0.5
 			}
 			live, l, a := adaptSetup(t, m, cfg, tcfg)
 			a.Start()
@@ -116,6 +119,9 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 			st := a.Stats()
 			if mode == engine.AdaptBackground && (st.Published == 0 || st.Version == 0) {
 				t.Errorf("background: nothing published: %+v", st)
+			}
+			if n := a.Records().Branches(); mode == engine.AdaptBackground && n == 0 {
+				t.Error("background: no rejected node kept")
 			}
 			if mode == engine.AdaptPerRequest && l.Version() != 0 {
 				t.Errorf("per-request: kept version %d after the requests, want 0: trials are never kept", l.Version())

@@ -24,3 +24,13 @@ type FeatureDrafter interface {
 	Drafter
 	Prefilled(prompt []int, features [][]float32)
 }
+
+// BranchDrafter is a FeatureDrafter that also learns from the nodes the
+// target rejected (Aurora): after Accepted, Verified gives it the round's
+// whole verified tree, root first (nodes, parents as indices into nodes,
+// −1 for the root), the target's final hidden state at every node (valid
+// only during the call) and the indices of the committed path.
+type BranchDrafter interface {
+	FeatureDrafter
+	Verified(nodes, parents []int, features [][]float32, path []int)
+}

@@ -264,6 +264,9 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			}
 		}
 		req.Drafter.Accepted(committed, features)
+		if bd, ok := req.Drafter.(BranchDrafter); ok {
+			bd.Verified(nodes, parents, hidden, path)
+		}
 		if req.Planner != nil {
 			depth := 0
 			for _, d := range tree.Depths {

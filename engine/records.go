@@ -25,6 +25,8 @@ type Records struct {
 	start  int // oldest position in the ring
 	n      int
 	total  uint64 // positions ever appended
+
+	br branchRing // rejected tree nodes (Aurora), when kept
 }
 
 // RecordBytes is the memory one position takes.
@@ -40,10 +42,12 @@ func NewRecords(hidden, maxBytes int) (*Records, error) {
 	return &Records{hidden: hidden, cap: c, feats: make([]float32, c*hidden), toks: make([]int32, c), seqs: make([]uint64, c)}, nil
 }
 
-// Append adds consecutive positions of sequence seq.
-func (r *Records) Append(seq uint64, tokens []int, features [][]float32) {
+// Append adds consecutive positions of sequence seq and returns the
+// number (counted over all positions ever appended) of the first.
+func (r *Records) Append(seq uint64, tokens []int, features [][]float32) uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	first := r.total
 	for i, tok := range tokens {
 		at := (r.start + r.n) % r.cap
 		if r.n == r.cap {
@@ -56,6 +60,7 @@ func (r *Records) Append(seq uint64, tokens []int, features [][]float32) {
 		r.seqs[at] = seq
 		r.total++
 	}
+	return first
 }
 
 // Len is the number of positions held.

@@ -214,7 +214,7 @@ type adaptFlags struct {
 	saveTime                           time.Duration
 	lr, anchor                         float32
 	unroll, steps, window, batch, minR int
-	minGain                            float64
+	minGain, branches                  float64
 }
 
 func (f *adaptFlags) register(c *cobra.Command) {
@@ -234,7 +234,8 @@ func (f *adaptFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.batch, "adapt-batch", d.cfg.Batch, "adaptation: windows per optimizer step")
 	fl.IntVar(&f.minR, "adapt-min-records", d.cfg.Control.MinRecords, "adaptation: new positions before a training run")
 	fl.Float64Var(&f.minGain, "adapt-min-gain", d.cfg.MinGain, "adaptation: simulated τ gain on held-out records needed to swap a new draft in")
-	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain"} {
+	fl.Float64Var(&f.branches, "adapt-branches", d.cfg.Branches, "adaptation: share of training windows that end in a node the target rejected (0: rejected nodes are not kept)")
+	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
 		fl.Lookup(n).Hidden = true
 	}
 }
@@ -255,10 +256,11 @@ func (f *adaptFlags) settings() (adaptSettings, error) {
 		return s, fmt.Errorf("--adapt-save-every %v must not be negative", f.saveTime)
 	}
 	s.cfg.Duty, s.threads, s.save, s.saveEvery = f.duty, f.threads, !f.noSave, f.saveTime
-	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 {
-		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d",
-			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR)
+	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 || f.branches < 0 || f.branches > 1 {
+		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d, branches %g",
+			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR, f.branches)
 	}
+	s.cfg.Branches = f.branches
 	s.train.LR, s.train.AnchorWeight, s.train.Unroll = f.lr, f.anchor, f.unroll
 	s.cfg.Steps, s.cfg.Window, s.cfg.Batch, s.cfg.Control.MinRecords, s.cfg.MinGain = f.steps, f.window, f.batch, f.minR, f.minGain
 	return s, nil

@@ -123,6 +123,13 @@ func (d namedDrafter) Version() int {
 	return 0
 }
 
+// Verified passes a verified tree on to a drafter that learns from it.
+func (d namedDrafter) Verified(nodes, parents []int, features [][]float32, path []int) {
+	if b, ok := d.FeatureDrafter.(engine.BranchDrafter); ok {
+		b.Verified(nodes, parents, features, path)
+	}
+}
+
 // adaptiveOf is the adapting DGF drafter inside d, or nil.
 func adaptiveOf(d engine.Drafter) *engine.AdaptiveDrafter {
 	if n, ok := d.(namedDrafter); ok {
