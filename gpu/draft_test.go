@@ -3,6 +3,8 @@ package gpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"dovetail/models"
@@ -268,4 +270,61 @@ func TestTrainingReducesLoss(t *testing.T) {
 		t.Errorf("loss %.4f after 100 steps, %.4f before", last.Loss, first.Loss)
 	}
 	t.Logf("loss %.4f → %.4f, top-1 %.2f → %.2f", first.Loss, last.Loss, first.Top1[0], last.Top1[0])
+}
+
+// A day-0 draft is Init's with every block's attn_output and ffn_down at
+// zero, and training moves those off zero.
+func TestInitDayZero(t *testing.T) {
+	c := tinyConfig
+	rng := rand.New(rand.NewPCG(21, 0))
+	target := fakeTarget(rng, c.Hidden, c.Vocab)
+	d, err := NewDraft(newHost[float32](2), c, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := NewDraft(newHost[float32](2), c, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.InitDayZero(5)
+	ref.Init(5)
+	download := func(d *Draft, p *Param) []float32 {
+		v := make([]float32, p.Size())
+		d.Dev.Download(v, p.W)
+		return v
+	}
+	isZero := func(v []float32) bool { return !slices.ContainsFunc(v, func(x float32) bool { return x != 0 }) }
+	zeroed := 0
+	for i, p := range d.Params {
+		got, want := download(d, p), download(ref, ref.Params[i])
+		branchEnd := strings.HasSuffix(p.Name, "attn_output.weight") || strings.HasSuffix(p.Name, "ffn_down.weight")
+		switch {
+		case branchEnd && !isZero(got):
+			t.Errorf("%s not zero", p.Name)
+		case branchEnd:
+			zeroed++
+		case !slices.Equal(got, want):
+			t.Errorf("%s differs from Init's", p.Name)
+		}
+	}
+	if zeroed != 2*c.Blocks {
+		t.Fatalf("%d matrices zeroed, want %d", zeroed, 2*c.Blocks)
+	}
+	tr, err := NewTrainer(d, DefaultTrainConfig(), 64, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []Window{randWindow(rng, 16, c.Hidden, c.Vocab, 1)}
+	for range 3 {
+		if _, err := tr.Step(ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range d.blocks {
+		for _, p := range []*Param{b.o, b.down} {
+			if isZero(download(d, p)) {
+				t.Errorf("%s still zero after training", p.Name)
+			}
+		}
+	}
 }

@@ -79,7 +79,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 	version := 0
 	var history []float64
 	if ck == nil {
-		d.Init(1)
+		d.InitDayZero(1)
 		where = "untrained"
 	} else {
 		if err := d.Load(ck); err != nil {
