@@ -49,12 +49,16 @@ func (d *Draft) CopyWeights(src *Draft) error {
 // Live is the draft that sequences draft with, replaced as a whole when a
 // trainer publishes better weights. Publishing never touches weights in
 // use: it makes a new version, which each sequence picks up between
-// drafting rounds (Sequence.Refresh); a version's memory is freed once it
-// is neither the newest nor held by a sequence. Safe for concurrent use:
-// one publisher, any number of sequences.
+// drafting rounds (Sequence.Refresh); once a version is neither the newest
+// nor held by a sequence, the next publication reuses its memory (one
+// spare; others are freed). Per-request adaptation publishes every round,
+// and would otherwise allocate a whole draft on the device each time.
+// Safe for concurrent use: one publisher, any number of sequences.
 type Live struct {
-	mu  sync.Mutex
-	cur atomic.Pointer[liveVersion]
+	mu     sync.Mutex
+	cur    atomic.Pointer[liveVersion]
+	spare  *Draft // a released version's draft, for the next Publish
+	closed bool
 }
 
 // liveVersion is one published set of weights and who holds it.
@@ -80,13 +84,25 @@ func (l *Live) Shape() draft.Config { return l.cur.Load().d.C }
 // Publish copies src's weights into a new version on the live device and
 // makes it the newest. It returns the version's number.
 func (l *Live) Publish(src *Draft) (int, error) {
-	old := l.cur.Load()
-	d, err := src.Clone(old.d.Dev)
+	l.mu.Lock()
+	d := l.spare
+	l.spare = nil
+	l.mu.Unlock()
+	var err error
+	if d != nil {
+		err = d.CopyWeights(src)
+	} else {
+		d, err = src.Clone(l.cur.Load().d.Dev)
+	}
 	if err != nil {
+		if d != nil {
+			d.Free()
+		}
 		return 0, fmt.Errorf("publish draft: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	old := l.cur.Load()
 	old = l.cur.Load()
 	v := &liveVersion{d: d, n: old.n + 1, refs: 1}
 	l.cur.Store(v)
@@ -116,18 +132,29 @@ func (l *Live) acquire() *liveVersion {
 	return v
 }
 
-// release drops one hold of v; l.mu is held.
+// release drops one hold of v, keeping its draft as the spare when there
+// is none; l.mu is held.
 func (l *Live) release(v *liveVersion) {
-	if v.refs--; v.refs == 0 {
-		v.d.Free()
+	if v.refs--; v.refs > 0 {
+		return
 	}
+	if l.spare == nil && !l.closed {
+		l.spare = v.d
+		return
+	}
+	v.d.Free()
 }
 
-// Close drops the Live's hold of the newest version; sequences still
-// holding versions free them when they are freed.
+// Close drops the Live's hold of the newest version and frees the spare;
+// sequences still holding versions free them when they are freed.
 func (l *Live) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
+	if l.spare != nil {
+		l.spare.Free()
+		l.spare = nil
+	}
 	l.release(l.cur.Load())
 }
 

@@ -17,7 +17,8 @@ func weights(d *Draft) []float32 {
 }
 
 // A sequence keeps drafting with the version it holds until it refreshes;
-// a version nobody holds is freed; refreshing forgets the cache.
+// a version nobody holds is the spare whose memory the next publication
+// reuses (others are freed); refreshing forgets the cache.
 func TestLiveVersions(t *testing.T) {
 	d0 := newDraft32(t, tinyConfig, 1)
 	d1 := newDraft32(t, tinyConfig, 2)
@@ -42,8 +43,8 @@ func TestLiveVersions(t *testing.T) {
 	if v, switched := s.Refresh(); !switched || v != 6 || s.Len() != 0 {
 		t.Fatalf("refresh: version %d switched %v, %d positions", v, switched, s.Len())
 	}
-	if d0.Params[0].W.Len() != 0 {
-		t.Fatal("version 5 not freed once nobody held it")
+	if live.spare != d0 || d0.Params[0].W.Len() == 0 {
+		t.Fatal("version 5 is not the spare once nobody holds it")
 	}
 	if !slices.Equal(weights(s.d), want1) {
 		t.Fatal("version 6 does not have the published weights")
@@ -51,21 +52,28 @@ func TestLiveVersions(t *testing.T) {
 	if _, switched := s.Refresh(); switched {
 		t.Fatal("refresh switched without a newer version")
 	}
-	// KeepCache switches weights and keeps the positions.
+	// KeepCache switches weights and keeps the positions. The new version
+	// is the spare's memory with the published weights.
 	s.Forward(w.Features[:3], w.Tokens[1:4])
 	s.KeepCache = true
-	live.Publish(d1)
+	d2 := newDraft32(t, tinyConfig, 3)
+	want2 := weights(d2)
+	live.Publish(d2)
 	if _, switched := s.Refresh(); !switched || s.Len() != 3 {
 		t.Fatalf("refresh with KeepCache: switched %v, %d positions, want 3", switched, s.Len())
 	}
+	if s.d != d0 || !slices.Equal(weights(s.d), want2) || live.spare == nil {
+		t.Fatal("version 7 did not reuse the spare's memory with the published weights, or version 6 is not the spare")
+	}
+	spare := live.spare
 	cur := s.d
 	s.Free()
 	if cur.Params[0].W.Len() == 0 {
 		t.Fatal("the newest version freed while the live draft holds it")
 	}
 	live.Close()
-	if cur.Params[0].W.Len() != 0 {
-		t.Fatal("the newest version not freed after Close")
+	if cur.Params[0].W.Len() != 0 || spare.Params[0].W.Len() != 0 {
+		t.Fatal("the newest version or the spare not freed after Close")
 	}
 }
 
