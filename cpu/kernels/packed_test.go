@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"dovetail/quant"
 )
@@ -176,6 +179,64 @@ func TestThreads(t *testing.T) {
 			pk := s.Pack(quant.Q8_0, make([]byte, 34), 34, 1, 32)
 			th.MatMulPacked(make([]float32, 1), 1, pk, make([]byte, 34), 34, 1, 1)
 		}()
+	}
+}
+
+// TestThreadsBusyHost runs products on C threads that have gone to sleep,
+// while goroutines keep every core busy: woken threads come late, the
+// caller closes jobs without them, and a late thread must then leave the
+// job alone. Every result must still be one thread's, bit for bit.
+func TestThreadsBusyHost(t *testing.T) {
+	for _, s := range packingSets(t) {
+		th := s.NewThreads(3)
+		if th == nil {
+			t.Logf("%s: no C threads here", s.Name)
+			continue
+		}
+		const rows, cols, n = 67, 96, 3
+		r := rand.New(rand.NewPCG(5, 5))
+		wsz, _ := quant.Q8_0.RowSize(cols)
+		w := make([]byte, rows*wsz)
+		randWeights(r, quant.Q8_0, rows, cols, wsz, w, true)
+		pk := s.Pack(quant.Q8_0, w, wsz, rows, cols)
+		act := make([]byte, n*wsz)
+		randActs(r, quant.Q8_0, n, cols, wsz, act)
+		want := make([]float32, n*rows)
+		s.MatMulPacked(want, rows, pk, 0, rows, act, wsz, n)
+		stop := make(chan struct{})
+		var burners sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			burners.Add(1)
+			go func() {
+				defer burners.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		for i := range 150 {
+			// Longer than the threads spin: they sleep, and the next
+			// product wakes them.
+			if i%3 == 0 {
+				time.Sleep(1500 * time.Microsecond)
+			}
+			got := make([]float32, n*rows)
+			th.MatMulPacked(got, rows, pk, act, wsz, n, 1)
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					close(stop)
+					burners.Wait()
+					t.Fatalf("%s, product %d: out[%d] = %g, want %g", s.Name, i, j, got[j], want[j])
+				}
+			}
+		}
+		close(stop)
+		burners.Wait()
+		th.Close()
 	}
 }
 
