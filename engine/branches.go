@@ -90,12 +90,7 @@ func (r *Records) AppendBranches(first uint64, nodes, parents []int, features []
 			}
 			parent = kept[p]
 		}
-		at := (b.start + b.n) % b.cap
-		if b.n == b.cap {
-			b.start = (b.start + 1) % b.cap
-		} else {
-			b.n++
-		}
+		at := ringPush(&b.start, &b.n, b.cap)
 		copy(b.feats[at*r.hidden:(at+1)*r.hidden], features[v])
 		b.toks[at] = int32(nodes[v])
 		b.anchor[at] = anchorOf[p]

@@ -49,12 +49,7 @@ func (r *Records) Append(seq uint64, tokens []int, features [][]float32) uint64 
 	defer r.mu.Unlock()
 	first := r.total
 	for i, tok := range tokens {
-		at := (r.start + r.n) % r.cap
-		if r.n == r.cap {
-			r.start = (r.start + 1) % r.cap
-		} else {
-			r.n++
-		}
+		at := ringPush(&r.start, &r.n, r.cap)
 		copy(r.feats[at*r.hidden:(at+1)*r.hidden], features[i])
 		r.toks[at] = int32(tok)
 		r.seqs[at] = seq
@@ -153,4 +148,17 @@ func (r *Records) HoldOut(min int) int {
 		return max(0, r.n-min)
 	}
 	return i + 1
+}
+
+// ringPush returns the slot for a new entry of a ring of cap entries, the
+// oldest at start, n held: the next free one, or the oldest, which it
+// evicts.
+func ringPush(start, n *int, cap int) int {
+	at := (*start + *n) % cap
+	if *n == cap {
+		*start = (*start + 1) % cap
+	} else {
+		*n++
+	}
+	return at
 }
