@@ -328,3 +328,65 @@ func TestInitDayZero(t *testing.T) {
 		}
 	}
 }
+
+// Drafting multiplies by the Q8_0 copies of the large matrices once a
+// draft is frozen, and lands within Q8_0's rounding of the float32
+// result; training still reads the float32 weights.
+func TestFreezeForDrafting(t *testing.T) {
+	defer func(v int) { freezeMin = v }(freezeMin)
+	c := draft.Config{Hidden: 64, Blocks: 1, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 96, Vocab: 40,
+		Context: 64, RopeTheta: 10000, RMSEps: 1e-5}
+	freezeMin = c.Hidden * c.Hidden // larger: the gate and the FFN's three matrices
+	d := newDraft32(t, c, 4)
+	ref := newDraft32(t, c, 4)
+	if err := d.FreezeForDrafting(); err != nil {
+		t.Fatal(err)
+	}
+	var frozen []string
+	for _, p := range d.Params {
+		if p.Q != nil {
+			frozen = append(frozen, p.Name)
+		}
+	}
+	want := []string{draft.NameWz, draft.BlockTensor(0, "ffn_gate.weight"), draft.BlockTensor(0, "ffn_up.weight"), draft.BlockTensor(0, "ffn_down.weight")}
+	slices.Sort(frozen)
+	slices.Sort(want)
+	if !slices.Equal(frozen, want) {
+		t.Fatalf("frozen %v, want %v", frozen, want)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	w := randWindow(rng, 6, c.Hidden, c.Vocab, 1)
+	sd, sr := d.NewSequence(0), ref.NewSequence(0)
+	lg, pred, err := sd.Forward(w.Features[:6], w.Tokens[1:7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, pred = slices.Clone(lg), slices.Clone(pred)
+	lgRef, predRef, err := sr.Forward(w.Features[:6], w.Tokens[1:7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "frozen feature", pred, predRef, 0.05)
+	closeTo(t, "frozen logits", lg, lgRef, 0.05)
+	if slices.Equal(pred, predRef) {
+		t.Error("the frozen draft predicted the float32 draft's very features: its Q8_0 copies went unused")
+	}
+	sd.Free()
+	sr.Free()
+	// Training reads W: one step from the same weights gives the same loss.
+	var loss [2]float64
+	for i, dr := range []*Draft{d, ref} {
+		tr, err := NewTrainer(dr, DefaultTrainConfig(), 64, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := tr.Step([]Window{w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss[i] = m.Loss
+	}
+	if loss[0] != loss[1] {
+		t.Errorf("training loss %v on the frozen draft, %v on the float32 one", loss[0], loss[1])
+	}
+}

@@ -69,6 +69,8 @@ type liveVersion struct {
 }
 
 // NewLive makes d version n of a live draft; the Live owns it from now on.
+// Freeze d for drafting first (Draft.FreezeForDrafting), as Publish does
+// its versions.
 func NewLive(d *Draft, n int) *Live {
 	l := &Live{}
 	l.cur.Store(&liveVersion{d: d, n: n, refs: 1})
@@ -81,8 +83,9 @@ func (l *Live) Version() int { return l.cur.Load().n }
 // Shape is the drafts' shape.
 func (l *Live) Shape() draft.Config { return l.cur.Load().d.C }
 
-// Publish copies src's weights into a new version on the live device and
-// makes it the newest. It returns the version's number.
+// Publish copies src's weights into a new version on the live device,
+// frozen for drafting (Draft.FreezeForDrafting), and makes it the newest.
+// It returns the version's number.
 func (l *Live) Publish(src *Draft) (int, error) {
 	l.mu.Lock()
 	d := l.spare
@@ -93,6 +96,9 @@ func (l *Live) Publish(src *Draft) (int, error) {
 		err = d.CopyWeights(src)
 	} else {
 		d, err = src.Clone(l.cur.Load().d.Dev)
+	}
+	if err == nil {
+		err = d.FreezeForDrafting()
 	}
 	if err != nil {
 		if d != nil {

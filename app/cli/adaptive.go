@@ -89,6 +89,10 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 		version, _ = strconv.Atoi(ck.Meta[metaVersion])
 		history = parseFloats(ck.Meta[metaTauHistory])
 	}
+	if err := d.FreezeForDrafting(); err != nil {
+		d.Free()
+		return nil, fmt.Errorf("draft %s: %w", where, err)
+	}
 	a := &adaptive{live: gpu.NewLive(d, version), mode: s.mode, fp: fp, targetName: target.Name, warn: warn,
 		saveEvery: s.saveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
 	if ck != nil && ck.Meta[metaStartedAs] != "" {

@@ -164,6 +164,9 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 	if err := d.Load(ck); err != nil {
 		return nil, none, fmt.Errorf("draft %s: %w", where, err)
 	}
+	if err := d.FreezeForDrafting(); err != nil {
+		return nil, none, fmt.Errorf("draft %s: %w", where, err)
+	}
 	seq := d.NewSequence(ctx)
 	dd := engine.NewDGFDrafter(seq)
 	if o.greedy {
