@@ -352,7 +352,10 @@ func (d *Draft) FreezeForDrafting() error {
 		if err != nil {
 			continue // a row that is not whole blocks stays float32
 		}
-		vals = append(vals[:0], make([]float32, p.Size())...)
+		if cap(vals) < p.Size() {
+			vals = make([]float32, p.Size())
+		}
+		vals = vals[:p.Size()]
 		d.Dev.Download(vals, p.W)
 		t := &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb, Data: make([]byte, p.Rows*rb)}
 		for r := range p.Rows {

@@ -109,7 +109,6 @@ func (l *Live) Publish(src *Draft) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.cur.Load()
-	old = l.cur.Load()
 	v := &liveVersion{d: d, n: old.n + 1, refs: 1}
 	l.cur.Store(v)
 	l.release(old)
