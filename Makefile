@@ -5,7 +5,7 @@ BIN     := bin
 PROMPT  ?= Once upon a time
 FUZZTIME ?= 60s
 
-.PHONY: build run test bench fuzz clean kernels
+.PHONY: build run test bench fuzz clean kernels ptx
 
 # Kernel libraries: cpu/kernels/c/*.c compiled once per ISA level of the host
 # architecture into cpu/kernels/lib, where //go:embed picks them up (see
@@ -35,6 +35,17 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 	else \
 		echo "warning: $(CC) not found: $@ not built, the kernels run in pure Go"; \
 	fi
+
+# PTX of the CUDA device's kernels (gpu/cuda/kernels.cu), embedded by the
+# gpu package and JIT-compiled by the driver for the GPU at hand. It needs
+# nvcc, so the PTX is committed: building Dovetail needs no CUDA toolkit.
+# compute_75 (Turing, GTX 16xx / RTX 20xx) is the oldest that CUDA 13's nvcc
+# still targets.
+NVCC    ?= nvcc
+ptx: gpu/cuda/kernels.ptx
+
+gpu/cuda/kernels.ptx: gpu/cuda/kernels.cu
+	$(NVCC) -ptx -arch=compute_75 -o $@ $<
 
 build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail

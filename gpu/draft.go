@@ -342,10 +342,13 @@ var freezeMin = smallMatrix
 // again after the weights change. Training and evaluation passes, which
 // keep their own keys and values, read W.
 func (d *Draft) FreezeForDrafting() error {
+	// The CUDA device holds frozen matrices as float32: a Q8_0 copy there
+	// would only round the weights.
+	_, onGPU := d.Dev.(*cudaDev)
 	var vals []float32
 	for _, p := range d.Params {
 		p.Q = nil
-		if p.Rows == 1 || p.Size() <= freezeMin {
+		if onGPU || p.Rows == 1 || p.Size() <= freezeMin {
 			continue
 		}
 		rb, err := quant.Q8_0.RowSize(p.Cols)

@@ -51,6 +51,7 @@ type adaptSettings struct {
 	cfg       engine.AdaptConfig
 	train     gpu.TrainConfig
 	threads   int           // of the learner's host device
+	device    string        // --device
 	saveEvery time.Duration // 0: only at exit
 	save      bool
 }
@@ -60,14 +61,17 @@ func defaultAdaptSettings() adaptSettings {
 	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll = 1e-3, 0, 1, 1
 	tc.AnchorWeight = 1
 	return adaptSettings{mode: engine.AdaptBackground, cfg: engine.DefaultAdaptConfig(), train: tc, threads: 1,
-		saveEvery: time.Minute, save: true}
+		saveEvery: time.Minute, save: true, device: "auto"}
 }
 
 // newAdaptive runs ck (nil: a new, untrained draft — day 0) for target,
 // adapting as s says. where names the draft's origin.
 func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, greedy bool, s adaptSettings, warn io.Writer) (*adaptive, error) {
 	fp := draft.Fingerprint(target.Model.File)
-	dev := gpu.NewHost(pool.Threads())
+	dev, trainDev, err := draftDevices(s.device, pool, s.threads)
+	if err != nil {
+		return nil, err
+	}
 	cfg := draft.ForTarget(target.Model.Config, 1, 0)
 	if ck != nil {
 		cfg = ck.Config
@@ -109,7 +113,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 	if s.mode != engine.AdaptPerRequest {
 		train.AnchorWeight = 0
 	}
-	if a.learner, err = gpu.NewLearner(a.live, gpu.NewHost(s.threads), train, rows, length, 4); err != nil {
+	if a.learner, err = gpu.NewLearner(a.live, trainDev, train, rows, length, 4); err != nil {
 		a.live.Close()
 		return nil, err
 	}
@@ -209,9 +213,10 @@ func parseFloats(s string) []float64 {
 	return out
 }
 
-// adaptFlags are the adaptation flags of run, serve and bench adapt.
+// adaptFlags are the adaptation flags of run, serve and bench adapt, and
+// --device, where their DGF draft runs.
 type adaptFlags struct {
-	mode                               string
+	mode, device                       string
 	duty                               float64
 	threads                            int
 	noSave                             bool
@@ -225,6 +230,7 @@ func (f *adaptFlags) register(c *cobra.Command) {
 	d := defaultAdaptSettings()
 	fl := c.Flags()
 	fl.StringVar(&f.mode, "adapt", d.mode.String(), "online adaptation of a DGF draft: background (a shadow copy trains on what the target verified and replaces the draft when better), per-request (a step per round on the request's own text, undone after), or off")
+	fl.StringVar(&f.device, "device", "auto", "where a DGF draft runs and trains: auto (a CUDA GPU when there is one), cpu, or cuda[:N]")
 	fl.Float64Var(&f.duty, "adapt-duty", d.cfg.Duty, "share of the time the trainer may compute while a request decodes (1: always)")
 	fl.IntVar(&f.threads, "adapt-threads", d.threads, "CPU threads of the trainer")
 	fl.BoolVar(&f.noSave, "adapt-no-save", false, "do not save the adapted draft")
@@ -259,7 +265,7 @@ func (f *adaptFlags) settings() (adaptSettings, error) {
 	if f.saveTime < 0 {
 		return s, fmt.Errorf("--adapt-save-every %v must not be negative", f.saveTime)
 	}
-	s.cfg.Duty, s.threads, s.save, s.saveEvery = f.duty, f.threads, !f.noSave, f.saveTime
+	s.cfg.Duty, s.threads, s.save, s.saveEvery, s.device = f.duty, f.threads, !f.noSave, f.saveTime, f.device
 	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 || f.branches < 0 || f.branches > 1 {
 		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d, branches %g",
 			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR, f.branches)

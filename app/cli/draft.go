@@ -140,7 +140,7 @@ func adaptiveOf(d engine.Drafter) *engine.AdaptiveDrafter {
 }
 
 // dgfDrafter runs a DGF draft checkpoint from dgfCheckpoint (nil: a new
-// one) for target on the host device (the CUDA device comes later).
+// one) for target on the device --device names.
 func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, o draftOptions) (engine.Drafter, func(), error) {
 	none := func() {}
 	if ck == nil && o.adapt.mode == engine.AdaptOff {
@@ -157,7 +157,11 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 			}
 		}, nil
 	}
-	d, err := gpu.NewDraft(gpu.NewHost(pool.Threads()), ck.Config, target.Model)
+	dev, _, err := draftDevices(o.adapt.device, pool, 1)
+	if err != nil {
+		return nil, none, err
+	}
+	d, err := gpu.NewDraft(dev, ck.Config, target.Model)
 	if err != nil {
 		return nil, none, fmt.Errorf("draft %s: %w", where, err)
 	}

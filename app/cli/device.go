@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"dovetail/cpu"
+	"dovetail/gpu"
+)
+
+// draftDevices opens where a DGF draft runs, as --device names it: auto
+// (the first CUDA GPU when there is one, else the CPU), cpu, or cuda[:N].
+// The drafter and the trainer get devices of their own: on a GPU two
+// streams, so that training never queues in front of drafting; on the CPU
+// the drafter uses the target's threads (they take turns) and the trainer
+// trainerThreads of its own.
+func draftDevices(spec string, pool *cpu.Pool, trainerThreads int) (drafter, trainer gpu.Device, err error) {
+	host := func() (gpu.Device, gpu.Device, error) {
+		return gpu.NewHost(pool.Threads()), gpu.NewHost(trainerThreads), nil
+	}
+	kind, arg, hasArg := strings.Cut(spec, ":")
+	switch kind {
+	case "cpu":
+		if hasArg {
+			return nil, nil, fmt.Errorf("--device %q: cpu takes no number", spec)
+		}
+		return host()
+	case "auto", "cuda":
+		ordinal := 0
+		if hasArg {
+			if kind == "auto" {
+				return nil, nil, fmt.Errorf("--device %q: auto takes no number", spec)
+			}
+			if ordinal, err = strconv.Atoi(arg); err != nil || ordinal < 0 {
+				return nil, nil, fmt.Errorf("--device %q: %q is not a GPU number", spec, arg)
+			}
+		}
+		d, err := gpu.NewCUDA(ordinal)
+		if err == nil {
+			var t gpu.Device
+			if t, err = gpu.NewCUDA(ordinal); err == nil {
+				return d, t, nil
+			}
+		}
+		if kind == "auto" && errors.Is(err, gpu.ErrNoCUDA) {
+			return host()
+		}
+		return nil, nil, fmt.Errorf("--device %s: %w", spec, err)
+	}
+	return nil, nil, fmt.Errorf("--device %q: want auto, cpu or cuda[:N]", spec)
+}
