@@ -862,12 +862,13 @@ func sameMetrics(t *testing.T, what string, got, want Metrics, tol float64) {
 }
 
 // Training throughput on the CUDA device, for the shapes of
-// BenchmarkTrainStep.
+// BenchmarkTrainStep and a TinyLlama-1.1B target's draft.
 func BenchmarkCUDATrainStep(b *testing.B) {
 	dev := cudaOrSkip(b)
 	for _, c := range []draft.Config{
 		{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512, Context: 512, RopeTheta: 10000, RMSEps: 1e-5},
 		{Hidden: 128, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 16, FFN: 384, Vocab: 2048, Context: 512, RopeTheta: 10000, RMSEps: 1e-6},
+		tinyLlamaDraft,
 	} {
 		b.Run(fmt.Sprintf("H%d-V%d", c.Hidden, c.Vocab), func(b *testing.B) { benchTrainOn(b, dev, c) })
 	}

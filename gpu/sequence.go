@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"slices"
 )
 
 // seqRows is the most rows one drafting pass runs; longer inputs run in
@@ -26,7 +27,8 @@ type Sequence struct {
 	a      *acts // seqRows rows; k and v point into the cache per pass
 	logits Buffer
 
-	outLogits, outPred [][]float32
+	outLogits, outPred [][]float32 // rows of the slabs
+	lgSlab, predSlab   []float32
 
 	live *Live        // nil for a sequence of a plain draft
 	ver  *liveVersion // the version of live it holds
@@ -172,21 +174,25 @@ func (s *Sequence) Forward(features [][]float32, tokens []int) (logits, predicte
 }
 
 // outputs downloads the predicted features and logits of rows [from,
-// from+n) of a's pass into outputs [to, to+n).
+// from+n) of a's pass into outputs [to, to+n): one download each, since on
+// a GPU every download waits for the device.
 func (s *Sequence) outputs(a *acts, from, n, to int) {
 	dev, c := s.d.Dev, s.d.C
 	H, V := c.Hidden, c.Vocab
-	for len(s.outLogits) < to+n {
-		s.outLogits = append(s.outLogits, make([]float32, V))
-		s.outPred = append(s.outPred, make([]float32, H))
+	if len(s.outLogits) < to+n {
+		s.lgSlab = slices.Grow(s.lgSlab[:len(s.outLogits)*V], (to+n-len(s.outLogits))*V)[:(to+n)*V]
+		s.predSlab = slices.Grow(s.predSlab[:len(s.outPred)*H], (to+n-len(s.outPred))*H)[:(to+n)*H]
+		s.outLogits, s.outPred = s.outLogits[:0], s.outPred[:0]
+		for i := range to + n {
+			s.outLogits = append(s.outLogits, s.lgSlab[i*V:(i+1)*V:(i+1)*V])
+			s.outPred = append(s.outPred, s.predSlab[i*H:(i+1)*H:(i+1)*H])
+		}
 	}
 	out := dev.View(a.Out(), from*H, n*H)
 	lg := dev.View(s.logits, 0, n*V)
 	dev.MatMulFrozen(lg, out, s.d.Head, n)
-	for i := range n {
-		dev.Download(s.outPred[to+i], dev.View(out, i*H, H))
-		dev.Download(s.outLogits[to+i], dev.View(lg, i*V, V))
-	}
+	dev.Download(s.predSlab[to*H:(to+n)*H], out)
+	dev.Download(s.lgSlab[to*V:(to+n)*V], lg)
 }
 
 // Extend runs tree nodes after the committed positions and the pending
