@@ -31,6 +31,16 @@ type FeatureModel interface {
 	Vocab() int
 }
 
+// RankingModel is a FeatureModel that ranks its own logits (gpu.Sequence):
+// ForwardTop and ExtendTop are Forward and Extend returning, instead of
+// the logits, their k most likely tokens under softmax(scale·logits),
+// most likely first (ties: the lower token first). On a GPU the
+// vocabulary's logits then never cross to the host.
+type RankingModel interface {
+	ForwardTop(features [][]float32, tokens []int, k int, scale float32) (top []Choice, predicted []float32, err error)
+	ExtendTop(features [][]float32, tokens, parents []int, k int, scale float32) (top [][]Choice, predicted [][]float32, err error)
+}
+
 // Refresher is a FeatureModel whose weights online adaptation replaces
 // (gpu.Sequence of a gpu.Live draft): Refresh switches to the newest
 // weights, forgetting the committed positions when it does, and returns
@@ -112,6 +122,9 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	if err := d.m.Truncate(keep); err != nil {
 		return nil, err
 	}
+	if rm, ok := d.m.(RankingModel); ok {
+		return d.rankedTree(rm, ctx, keep, L, p)
+	}
 	logits, rootPred, err := d.m.Forward(d.features[keep:L], ctx[keep+1:L+1])
 	if err != nil {
 		return nil, fmt.Errorf("draft model: %w", err)
@@ -120,20 +133,11 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	rootPred = slices.Clone(rootPred)
 	d.pred = d.pred[:0]
 	return BuildTree(p, d.sharpen(logits), func(tokens, parents []int) ([][]float32, error) {
-		feats := make([][]float32, len(tokens))
-		for i, par := range parents {
-			feats[i] = rootPred
-			if par >= 0 {
-				feats[i] = d.pred[par]
-			}
-		}
-		lg, pr, err := d.m.Extend(feats, tokens, parents)
+		lg, pr, err := d.m.Extend(d.parentFeatures(rootPred, parents), tokens, parents)
 		if err != nil {
 			return nil, fmt.Errorf("draft model: %w", err)
 		}
-		for _, f := range pr {
-			d.pred = append(d.pred, slices.Clone(f))
-		}
+		d.keepPredicted(pr)
 		if d.Sharpness > 0 && d.Sharpness != 1 {
 			out := make([][]float32, len(lg))
 			for i := range lg {
@@ -143,6 +147,50 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 		}
 		return lg, nil
 	})
+}
+
+// rankedTree is Draft's tree for a model that ranks its own logits.
+func (d *DGFDrafter) rankedTree(rm RankingModel, ctx []int, keep, L int, p TreeParams) (*Tree, error) {
+	scale := d.Sharpness
+	if scale <= 0 {
+		scale = 1
+	}
+	root, rootPred, err := rm.ForwardTop(d.features[keep:L], ctx[keep+1:L+1], p.TopK, scale)
+	if err != nil {
+		return nil, fmt.Errorf("draft model: %w", err)
+	}
+	d.tokens = append(d.tokens[:0], ctx[:L+1]...)
+	rootPred = slices.Clone(rootPred)
+	d.pred = d.pred[:0]
+	return BuildRankedTree(p, slices.Clone(root), func(tokens, parents []int, k int) ([][]Choice, error) {
+		top, pr, err := rm.ExtendTop(d.parentFeatures(rootPred, parents), tokens, parents, k, scale)
+		if err != nil {
+			return nil, fmt.Errorf("draft model: %w", err)
+		}
+		d.keepPredicted(pr)
+		return top, nil
+	})
+}
+
+// parentFeatures is what frontier nodes read: their parents' predicted
+// features, the root's for children of the root.
+func (d *DGFDrafter) parentFeatures(rootPred []float32, parents []int) [][]float32 {
+	feats := make([][]float32, len(parents))
+	for i, par := range parents {
+		feats[i] = rootPred
+		if par >= 0 {
+			feats[i] = d.pred[par]
+		}
+	}
+	return feats
+}
+
+// keepPredicted keeps the predicted features of the nodes just run, which
+// their children read.
+func (d *DGFDrafter) keepPredicted(pr [][]float32) {
+	for _, f := range pr {
+		d.pred = append(d.pred, slices.Clone(f))
+	}
 }
 
 // Version is the version of the weights that drafted the last tree (0

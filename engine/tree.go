@@ -1,11 +1,9 @@
 package engine
 
 import (
+	"dovetail/internal/topk"
 	"fmt"
-	"math"
 	"slices"
-
-	"dovetail/internal/fastmath"
 )
 
 // TreeParams shape a draft tree: TopK children per expanded node, Depth
@@ -94,6 +92,14 @@ type draftCand struct {
 // logits. parents index the drafter's pending nodes (-1: the root).
 type ExpandFunc func(tokens, parents []int) ([][]float32, error)
 
+// Choice is one of a node's most likely next tokens.
+type Choice = topk.Choice
+
+// RankFunc runs the draft model on frontier nodes and returns each node's
+// TopK most likely next tokens, most likely first (ties: the lower token
+// first). parents are as ExpandFunc's.
+type RankFunc func(tokens, parents []int, k int) ([][]Choice, error)
+
 // BuildTree grows an EAGLE-2 dynamic tree: the root's top-k children; then
 // Depth times, expand the TopK best frontier nodes by cumulative
 // log-probability and take the top-k children of each; finally keep the
@@ -107,15 +113,38 @@ type ExpandFunc func(tokens, parents []int) ([][]float32, error)
 // a fraction of the draft's work once the draft is confident (with the
 // default TopK 10 and Tokens 16, most of a level's ten nodes).
 func BuildTree(p TreeParams, rootLogits []float32, expand ExpandFunc) (*Tree, error) {
-	return buildTree(p, rootLogits, expand, true)
+	return buildTree(p, rankLogits(rootLogits, p.TopK), rankWith(expand), true)
 }
 
-// buildTree is BuildTree, with the pruning of hopeless frontier nodes
-// optional (tests compare the two).
-func buildTree(p TreeParams, rootLogits []float32, expand ExpandFunc, prune bool) (*Tree, error) {
+// BuildRankedTree is BuildTree for a draft that ranks its own outputs:
+// root holds the root's TopK choices.
+func BuildRankedTree(p TreeParams, root []Choice, rank RankFunc) (*Tree, error) {
+	return buildTree(p, root, rank, true)
+}
+
+func rankLogits(logits []float32, k int) []Choice { return topk.LogProbs(nil, logits, k, 1) }
+
+// rankWith ranks expand's logits on the host.
+func rankWith(expand ExpandFunc) RankFunc {
+	return func(tokens, parents []int, k int) ([][]Choice, error) {
+		logits, err := expand(tokens, parents)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]Choice, len(logits))
+		for i, l := range logits {
+			out[i] = rankLogits(l, k)
+		}
+		return out, nil
+	}
+}
+
+// buildTree is BuildRankedTree, with the pruning of hopeless frontier
+// nodes optional (tests compare the two).
+func buildTree(p TreeParams, root []Choice, rank RankFunc, prune bool) (*Tree, error) {
 	var cands []draftCand
-	for _, c := range topKLogProbs(rootLogits, p.TopK) {
-		cands = append(cands, draftCand{token: c.id, parent: -1, depth: 1, score: c.logp, pending: -1})
+	for _, c := range root {
+		cands = append(cands, draftCand{token: c.Token, parent: -1, depth: 1, score: c.LogP, pending: -1})
 	}
 	frontier := make([]int, len(cands))
 	for i := range frontier {
@@ -138,17 +167,17 @@ func buildTree(p TreeParams, rootLogits []float32, expand ExpandFunc, prune bool
 				pars[i] = cands[pp].pending
 			}
 		}
-		logits, err := expand(toks, pars)
+		ranked, err := rank(toks, pars, p.TopK)
 		if err != nil {
 			return nil, err
 		}
 		var next []int
 		for i, f := range frontier {
 			cands[f].pending = nPending + i
-			for _, c := range topKLogProbs(logits[i], p.TopK) {
+			for _, c := range ranked[i] {
 				next = append(next, len(cands))
-				cands = append(cands, draftCand{token: c.id, parent: f, depth: cands[f].depth + 1,
-					score: cands[f].score + c.logp, pending: -1})
+				cands = append(cands, draftCand{token: c.Token, parent: f, depth: cands[f].depth + 1,
+					score: cands[f].score + c.LogP, pending: -1})
 			}
 		}
 		nPending += len(frontier)
@@ -223,43 +252,4 @@ func rerank(cands []draftCand, n int) *Tree {
 		t.add(c.token, parent, c.depth, c.score)
 	}
 	return t
-}
-
-type tokenLogProb struct {
-	id   int
-	logp float64
-}
-
-// topKLogProbs returns the k most likely tokens of softmax(logits) with
-// their log-probabilities, most likely first.
-func topKLogProbs(logits []float32, k int) []tokenLogProb {
-	k = min(k, len(logits))
-	top := make([]tokenLogProb, 0, k+1)
-	mx := float32(math.Inf(-1))
-	for _, v := range logits {
-		mx = max(mx, v)
-	}
-	var sum float64
-	for i, v := range logits {
-		sum += float64(fastmath.Expf(v - mx))
-		if len(top) == k && float64(v) <= top[k-1].logp {
-			continue
-		}
-		j := len(top)
-		if j < k {
-			top = append(top, tokenLogProb{})
-		} else {
-			j = k - 1
-		}
-		for j > 0 && float64(v) > top[j-1].logp {
-			top[j] = top[j-1]
-			j--
-		}
-		top[j] = tokenLogProb{id: i, logp: float64(v)}
-	}
-	lse := float64(mx) + math.Log(sum)
-	for i := range top {
-		top[i].logp -= lse
-	}
-	return top
 }

@@ -16,19 +16,6 @@ func logitsFor(weights ...float64) []float32 {
 	return l
 }
 
-func TestTopKLogProbs(t *testing.T) {
-	got := topKLogProbs(logitsFor(0.1, 0.5, 0.15, 0.25), 3)
-	want := []int{1, 3, 2}
-	for i, c := range got {
-		if c.id != want[i] {
-			t.Fatalf("top-3 = %v, want ids %v", got, want)
-		}
-	}
-	if math.Abs(got[0].logp-math.Log(0.5)) > 1e-6 {
-		t.Errorf("log p = %v, want %v", got[0].logp, math.Log(0.5))
-	}
-}
-
 // A hand-checked tree over a 4-token vocabulary. The draft's distribution
 // depends only on the parent's token:
 //
@@ -155,7 +142,7 @@ func TestBuildTreePruningKeepsTheTree(t *testing.T) {
 		run := func(prune bool) (*Tree, int) {
 			var paths [][]int // of pending nodes
 			calls := 0
-			tr, err := buildTree(p, logitsOf(nil), func(tokens, parents []int) ([][]float32, error) {
+			tr, err := buildTree(p, rankLogits(logitsOf(nil), p.TopK), rankWith(func(tokens, parents []int) ([][]float32, error) {
 				out := make([][]float32, len(tokens))
 				for i, tok := range tokens {
 					var path []int
@@ -168,7 +155,7 @@ func TestBuildTreePruningKeepsTheTree(t *testing.T) {
 				}
 				calls += len(tokens)
 				return out, nil
-			}, prune)
+			}), prune)
 			if err != nil {
 				t.Fatal(err)
 			}

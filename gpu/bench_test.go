@@ -41,9 +41,9 @@ var tinyLlamaDraft = draft.Config{Hidden: 2048, Blocks: 1, Heads: 32, KVHeads: 4
 	Context: 2048, RopeTheta: 10000, RMSEps: 1e-5}
 
 // BenchmarkDraftTree times one drafting round's device work: a tree of 6
-// levels of 8 nodes after a 64-position context, with each level's logits
-// and features downloaded, as the engine drafts. dev is the host, and
-// CUDA where there is a GPU.
+// levels of 8 nodes after a 64-position context, each level's features
+// downloaded and its logits ranked (top 10), as the engine drafts. dev is
+// the host, and CUDA where there is a GPU.
 func BenchmarkDraftTree(b *testing.B) {
 	for _, c := range []draft.Config{
 		{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512, Context: 512, RopeTheta: 10000, RMSEps: 1e-5},
@@ -90,7 +90,7 @@ func benchTree(b *testing.B, dev Device, c draft.Config) {
 					parents[i] = (l-1)*width + i
 				}
 			}
-			if _, _, err := s.Extend(feats, toks, parents); err != nil {
+			if _, _, err := s.ExtendTop(feats, toks, parents, 10, 1); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -36,7 +36,7 @@ var (
 // cudaKernels are the kernels' names in kernels.cu.
 var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
 	"concat", "gate", "gate_backward", "rope", "rmsnorm", "rmsnorm_backward_x", "rmsnorm_backward_w",
-	"smoothl1", "soft_cross_entropy", "attention", "attention_backward", "sum", "adamw"}
+	"smoothl1", "soft_cross_entropy", "attention", "attention_backward", "sum", "adamw", "topk"}
 
 func openCtx(ordinal int) (*cudaCtx, error) {
 	cudaCtxMu.Lock()
@@ -106,6 +106,7 @@ type cudaDev struct {
 
 	scratch [3]cudaBuf // kernel arguments from the host; float work; partial sums
 	partial []float64
+	topHost []uint32 // TopK's ids and log-probabilities, as downloaded
 }
 
 // launchArgs is cuLaunchKernel's argument array: ptr[i] points at val[i].

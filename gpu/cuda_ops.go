@@ -3,7 +3,10 @@ package gpu
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
+
+	"dovetail/internal/topk"
 )
 
 // The operations of the CUDA device: matrix products through cuBLAS (or
@@ -255,6 +258,25 @@ func (d *cudaDev) SoftCrossEntropy(dlogits, loss, agree, logits, target Buffer, 
 	defer d.leave()
 	d.rows("soft_cross_entropy", n, 0, d.ptr(dlogits), d.ptr(loss), d.ptr(agree), d.ptr(logits), d.ptr(target),
 		i32(v), f32(scale))
+}
+
+func (d *cudaDev) TopK(top []topk.Choice, logits Buffer, n, v, k int, scale float32) {
+	d.need("TopK", n*v, logits)
+	if k > v || len(top) < n*k {
+		panic(fmt.Sprintf("gpu: TopK: %d of %d values into %d choices for %d rows", k, v, len(top), n))
+	}
+	if n == 0 || k == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	out := d.scratchBytes(2, 8*n*k) // n·k ids, then n·k log-probabilities
+	d.rows("topk", n, 0, out, out+uint64(4*n*k), d.ptr(logits), i32(v), i32(k), f32(scale))
+	d.topHost = slices.Grow(d.topHost[:0], 2*n*k)[:2*n*k]
+	d.download(unsafe.Pointer(&d.topHost[0]), out, 8*n*k)
+	for i := range n * k {
+		top[i] = topk.Choice{Token: int(int32(d.topHost[i])), LogP: float64(math.Float32frombits(d.topHost[n*k+i]))}
+	}
 }
 
 // sum adds b's values (squared with sq) in double: partial sums per block

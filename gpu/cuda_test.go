@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"dovetail/internal/topk"
 	"dovetail/models"
 	"dovetail/models/draft"
 )
@@ -73,6 +74,7 @@ func TestCUDAAttention(t *testing.T)  { testAttention(newPair(t, cudaOrSkip(t), 
 func TestCUDALosses(t *testing.T)     { testLosses(newPair(t, cudaOrSkip(t), 8)) }
 func TestCUDAReductions(t *testing.T) { testReductions(newPair(t, cudaOrSkip(t), 9)) }
 func TestCUDAAdamW(t *testing.T)      { testAdamW(newPair(t, cudaOrSkip(t), 10)) }
+func TestCUDATopK(t *testing.T)       { testTopK(newPair(t, cudaOrSkip(t), 12)) }
 
 // Live publishes weights into the device that sequences draft on from
 // another goroutine, so a device is used from several goroutines at once
@@ -903,4 +905,31 @@ func benchTrainOn(b *testing.B, dev Device, c draft.Config) {
 	// The last update may still be running: a reduction waits for it.
 	dev.Sum(d.Params[0].W)
 	b.ReportMetric(float64(b.N*2048)/b.Elapsed().Seconds(), "pos/s")
+}
+
+// testTopK ranks rows on both devices: the same tokens in the same order
+// (ties included: coarse logits tie often, and the lower token goes
+// first), log-probabilities within the tolerance.
+func testTopK(p *pair) {
+	for _, c := range []struct {
+		n, v, k int
+		scale   float32
+		coarse  bool
+	}{{1, 32003, 10, 1, false}, {7, 1031, 16, 2, false}, {5, 300, 10, 1, true}, {3, 17, 17, 0.5, true}} {
+		vals := p.randf(c.n*c.v, 4)
+		if c.coarse {
+			for i := range vals {
+				vals[i] = float32(math.Round(float64(vals[i])))
+			}
+		}
+		lg := p.upload(vals)
+		got, want := make([]topk.Choice, c.n*c.k), make([]topk.Choice, c.n*c.k)
+		p.dev.TopK(got, lg.d, c.n, c.v, c.k, c.scale)
+		p.ref.TopK(want, lg.r, c.n, c.v, c.k, c.scale)
+		for i := range want {
+			if got[i].Token != want[i].Token || math.Abs(got[i].LogP-want[i].LogP) > cudaTol*max(1, math.Abs(want[i].LogP)) {
+				p.t.Fatalf("TopK %+v: choice %d is %+v, want %+v", c, i, got[i], want[i])
+			}
+		}
+	}
 }

@@ -11,7 +11,10 @@
 // comments, backward functions accumulate (+=) into gradient buffers.
 package gpu
 
-import "dovetail/models"
+import (
+	"dovetail/internal/topk"
+	"dovetail/models"
+)
 
 // Buffer is device memory holding float values (float32 on a GPU; the
 // host device used by gradient checks holds float64). Only the Device that
@@ -135,6 +138,13 @@ type Device interface {
 	// are the same token (else 0), and dlogits[n×v] += scale · (q − p).
 	// dlogits and agree may be nil.
 	SoftCrossEntropy(dlogits, loss, agree, logits, target Buffer, n, v int, scale float32)
+
+	// TopK ranks each row r < n of logits[n×v] for a draft tree: the
+	// tokens of the k largest values of scale·logits (k ≤ v) go to
+	// top[r·k …], largest first (ties: the lower index first), with their
+	// log-probabilities under softmax(scale·logits). Only these reach the
+	// host.
+	TopK(top []topk.Choice, logits Buffer, n, v, k int, scale float32)
 
 	// Sum is Σ b, summed in float64 (losses and agreement counts).
 	Sum(b Buffer) float64

@@ -1,6 +1,11 @@
 package gpu
 
-import "math"
+import (
+	"fmt"
+	"math"
+
+	"dovetail/internal/topk"
+)
 
 func (h *host[T]) SmoothL1(dpred, loss, pred, target Buffer, n, c int, scale float32) {
 	dps, ls, ps, ts := h.s(dpred), h.s(loss), h.s(pred), h.s(target)
@@ -72,6 +77,29 @@ func (h *host[T]) SoftCrossEntropy(dlogits, loss, agree, logits, target Buffer, 
 					as[r] = 1
 				}
 			}
+		}
+	})
+}
+
+func (h *host[T]) TopK(top []topk.Choice, logits Buffer, n, v, k int, scale float32) {
+	ls := h.s(logits)
+	need("TopK", n*v, ls)
+	if k > v || len(top) < n*k {
+		panic(fmt.Sprintf("gpu: TopK: %d of %d values into %d choices for %d rows", k, v, len(top), n))
+	}
+	h.par(n, 8*v, func(_, lo, hi int) {
+		var row []float32
+		for r := lo; r < hi; r++ {
+			lr := ls[r*v : (r+1)*v]
+			if f, ok := any(lr).([]float32); ok {
+				row = f
+			} else {
+				row = make([]float32, v)
+				for i, x := range lr {
+					row[i] = float32(x)
+				}
+			}
+			topk.LogProbs(top[r*k:r*k:r*k+k], row, k, scale)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"dovetail/internal/topk"
 	"fmt"
 	"slices"
 )
@@ -29,6 +30,8 @@ type Sequence struct {
 
 	outLogits, outPred [][]float32 // rows of the slabs
 	lgSlab, predSlab   []float32
+	outTop             [][]topk.Choice // rows of topSlab
+	topSlab            []topk.Choice
 
 	live *Live        // nil for a sequence of a plain draft
 	ver  *liveVersion // the version of live it holds
@@ -149,14 +152,36 @@ func (s *Sequence) pass(features [][]float32, tokens, pos []int, slot int, at At
 // x_{t+1}) for t = Len()+i. Pending nodes are dropped. It returns the
 // logits and predicted feature of the last pair, valid until the next call.
 func (s *Sequence) Forward(features [][]float32, tokens []int) (logits, predicted []float32, err error) {
-	if err := s.check(features, tokens); err != nil {
+	a, err := s.commit(features, tokens)
+	if err != nil {
 		return nil, nil, err
 	}
+	s.outputs(a, a.n-1, 1, 0)
+	return s.outLogits[0], s.outPred[0], nil
+}
+
+// ForwardTop is Forward that returns, instead of the logits, their k most
+// likely tokens under softmax(scale·logits) (Device.TopK): on a GPU the
+// vocabulary's logits never cross to the host.
+func (s *Sequence) ForwardTop(features [][]float32, tokens []int, k int, scale float32) (top []topk.Choice, predicted []float32, err error) {
+	a, err := s.commit(features, tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ranked(a, a.n-1, 1, 0, k, scale)
+	return s.outTop[0], s.outPred[0], nil
+}
+
+// commit runs Forward's positions and returns the last pass.
+func (s *Sequence) commit(features [][]float32, tokens []int) (*acts, error) {
+	if err := s.check(features, tokens); err != nil {
+		return nil, err
+	}
 	if len(tokens) == 0 {
-		return nil, nil, fmt.Errorf("draft: forward of no positions")
+		return nil, fmt.Errorf("draft: forward of no positions")
 	}
 	if s.len+len(tokens) > s.ctx {
-		return nil, nil, fmt.Errorf("draft: context full: %d + %d positions > %d", s.len, len(tokens), s.ctx)
+		return nil, fmt.Errorf("draft: context full: %d + %d positions > %d", s.len, len(tokens), s.ctx)
 	}
 	s.pending = s.pending[:0]
 	var a *acts
@@ -169,22 +194,47 @@ func (s *Sequence) Forward(features [][]float32, tokens []int) (logits, predicte
 		a = s.pass(features[lo:hi], tokens[lo:hi], pos, s.len, Attn{Past: s.len, Pend: hi - lo, Rows: hi - lo})
 		s.len += hi - lo
 	}
-	s.outputs(a, a.n-1, 1, 0)
-	return s.outLogits[0], s.outPred[0], nil
+	return a, nil
 }
 
 // outputs downloads the predicted features and logits of rows [from,
 // from+n) of a's pass into outputs [to, to+n): one download each, since on
 // a GPU every download waits for the device.
 func (s *Sequence) outputs(a *acts, from, n, to int) {
-	dev, c := s.d.Dev, s.d.C
-	H, V := c.Hidden, c.Vocab
+	V := s.d.C.Vocab
 	if len(s.outLogits) < to+n {
 		s.lgSlab = slices.Grow(s.lgSlab[:len(s.outLogits)*V], (to+n-len(s.outLogits))*V)[:(to+n)*V]
-		s.predSlab = slices.Grow(s.predSlab[:len(s.outPred)*H], (to+n-len(s.outPred))*H)[:(to+n)*H]
-		s.outLogits, s.outPred = s.outLogits[:0], s.outPred[:0]
+		s.outLogits = s.outLogits[:0]
 		for i := range to + n {
 			s.outLogits = append(s.outLogits, s.lgSlab[i*V:(i+1)*V:(i+1)*V])
+		}
+	}
+	lg := s.head(a, from, n, to)
+	s.d.Dev.Download(s.lgSlab[to*V:(to+n)*V], lg)
+}
+
+// ranked is outputs with each row's logits ranked on the device: k
+// choices under softmax(scale·logits) into outTop[to, to+n).
+func (s *Sequence) ranked(a *acts, from, n, to, k int, scale float32) {
+	k = min(k, s.d.C.Vocab)
+	lg := s.head(a, from, n, to)
+	s.topSlab = slices.Grow(s.topSlab[:to*k], n*k)[:(to+n)*k] // keeps this call's earlier passes
+	s.d.Dev.TopK(s.topSlab[to*k:], lg, n, s.d.C.Vocab, k, scale)
+	s.outTop = s.outTop[:0]
+	for i := range to + n {
+		s.outTop = append(s.outTop, s.topSlab[i*k:(i+1)*k:(i+1)*k])
+	}
+}
+
+// head downloads the predicted features of rows [from, from+n) of a's
+// pass into outPred[to, to+n) and returns their logits, on the device.
+func (s *Sequence) head(a *acts, from, n, to int) Buffer {
+	dev, c := s.d.Dev, s.d.C
+	H, V := c.Hidden, c.Vocab
+	if len(s.outPred) < to+n {
+		s.predSlab = slices.Grow(s.predSlab[:len(s.outPred)*H], (to+n-len(s.outPred))*H)[:(to+n)*H]
+		s.outPred = s.outPred[:0]
+		for i := range to + n {
 			s.outPred = append(s.outPred, s.predSlab[i*H:(i+1)*H:(i+1)*H])
 		}
 	}
@@ -192,7 +242,7 @@ func (s *Sequence) outputs(a *acts, from, n, to int) {
 	lg := dev.View(s.logits, 0, n*V)
 	dev.MatMulFrozen(lg, out, s.d.Head, n)
 	dev.Download(s.predSlab[to*H:(to+n)*H], out)
-	dev.Download(s.lgSlab[to*V:(to+n)*V], lg)
+	return lg
 }
 
 // Extend runs tree nodes after the committed positions and the pending
@@ -203,20 +253,38 @@ func (s *Sequence) outputs(a *acts, from, n, to int) {
 // Len() + depth. It returns each node's logits and predicted feature,
 // valid until the next call.
 func (s *Sequence) Extend(features [][]float32, tokens, parents []int) (logits, predicted [][]float32, err error) {
-	if err := s.check(features, tokens); err != nil {
+	if err := s.extend(features, tokens, parents, func(a *acts, n, to int) { s.outputs(a, 0, n, to) }); err != nil {
 		return nil, nil, err
 	}
+	return s.outLogits[:len(tokens)], s.outPred[:len(tokens)], nil
+}
+
+// ExtendTop is Extend that returns each node's k most likely tokens under
+// softmax(scale·logits), as ForwardTop does.
+func (s *Sequence) ExtendTop(features [][]float32, tokens, parents []int, k int, scale float32) (top [][]topk.Choice, predicted [][]float32, err error) {
+	if err := s.extend(features, tokens, parents, func(a *acts, n, to int) { s.ranked(a, 0, n, to, k, scale) }); err != nil {
+		return nil, nil, err
+	}
+	return s.outTop[:len(tokens)], s.outPred[:len(tokens)], nil
+}
+
+// extend runs Extend's nodes, handing each pass of n rows, outputs [to,
+// to+n), to emit.
+func (s *Sequence) extend(features [][]float32, tokens, parents []int, emit func(a *acts, n, to int)) error {
+	if err := s.check(features, tokens); err != nil {
+		return err
+	}
 	if len(parents) != len(tokens) {
-		return nil, nil, fmt.Errorf("draft: extend: %d tokens but %d parents", len(tokens), len(parents))
+		return fmt.Errorf("draft: extend: %d tokens but %d parents", len(tokens), len(parents))
 	}
 	base := len(s.pending)
 	for i, p := range parents {
 		if p < -1 || p >= base+i {
-			return nil, nil, fmt.Errorf("draft: extend: node %d has parent %d, want -1 or an earlier node", base+i, p)
+			return fmt.Errorf("draft: extend: node %d has parent %d, want -1 or an earlier node", base+i, p)
 		}
 	}
 	if s.len+base+len(tokens) > s.ctx {
-		return nil, nil, fmt.Errorf("draft: context full: %d positions + %d tree nodes > %d", s.len, base+len(tokens), s.ctx)
+		return fmt.Errorf("draft: context full: %d positions + %d tree nodes > %d", s.len, base+len(tokens), s.ctx)
 	}
 	for lo := 0; lo < len(tokens); lo += seqRows {
 		hi := min(lo+seqRows, len(tokens))
@@ -238,7 +306,7 @@ func (s *Sequence) Extend(features [][]float32, tokens, parents []int) (logits, 
 			}
 		}
 		a := s.pass(features[lo:hi], tokens[lo:hi], pos, s.len+first, Attn{Past: s.len, Pend: m, Rows: n, Mask: mask})
-		s.outputs(a, 0, n, lo)
+		emit(a, n, lo)
 	}
-	return s.outLogits[:len(tokens)], s.outPred[:len(tokens)], nil
+	return nil
 }

@@ -286,6 +286,39 @@ __global__ void soft_cross_entropy(float *dlogits, float *loss, float *agree, co
     }
 }
 
+// topk: the k largest of scale·logits[row] into ids/logp[row·k …], largest
+// first, lower index first among equals, with their log-probabilities.
+// Each of the k passes takes the largest value ranked after the previous
+// pick, so no list of picks is needed; k is small (a tree's top-k).
+__global__ void topk(int *ids, float *logp, const float *logits, int v, int k, float scale) {
+    __shared__ float sh[32];
+    __shared__ int shi[32];
+    const float *lr = logits + (long)blockIdx.x * v;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < v; i += BS) mx = fmaxf(mx, lr[i] * scale);
+    mx = blockMax(mx, sh);
+    float s = 0.f;
+    for (int i = threadIdx.x; i < v; i += BS) s += __expf(lr[i] * scale - mx);
+    float lse = mx + logf(blockSum(s, sh));
+    float pv = INFINITY;
+    int pi = -1;
+    for (int r = 0; r < k; r++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+        for (int i = threadIdx.x; i < v; i += BS) {
+            float x = lr[i] * scale;
+            if ((x < pv || (x == pv && i > pi)) && (x > bv || (x == bv && i < bi))) { bv = x; bi = i; }
+        }
+        bi = blockArgMax(bv, bi, sh, shi);
+        pi = bi;
+        pv = lr[bi] * scale;
+        if (threadIdx.x == 0) {
+            ids[(long)blockIdx.x * k + r] = bi;
+            logp[(long)blockIdx.x * k + r] = pv - lse;
+        }
+    }
+}
+
 // ---- attention -----------------------------------------------------------
 
 // visible: does query row j see key t? Keys before past are committed
