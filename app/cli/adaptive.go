@@ -68,13 +68,13 @@ func defaultAdaptSettings() adaptSettings {
 // adapting as s says. where names the draft's origin.
 func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Pool, ctx int, greedy bool, s adaptSettings, warn io.Writer) (*adaptive, error) {
 	fp := draft.Fingerprint(target.Model.File)
-	dev, trainDev, err := draftDevices(s.device, pool, s.threads)
-	if err != nil {
-		return nil, err
-	}
 	cfg := draft.ForTarget(target.Model.Config, 1, 0)
 	if ck != nil {
 		cfg = ck.Config
+	}
+	dev, trainDev, err := draftDevices(s.device, cfg, pool, s.threads)
+	if err != nil {
+		return nil, err
 	}
 	d, err := gpu.NewDraft(dev, cfg, target.Model)
 	if err != nil {
