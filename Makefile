@@ -40,12 +40,18 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 # gpu package and JIT-compiled by the driver for the GPU at hand. It needs
 # nvcc, so the PTX is committed: building Dovetail needs no CUDA toolkit.
 # compute_75 (Turing, GTX 16xx / RTX 20xx) is the oldest that CUDA 13's nvcc
-# still targets.
+# still targets. nvcc labels its PTX with its own ISA version (9.0 for CUDA
+# 13), which drivers older than it refuse; the kernels use only
+# instructions of PTX 7.0 (CUDA 11, drivers from R450), so the label is
+# lowered to that. The driver checks each instruction against the label:
+# a kernel that needed more would fail to load in the CUDA tests.
 NVCC    ?= nvcc
+PTXVER  := 7.0
 ptx: gpu/cuda/kernels.ptx
 
 gpu/cuda/kernels.ptx: gpu/cuda/kernels.cu
-	$(NVCC) -ptx -arch=compute_75 -o $@ $<
+	$(NVCC) -ptx -arch=compute_75 -o $@.tmp $<
+	sed 's/^\.version [0-9.]*$$/.version $(PTXVER)/' $@.tmp > $@ && rm $@.tmp
 
 build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail

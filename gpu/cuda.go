@@ -146,6 +146,17 @@ func NewCUDA(ordinal int) (Device, error) {
 	return d, nil
 }
 
+// sameMemory reports whether a and b reach the same memory: the same
+// device, or two CUDA devices (streams) of one GPU.
+func sameMemory(a, b Device) bool {
+	if a == b {
+		return true
+	}
+	ca, ok1 := a.(*cudaDev)
+	cb, ok2 := b.(*cudaDev)
+	return ok1 && ok2 && ca.c == cb.c
+}
+
 // enter starts an operation: it waits for the device's other users (a
 // learner publishing into the drafter's device, say), and makes the
 // context current on this goroutine's thread, which it stays on until
@@ -426,6 +437,11 @@ func (d *cudaDev) UploadMatrix(t *models.Tensor) (Matrix, error) {
 		}
 		d.Upload(d.View(b, lo*t.Cols, (hi-lo)*t.Cols), tmp[:(hi-lo)*t.Cols])
 	}
+	// Other streams of the GPU read the matrix too (sameMemory): the copy
+	// must have landed before anyone's kernel can.
+	d.enter()
+	d.sync()
+	d.leave()
 	return &cudaMat{rows: t.Rows, cols: t.Cols, buf: *b}, nil
 }
 

@@ -933,3 +933,41 @@ func testTopK(p *pair) {
 		}
 	}
 }
+
+// A clone onto another stream of the same GPU (the trainer's device)
+// shares the frozen embeddings and LM head instead of uploading them
+// again, and drafts as the original does.
+func TestCUDACloneSharesFrozen(t *testing.T) {
+	dev := cudaOrSkip(t)
+	other, err := NewCUDA(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDraft32(t, tinyConfig, 5).Clone(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free()
+	c, err := d.Clone(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	if c.Head != d.Head || c.Embd != d.Embd {
+		t.Error("the clone holds its own copies of the frozen matrices")
+	}
+	w := randWindow(rand.New(rand.NewPCG(5, 5)), 8, tinyConfig.Hidden, tinyConfig.Vocab, 1)
+	sd, sc := d.NewSequence(0), c.NewSequence(0)
+	defer sd.Free()
+	defer sc.Free()
+	lg, _, err := sd.Forward(w.Features[:8], w.Tokens[1:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg = slices.Clone(lg)
+	lgC, _, err := sc.Forward(w.Features[:8], w.Tokens[1:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTo(t, "clone's logits", lgC, lg, 1e-6)
+}

@@ -9,11 +9,12 @@ import (
 )
 
 // Clone copies d's weights into a new draft on dev. The frozen embeddings
-// and LM head are shared when dev is d's own device (nobody writes them),
-// uploaded again otherwise.
+// and LM head are shared when dev holds them too — d's own device, or
+// another stream of the same GPU (nobody writes them) — and uploaded again
+// otherwise.
 func (d *Draft) Clone(dev Device) (*Draft, error) {
 	c := &Draft{Dev: dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
-	if dev != d.Dev {
+	if !sameMemory(dev, d.Dev) {
 		var err error
 		if c.Embd, err = dev.UploadMatrix(d.embdT); err != nil {
 			return nil, err

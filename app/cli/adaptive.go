@@ -72,7 +72,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 	if ck != nil {
 		cfg = ck.Config
 	}
-	dev, trainDev, err := draftDevices(s.device, cfg, pool, s.threads)
+	dev, trainDev, err := draftDevices(s.device, cfg, pool, s.threads, warn)
 	if err != nil {
 		return nil, err
 	}

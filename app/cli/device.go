@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -26,8 +27,9 @@ const gpuMinHead = 1 << 22
 // the trainer get devices of their own: on a GPU two streams, so that
 // training never queues in front of drafting; on the CPU the drafter uses
 // the target's threads (they take turns) and the trainer trainerThreads of
-// its own.
-func draftDevices(spec string, c draft.Config, pool *cpu.Pool, trainerThreads int) (drafter, trainer gpu.Device, err error) {
+// its own. Under auto, a GPU that fails to start (a driver too old for the
+// kernels, say) is reported to warn and the CPU used.
+func draftDevices(spec string, c draft.Config, pool *cpu.Pool, trainerThreads int, warn io.Writer) (drafter, trainer gpu.Device, err error) {
 	host := func() (gpu.Device, gpu.Device, error) {
 		return gpu.NewHost(pool.Threads()), gpu.NewHost(trainerThreads), nil
 	}
@@ -58,7 +60,10 @@ func draftDevices(spec string, c draft.Config, pool *cpu.Pool, trainerThreads in
 				return d, t, nil
 			}
 		}
-		if kind == "auto" && errors.Is(err, gpu.ErrNoCUDA) {
+		if kind == "auto" {
+			if !errors.Is(err, gpu.ErrNoCUDA) {
+				fmt.Fprintf(warn, "warning: drafting on the CPU: the GPU did not start: %v\n", err)
+			}
 			return host()
 		}
 		return nil, nil, fmt.Errorf("--device %s: %w", spec, err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ func TestDraftDevices(t *testing.T) {
 	small := draft.Config{Hidden: 64, Vocab: 4096}
 	large := draft.Config{Hidden: 2048, Vocab: 32000}
 	for _, spec := range []string{"cpu", "auto"} {
-		d, tr, err := draftDevices(spec, small, pool, 1)
+		d, tr, err := draftDevices(spec, small, pool, 1, io.Discard)
 		if err != nil {
 			t.Fatalf("--device %s: %v", spec, err)
 		}
@@ -28,15 +29,15 @@ func TestDraftDevices(t *testing.T) {
 		}
 	}
 	for _, spec := range []string{"gpu", "cpu:1", "auto:0", "cuda:x", "cuda:-1", ""} {
-		if _, _, err := draftDevices(spec, small, pool, 1); err == nil || !strings.Contains(err.Error(), "--device") {
+		if _, _, err := draftDevices(spec, small, pool, 1, io.Discard); err == nil || !strings.Contains(err.Error(), "--device") {
 			t.Errorf("--device %q: error %v, want one naming the flag", spec, err)
 		}
 	}
 	if _, err := gpu.NewCUDA(0); errors.Is(err, gpu.ErrNoCUDA) {
-		if _, _, err := draftDevices("cuda", large, pool, 1); !errors.Is(err, gpu.ErrNoCUDA) {
+		if _, _, err := draftDevices("cuda", large, pool, 1, io.Discard); !errors.Is(err, gpu.ErrNoCUDA) {
 			t.Errorf("--device cuda without a GPU: error %v", err)
 		}
-		d, _, err := draftDevices("auto", large, pool, 1)
+		d, _, err := draftDevices("auto", large, pool, 1, io.Discard)
 		if err != nil || !strings.HasPrefix(d.Name(), "host") {
 			t.Errorf("--device auto without a GPU: %v, %v", d, err)
 		}

@@ -28,6 +28,7 @@ import (
 
 type distillFlags struct {
 	model, corpus, out string
+	device             string
 	self, selfLen      int
 	selfTemp           float32
 	blocks, ffn        int
@@ -85,6 +86,7 @@ func newDistillCmd() *cobra.Command {
 	fl.Float64Var(&f.evalFrac, "eval", 0.05, "share of the corpus held out for evaluation")
 	fl.Int64Var(&f.seed, "seed", 1, "random seed (initialization, data order, samples)")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+	fl.StringVar(&f.device, "device", "auto", "where the draft trains: auto (a CUDA GPU when there is one and the draft is large), cpu, or cuda[:N]")
 	fl.BoolVar(&f.fresh, "fresh", false, "start over even if a resume checkpoint exists")
 	fl.BoolVar(&f.install, "install", false, "also save the draft where `run --draft auto` looks for this target's draft")
 	fl.DurationVar(&f.saveEvery, "save-every", time.Minute, "how often to write checkpoints while training")
@@ -169,7 +171,10 @@ func distill(c *cobra.Command, f distillFlags) error {
 	}
 
 	cfg := draft.ForTarget(lm.Model.Config, f.blocks, f.ffn)
-	dev := gpu.NewHost(f.threads)
+	dev, _, err := draftDevices(f.device, cfg, pool, f.threads, c.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	d, err := gpu.NewDraft(dev, cfg, lm.Model)
 	if err != nil {
 		return err

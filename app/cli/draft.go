@@ -157,7 +157,7 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 			}
 		}, nil
 	}
-	dev, _, err := draftDevices(o.adapt.device, ck.Config, pool, 1)
+	dev, _, err := draftDevices(o.adapt.device, ck.Config, pool, 1, o.warn)
 	if err != nil {
 		return nil, none, err
 	}
