@@ -105,6 +105,8 @@ type cudaDev struct {
 	pin  runtime.Pinner
 
 	scratch [3]cudaBuf // kernel arguments from the host; float work; partial sums
+	stage   []byte     // pinned host memory that uploads go through
+	staged  int        // bytes of stage in use since the stream last synchronized
 	partial []float64
 	topHost []uint32 // TopK's ids and log-probabilities, as downloaded
 }
@@ -136,6 +138,11 @@ func NewCUDA(ordinal int) (Device, error) {
 	if err := d.l.check("cuStreamCreate", d.l.call(d.l.streamCreate, uintptr(unsafe.Pointer(&d.stream)), nonBlocking)); err != nil {
 		return nil, err
 	}
+	var stage unsafe.Pointer
+	if err := d.l.check("cuMemAllocHost", d.l.call(d.l.memAllocHost, uintptr(unsafe.Pointer(&stage)), stageBytes)); err != nil {
+		return nil, err
+	}
+	d.stage = unsafe.Slice((*byte)(stage), stageBytes)
 	if b := c.blas; b != nil {
 		if r := d.l.call(b.create, uintptr(unsafe.Pointer(&d.handle))); r != 0 {
 			return nil, fmt.Errorf("cublasCreate (%s): status %d", b.path, r)
@@ -252,15 +259,36 @@ func (d *cudaDev) View(x Buffer, off, n int) Buffer {
 	return &cudaBuf{p: b.p + 4*uint64(off), n: n, view: true}
 }
 
-func (d *cudaDev) sync() { d.l.must("cuStreamSynchronize", d.l.call(d.l.streamSynchronize, d.stream)) }
+func (d *cudaDev) sync() {
+	d.l.must("cuStreamSynchronize", d.l.call(d.l.streamSynchronize, d.stream))
+	d.staged = 0
+}
 
-// upload copies bytes from host memory at src to p. From pageable memory
-// the driver stages the data before it returns, so src may change after.
+// stageBytes is the pinned staging memory of a device: a tree level's
+// uploads (features, tokens, positions, a mask) fit many times over.
+const stageBytes = 1 << 20
+
+// upload copies bytes from host memory at src to p. Small copies go
+// through the pinned stage and run asynchronously: a copy from pageable
+// memory would first wait for all the stream's work, every time. A slice
+// of the stage is reused only after the stream has synchronized (every
+// download does), when its copy has surely landed. Larger copies go from
+// pageable memory, which the driver stages before returning.
 func (d *cudaDev) upload(p uint64, src unsafe.Pointer, bytes int) {
 	if bytes == 0 {
 		return
 	}
-	d.l.must("cuMemcpyHtoDAsync", d.l.call(d.l.memcpyHtoD, uintptr(p), uintptr(src), uintptr(bytes), d.stream))
+	if bytes > stageBytes/4 {
+		d.l.must("cuMemcpyHtoDAsync", d.l.call(d.l.memcpyHtoD, uintptr(p), uintptr(src), uintptr(bytes), d.stream))
+		return
+	}
+	if d.staged+bytes > stageBytes {
+		d.sync()
+	}
+	dst := d.stage[d.staged : d.staged+bytes]
+	copy(dst, unsafe.Slice((*byte)(src), bytes))
+	d.staged = (d.staged + bytes + 255) &^ 255
+	d.l.must("cuMemcpyHtoDAsync", d.l.call(d.l.memcpyHtoD, uintptr(p), uintptr(unsafe.Pointer(&dst[0])), uintptr(bytes), d.stream))
 }
 
 func (d *cudaDev) Upload(dst Buffer, src []float32) {

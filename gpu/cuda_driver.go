@@ -27,6 +27,7 @@ var cuFn = []string{
 	"cuStreamSynchronize", "cuStreamDestroy_v2", "cuMemAlloc_v2", "cuMemFree_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorName", "cuMemGetInfo_v2",
+	"cuMemAllocHost_v2",
 }
 
 type cuLib struct {
@@ -34,7 +35,8 @@ type cuLib struct {
 	deviceGetAttribute, primaryCtxRetain, ctxSetCurrent, streamCreate,
 	streamSynchronize, streamDestroy, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyDtoD, memsetD32,
-	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo uintptr
+	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo,
+	memAllocHost uintptr
 }
 
 // blasLib is cuBLAS.
