@@ -239,6 +239,9 @@ func (d *cudaDev) Alloc(n int) Buffer {
 }
 
 func (d *cudaDev) Free(x Buffer) {
+	if x == nil {
+		return
+	}
 	b := d.b(x)
 	if b.view || b.p == 0 {
 		return

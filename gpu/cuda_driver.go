@@ -103,12 +103,11 @@ func (l *cuLib) check(what string, r uintptr) error {
 	return fmt.Errorf("%s: %s", what, goString(name))
 }
 
-// must panics on a failed call: inside an operation there is no error to
-// return, and a failure there (a bad launch, an illegal address) leaves the
-// context unusable anyway.
+// must panics with a DeviceError on a failed call: inside an operation
+// there is no error to return.
 func (l *cuLib) must(what string, r uintptr) {
 	if err := l.check(what, r); err != nil {
-		panic("gpu: " + err.Error())
+		panic(&DeviceError{err})
 	}
 }
 

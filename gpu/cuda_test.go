@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -970,4 +971,17 @@ func TestCUDACloneSharesFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeTo(t, "clone's logits", lgC, lg, 1e-6)
+}
+
+// A draft larger than the GPU's memory is an error from NewDraft, not a
+// panic.
+func TestCUDAOutOfMemoryIsAnError(t *testing.T) {
+	dev := cudaOrSkip(t)
+	c := draft.Config{Hidden: 1 << 16, Blocks: 1, Heads: 64, KVHeads: 64, HeadDim: 1024, FFN: 1 << 18, Vocab: 8,
+		Context: 16, RopeTheta: 10000, RMSEps: 1e-5}
+	d, err := NewDraft(dev, c, fakeTarget(rand.New(rand.NewPCG(1, 1)), c.Hidden, c.Vocab))
+	var de *DeviceError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "OUT_OF_MEMORY") {
+		t.Fatalf("NewDraft of %d GB: %v, %v; want an out-of-memory DeviceError", 4*c.Params()>>30, d, err)
+	}
 }

@@ -154,3 +154,25 @@ type Device interface {
 	// decay says whether weight decay applies (matrices, not norms).
 	AdamWUpdate(param, grad, m, v Buffer, p AdamW, decay bool)
 }
+
+// DeviceError is a failure of the device itself — out of memory, a GPU
+// lost — with which an operation, having no error to return, panics. The
+// functions that set drafts up (NewDraft, NewTrainer, NewLearner,
+// Draft.Clone, Live.Publish) return it as their error instead; what they
+// had allocated before it is not given back.
+type DeviceError struct{ Err error }
+
+func (e *DeviceError) Error() string { return "gpu: " + e.Err.Error() }
+func (e *DeviceError) Unwrap() error { return e.Err }
+
+// catchDevice turns a DeviceError panic into *err; other panics (bugs)
+// go on.
+func catchDevice(err *error) {
+	if r := recover(); r != nil {
+		de, ok := r.(*DeviceError)
+		if !ok {
+			panic(r)
+		}
+		*err = de
+	}
+}

@@ -44,7 +44,14 @@ type Draft struct {
 
 // NewDraft allocates a draft of shape c for target m (whose embeddings and
 // LM head it shares) with zero weights: call Init or Load next.
-func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
+func NewDraft(dev Device, c draft.Config, m *models.Llama) (_ *Draft, err error) {
+	var d *Draft
+	defer func() {
+		if err != nil && d != nil {
+			d.Free() // what bind allocated before the device gave out
+		}
+	}()
+	defer catchDevice(&err)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -52,8 +59,7 @@ func NewDraft(dev Device, c draft.Config, m *models.Llama) (*Draft, error) {
 		return nil, fmt.Errorf("draft of hidden size %d and vocabulary %d cannot run with a target of %d and %d",
 			c.Hidden, c.Vocab, m.Config.Hidden, m.Config.Vocab)
 	}
-	d := &Draft{Dev: dev, C: c, embdT: m.TokenEmbd, headT: m.Output}
-	var err error
+	d = &Draft{Dev: dev, C: c, embdT: m.TokenEmbd, headT: m.Output}
 	if d.Embd, err = dev.UploadMatrix(m.TokenEmbd); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,8 @@ type Learner struct {
 // maxRows positions in windows of at most maxLen, scoring chains of
 // evalDepth draft steps. cfg.AnchorWeight > 0 holds the shadow to the
 // last kept version (per-request adaptation).
-func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) (*Learner, error) {
+func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) (_ *Learner, err error) {
+	defer catchDevice(&err)
 	shadow, ver, err := live.Snapshot(dev)
 	if err != nil {
 		return nil, err

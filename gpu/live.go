@@ -12,10 +12,10 @@ import (
 // and LM head are shared when dev holds them too — d's own device, or
 // another stream of the same GPU (nobody writes them) — and uploaded again
 // otherwise.
-func (d *Draft) Clone(dev Device) (*Draft, error) {
+func (d *Draft) Clone(dev Device) (_ *Draft, err error) {
+	defer catchDevice(&err)
 	c := &Draft{Dev: dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
 	if !sameMemory(dev, d.Dev) {
-		var err error
 		if c.Embd, err = dev.UploadMatrix(d.embdT); err != nil {
 			return nil, err
 		}
@@ -87,12 +87,12 @@ func (l *Live) Shape() draft.Config { return l.cur.Load().d.C }
 // Publish copies src's weights into a new version on the live device,
 // frozen for drafting (Draft.FreezeForDrafting), and makes it the newest.
 // It returns the version's number.
-func (l *Live) Publish(src *Draft) (int, error) {
+func (l *Live) Publish(src *Draft) (_ int, err error) {
+	defer catchDevice(&err)
 	l.mu.Lock()
 	d := l.spare
 	l.spare = nil
 	l.mu.Unlock()
-	var err error
 	if d != nil {
 		err = d.CopyWeights(src)
 	} else {

@@ -103,7 +103,8 @@ func (t *Trainer) SetAnchor(a *Draft) error {
 
 // NewTrainer prepares training of d on batches of at most maxRows
 // positions in windows of at most maxLen positions.
-func NewTrainer(d *Draft, cfg TrainConfig, maxRows, maxLen int) (*Trainer, error) {
+func NewTrainer(d *Draft, cfg TrainConfig, maxRows, maxLen int) (_ *Trainer, err error) {
+	defer catchDevice(&err)
 	if cfg.Unroll < 1 || cfg.Unroll > 16 {
 		return nil, fmt.Errorf("training-time test unroll %d out of range [1, 16]", cfg.Unroll)
 	}

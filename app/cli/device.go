@@ -21,6 +21,16 @@ import (
 // ms on the GPU.
 const gpuMinHead = 1 << 22
 
+// gpuNeed is a rough upper bound of the GPU memory a draft of shape c
+// takes with its trainer, in bytes, all float32: the embeddings and LM
+// head; the weights of the live versions, the shadow and the kept copy,
+// with gradients and AdamW moments (ten copies); and the logits, targets
+// and their gradients of a 2048-position training batch.
+func gpuNeed(c draft.Config) uint64 {
+	v := uint64(c.Vocab)
+	return 4 * (2*uint64(c.Hidden)*v + 10*uint64(c.Params()) + 4*2048*v)
+}
+
 // draftDevices opens where a DGF draft of shape c runs, as --device names
 // it: auto (the first CUDA GPU when there is one and the draft is large
 // enough to gain from it, else the CPU), cpu, or cuda[:N]. The drafter and
@@ -28,7 +38,8 @@ const gpuMinHead = 1 << 22
 // training never queues in front of drafting; on the CPU the drafter uses
 // the target's threads (they take turns) and the trainer trainerThreads of
 // its own. Under auto, a GPU that fails to start (a driver too old for the
-// kernels, say) is reported to warn and the CPU used.
+// kernels, say) or has too little memory free is reported to warn and the
+// CPU used.
 func draftDevices(spec string, c draft.Config, pool *cpu.Pool, trainerThreads int, warn io.Writer) (drafter, trainer gpu.Device, err error) {
 	host := func() (gpu.Device, gpu.Device, error) {
 		return gpu.NewHost(pool.Threads()), gpu.NewHost(trainerThreads), nil
@@ -57,7 +68,17 @@ func draftDevices(spec string, c draft.Config, pool *cpu.Pool, trainerThreads in
 		if err == nil {
 			var t gpu.Device
 			if t, err = gpu.NewCUDA(ordinal); err == nil {
-				return d, t, nil
+				m, ok := d.(interface{ MemInfo() (free, total uint64) })
+				if !ok || kind != "auto" {
+					return d, t, nil
+				}
+				free, _ := m.MemInfo()
+				if need := gpuNeed(c); free >= need {
+					return d, t, nil
+				}
+				fmt.Fprintf(warn, "warning: drafting on the CPU: %s has %d MiB free, the draft and its trainer need about %d MiB\n",
+					d.Name(), free>>20, gpuNeed(c)>>20)
+				return host()
 			}
 		}
 		if kind == "auto" {
