@@ -25,6 +25,15 @@ type host[T float32 | float64] struct {
 // operation (≤ 0: one per CPU).
 func NewHost(threads int) Device { return newHost[float32](threads) }
 
+// OnHost reports whether d is a host device: computing on the CPU.
+func OnHost(d Device) bool {
+	switch d.(type) {
+	case *host[float32], *host[float64]:
+		return true
+	}
+	return false
+}
+
 func newHost[T float32 | float64](threads int) *host[T] {
 	if threads <= 0 {
 		threads = runtime.NumCPU()

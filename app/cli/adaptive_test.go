@@ -16,9 +16,11 @@ import (
 )
 
 // quickAdapt trains on little and publishes every run: a test sees
-// versions come quickly.
+// versions come quickly. The trainer runs at normal priority: an idle one
+// could wait for as long as other tests keep the cores busy.
 func quickAdapt() adaptSettings {
 	s := defaultAdaptSettings()
+	s.idle = false
 	s.cfg.Window, s.cfg.Batch, s.cfg.Steps, s.cfg.HeldOut, s.cfg.MinGain = 8, 4, 2, 2, -1
 	s.cfg.Control.MinRecords = 32
 	s.saveEvery = 0
