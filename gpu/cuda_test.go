@@ -877,37 +877,6 @@ func BenchmarkCUDATrainStep(b *testing.B) {
 	}
 }
 
-// benchTrainOn is benchTrain on dev.
-func benchTrainOn(b *testing.B, dev Device, c draft.Config) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	d, err := NewDraft(dev, c, fakeTarget(rng, c.Hidden, c.Vocab))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Free()
-	d.Init(1)
-	tr, err := NewTrainer(d, DefaultTrainConfig(), 2048, 256)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tr.Free()
-	var ws []Window
-	for range 8 {
-		ws = append(ws, randWindow(rng, 256, c.Hidden, c.Vocab, 1))
-	}
-	// The first step loads kernels and sizes library workspaces.
-	if _, err := tr.Step(ws); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for range b.N {
-		tr.Step(ws)
-	}
-	// The last update may still be running: a reduction waits for it.
-	dev.Sum(d.Params[0].W)
-	b.ReportMetric(float64(b.N*2048)/b.Elapsed().Seconds(), "pos/s")
-}
-
 // testTopK ranks rows on both devices: the same tokens in the same order
 // (ties included: coarse logits tie often, and the lower token goes
 // first), log-probabilities within the tolerance.
