@@ -22,18 +22,16 @@ var ErrNoCUDA = errors.New("no CUDA device")
 // cuFn names the driver functions the device calls, in the order of cuLib's
 // fields.
 var cuFn = []string{
-	"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceTotalMem_v2",
-	"cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuStreamCreate",
-	"cuStreamSynchronize", "cuStreamDestroy_v2", "cuMemAlloc_v2", "cuMemFree_v2",
+	"cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDevicePrimaryCtxRetain",
+	"cuCtxSetCurrent", "cuStreamCreate", "cuStreamSynchronize", "cuMemAlloc_v2", "cuMemFree_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorName", "cuMemGetInfo_v2",
 	"cuMemAllocHost_v2",
 }
 
 type cuLib struct {
-	init, deviceGetCount, deviceGet, deviceGetName, deviceTotalMem,
-	deviceGetAttribute, primaryCtxRetain, ctxSetCurrent, streamCreate,
-	streamSynchronize, streamDestroy, memAlloc, memFree,
+	init, deviceGetCount, deviceGet, deviceGetName, primaryCtxRetain,
+	ctxSetCurrent, streamCreate, streamSynchronize, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyDtoD, memsetD32,
 	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo,
 	memAllocHost uintptr
@@ -41,8 +39,8 @@ type cuLib struct {
 
 // blasLib is cuBLAS.
 type blasLib struct {
-	path                           string
-	create, setStream, sgemm, drop uintptr
+	path                     string
+	create, setStream, sgemm uintptr
 }
 
 var (
@@ -159,7 +157,7 @@ func loadBLAS() *blasLib {
 				p    *uintptr
 				name string
 			}{{&b.create, "cublasCreate_v2"}, {&b.setStream, "cublasSetStream_v2"},
-				{&b.sgemm, "cublasSgemm_v2"}, {&b.drop, "cublasDestroy_v2"}} {
+				{&b.sgemm, "cublasSgemm_v2"}} {
 				if *s.p, err = purego.Dlsym(h, s.name); err != nil {
 					ok = false
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -952,5 +953,12 @@ func TestCUDAOutOfMemoryIsAnError(t *testing.T) {
 	var de *DeviceError
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "OUT_OF_MEMORY") {
 		t.Fatalf("NewDraft of %d GB: %v, %v; want an out-of-memory DeviceError", 4*c.Params()>>30, d, err)
+	}
+}
+
+// cuLib's fields are filled in cuFn's order: one name for each.
+func TestCUDADriverTable(t *testing.T) {
+	if n := reflect.TypeFor[cuLib]().NumField(); n != len(cuFn) {
+		t.Fatalf("cuLib has %d fields, cuFn names %d functions", n, len(cuFn))
 	}
 }
