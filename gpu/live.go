@@ -81,6 +81,9 @@ func NewLive(d *Draft, n int) *Live {
 // Version is the number of the newest version.
 func (l *Live) Version() int { return l.cur.Load().n }
 
+// Device names the device the drafts run on.
+func (l *Live) Device() string { return l.cur.Load().d.Dev.Name() }
+
 // Shape is the drafts' shape.
 func (l *Live) Shape() draft.Config { return l.cur.Load().d.C }
 

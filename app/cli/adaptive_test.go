@@ -33,7 +33,7 @@ func adaptUntilPublished(t *testing.T, a *adaptive, lm *loaded, target *cpu.Targ
 	t.Helper()
 	for i := 0; i < 60 && a.adapter.Stats().Published == 0; i++ {
 		req := engine.Request{Prompt: lm.Tok.Encode("Once upon a time, a little girl", true, false), MaxTokens: 48,
-			Drafter: namedDrafter{a.drafter, a.name}, Tree: engine.LaptopTree}
+			Drafter: namedDrafter{a.drafter, a.name, ""}, Tree: engine.LaptopTree}
 		if _, err := engine.Generate(context.Background(), target, req, func(int) error { return nil }); err != nil {
 			t.Fatal(err)
 		}

@@ -154,6 +154,10 @@ func TestRunAutoUsesEmbeddedDraft(t *testing.T) {
 	if r.Stats.Draft != "dgf:embedded:tinystories656K-Q8_0.dgf.gguf" || r.Stats.Tau < 2 {
 		t.Errorf("--draft auto: stats %+v", r.Stats)
 	}
+	// The embedded draft is small: --device auto keeps it on the CPU.
+	if !strings.HasPrefix(r.Stats.DraftDevice, "host (") {
+		t.Errorf("--draft auto: the draft runs on %q, want the host", r.Stats.DraftDevice)
+	}
 	t.Logf("τ %.2f, acceptance by depth %v", r.Stats.Tau, r.Stats.AcceptanceByDepth)
 	// A model with no draft of its own starts an untrained one that
 	// adapts (day 0), or runs without one when adaptation is off.

@@ -109,10 +109,14 @@ func sameVocab(a, b *loaded) error {
 // namedDrafter says which draft --draft auto picked.
 type namedDrafter struct {
 	engine.FeatureDrafter
-	name string
+	name   string
+	device string // where a DGF draft runs
 }
 
 func (d namedDrafter) Name() string { return d.name }
+
+// Device names the device a DGF draft runs on ("" for other drafters).
+func (d namedDrafter) Device() string { return d.device }
 
 // Version is the version of an adapting draft's weights (0 for any other
 // drafter: their weights never change).
@@ -151,7 +155,7 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 		if err != nil {
 			return nil, none, err
 		}
-		return namedDrafter{a.drafter, a.Name()}, func() {
+		return namedDrafter{a.drafter, a.Name(), a.live.Device()}, func() {
 			if err := a.Close(); err != nil {
 				fmt.Fprintf(o.warn, "warning: %v\n", err)
 			}
@@ -176,7 +180,7 @@ func dgfDrafter(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.Po
 	if o.greedy {
 		dd.Sharpness = 2 // measured on both test models: τ +0.3
 	}
-	return namedDrafter{dd, "dgf:" + where}, func() { seq.Free(); d.Free() }, nil
+	return namedDrafter{dd, "dgf:" + where, dev.Name()}, func() { seq.Free(); d.Free() }, nil
 }
 
 // savedDraft finds the DGF draft of a target for --draft auto: the one

@@ -52,6 +52,7 @@ type runStats struct {
 	StopReason         string    `json:"stop_reason"`
 	Kernels            string    `json:"kernels"`
 	Draft              string    `json:"draft"`
+	DraftDevice        string    `json:"draft_device,omitempty"`
 	Rounds             int       `json:"rounds"`
 	Tau                float64   `json:"tau"`
 	AcceptanceByDepth  []float64 `json:"acceptance_by_depth"`
@@ -172,7 +173,8 @@ func run(c *cobra.Command, f runFlags) error {
 	if f.json {
 		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
 			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
-				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), Rounds: st.Rounds, Tau: st.Tau(),
+				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), DraftDevice: draftDevice(drafter),
+				Rounds: st.Rounds, Tau: st.Tau(),
 				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
 				DraftVersion: st.DraftVersion, Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps}}
 		if planner != nil {
@@ -190,8 +192,12 @@ func run(c *cobra.Command, f runFlags) error {
 	fmt.Fprintf(c.ErrOrStderr(), "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
 		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
 	if drafter != nil {
+		name := draftName(drafter, f.draft)
+		if dev := draftDevice(drafter); dev != "" {
+			name += " on " + dev
+		}
 		fmt.Fprintf(c.ErrOrStderr(), "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
-			draftName(drafter, f.draft), st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+			name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
 	}
 	if planner != nil {
 		fmt.Fprintf(c.ErrOrStderr(), "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft\n",
@@ -219,6 +225,14 @@ func draftVersion(d engine.Drafter) int {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// draftDevice names the device a DGF draft runs on, or "".
+func draftDevice(d engine.Drafter) string {
+	if n, ok := d.(interface{ Device() string }); ok {
+		return n.Device()
+	}
+	return ""
+}
 
 func draftName(d engine.Drafter, spec string) string {
 	if d == nil {
