@@ -390,3 +390,37 @@ func TestFreezeForDrafting(t *testing.T) {
 		t.Errorf("training loss %v on the frozen draft, %v on the float32 one", loss[0], loss[1])
 	}
 }
+
+// TargetSharpness sharpens only the cross-entropy's target: 1 changes
+// nothing, 3 changes the soft cross-entropy but neither the features'
+// SmoothL1 nor the top-1 agreement (the target's argmax stays).
+func TestTargetSharpness(t *testing.T) {
+	c := tinyConfig
+	d := newDraft32(t, c, 21)
+	rng := rand.New(rand.NewPCG(21, 21))
+	ws := []Window{randWindow(rng, 16, c.Hidden, c.Vocab, 1), randWindow(rng, 12, c.Hidden, c.Vocab, 1)}
+	eval := func(s float32) Metrics {
+		cfg := DefaultTrainConfig()
+		cfg.TargetSharpness = s
+		tr, err := NewTrainer(d, cfg, 64, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Free()
+		m, err := tr.Eval(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	off, one, sharp := eval(0), eval(1), eval(3)
+	if one.ProbLoss != off.ProbLoss || one.FeatLoss != off.FeatLoss {
+		t.Errorf("sharpness 1: losses %v %v, want %v %v", one.ProbLoss, one.FeatLoss, off.ProbLoss, off.FeatLoss)
+	}
+	if sharp.FeatLoss != off.FeatLoss || sharp.Top1[0] != off.Top1[0] {
+		t.Errorf("sharpness 3: SmoothL1 %v, top-1 %v; want %v, %v", sharp.FeatLoss, sharp.Top1[0], off.FeatLoss, off.Top1[0])
+	}
+	if math.Abs(sharp.ProbLoss-off.ProbLoss) < 1e-3*off.ProbLoss {
+		t.Errorf("sharpness 3: cross-entropy %v, the same as unsharpened", sharp.ProbLoss)
+	}
+}

@@ -36,6 +36,12 @@ type TrainConfig struct {
 	// Speculation's term that keeps a draft adapting within one request
 	// close to where it started.
 	AnchorWeight float32
+	// TargetSharpness multiplies the target's logits before their softmax
+	// becomes the cross-entropy's target (0 or 1: the target's own
+	// distribution). A sharper target teaches the target's argmax, which
+	// greedy verification accepts, instead of spreading a small draft over
+	// the whole distribution. The features' SmoothL1 target stays as is.
+	TargetSharpness float32
 }
 
 // DefaultTrainConfig is the Dovetail/EAGLE recipe with a learning rate for
@@ -80,6 +86,7 @@ type Trainer struct {
 	kcat, vcat, dkcat, dvcat []Buffer
 
 	tf, logits, tlogits, dlogits, lossV, lossP, agree Buffer
+	tfSharp                                           Buffer // TargetSharpness·tf: its logits are the sharpened ones
 
 	anchor  *Draft
 	aacts   *acts
@@ -127,6 +134,9 @@ func NewTrainer(d *Draft, cfg TrainConfig, maxRows, maxLen int) (_ *Trainer, err
 		}
 	}
 	t.tf = dev.Alloc(maxRows * H)
+	if cfg.TargetSharpness != 0 && cfg.TargetSharpness != 1 {
+		t.tfSharp = dev.Alloc(maxRows * H)
+	}
 	t.logits, t.tlogits, t.dlogits = dev.Alloc(maxRows*V), dev.Alloc(maxRows*V), dev.Alloc(maxRows*V)
 	t.lossV, t.lossP, t.agree = dev.Alloc(maxRows), dev.Alloc(maxRows), dev.Alloc(maxRows)
 	return t, nil
@@ -139,6 +149,7 @@ func (t *Trainer) Free() {
 		a.free(dev, c, true)
 	}
 	t.g.free(dev, c)
+	dev.Free(t.tfSharp)
 	for _, b := range append(append(append(append([]Buffer{t.df[0], t.df[1], t.tf, t.logits, t.tlogits, t.dlogits, t.lossV, t.lossP, t.agree},
 		t.kcat...), t.vcat...), t.dkcat...), t.dvcat...) {
 		dev.Free(b)
@@ -222,6 +233,13 @@ func (t *Trainer) layout(ws []Window, noise bool) (*batch, error) {
 	}
 	t.d.Dev.Upload(t.steps[0].f, f)
 	t.d.Dev.Upload(t.tf, tf)
+	if t.tfSharp != nil {
+		// The LM head is linear: logits of s·f are s times f's.
+		for i := range tf {
+			tf[i] *= t.cfg.TargetSharpness
+		}
+		t.d.Dev.Upload(t.tfSharp, tf)
+	}
 	for s := range K {
 		po := 0
 		for i, w := range ws {
@@ -357,7 +375,11 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	}
 	tf := dev.View(t.tf, 0, n*H)
 	tlogits, logits, dlogits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V), dev.View(t.dlogits, 0, n*V)
-	dev.MatMulFrozen(tlogits, tf, d.Head, n)
+	if t.tfSharp != nil {
+		dev.MatMulFrozen(tlogits, dev.View(t.tfSharp, 0, n*H), d.Head, n)
+	} else {
+		dev.MatMulFrozen(tlogits, tf, d.Head, n)
+	}
 	var dfNext Buffer
 	var agreeRows [][]float32
 	for s := t.cfg.Unroll - 1; s >= 0; s-- {
