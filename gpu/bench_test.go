@@ -19,16 +19,23 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 }
 
-// benchTrainOn times optimizer steps of a draft of shape c on dev, over
-// batches of 8 windows of 256 positions.
-func benchTrainOn(b *testing.B, dev Device, c draft.Config) {
+// benchDraft is a draft of shape c on dev with random weights and a
+// random target, and the random source that made them.
+func benchDraft(b *testing.B, dev Device, c draft.Config) (*Draft, *rand.Rand) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	d, err := NewDraft(dev, c, fakeTarget(rng, c.Hidden, c.Vocab))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer d.Free()
 	d.Init(1)
+	return d, rng
+}
+
+// benchTrainOn times optimizer steps of a draft of shape c on dev, over
+// batches of 8 windows of 256 positions.
+func benchTrainOn(b *testing.B, dev Device, c draft.Config) {
+	d, rng := benchDraft(b, dev, c)
+	defer d.Free()
 	tr, err := NewTrainer(d, DefaultTrainConfig(), 2048, 256)
 	if err != nil {
 		b.Fatal(err)
@@ -77,13 +84,8 @@ func BenchmarkDraftTree(b *testing.B) {
 
 func benchTree(b *testing.B, dev Device, c draft.Config) {
 	const ctx, levels, width = 64, 6, 8
-	rng := rand.New(rand.NewPCG(1, 1))
-	d, err := NewDraft(dev, c, fakeTarget(rng, c.Hidden, c.Vocab))
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, rng := benchDraft(b, dev, c)
 	defer d.Free()
-	d.Init(1)
 	if err := d.FreezeForDrafting(); err != nil {
 		b.Fatal(err)
 	}
