@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 
+	"dovetail/internal/atomicfile"
 	"dovetail/quant"
 )
 
@@ -128,41 +127,13 @@ func (w *Writer) WriteTo(out io.Writer) (int64, error) {
 	return bw.n, bw.w.(*bufio.Writer).Flush()
 }
 
-// WriteFile writes the file atomically: a temporary file in the same
-// directory, fsync, then rename, so a crash never leaves a half-written model
-// where a good one was.
-func (w *Writer) WriteFile(path string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+// WriteFile writes the file atomically: a crash never leaves a
+// half-written model where a good one was.
+func (w *Writer) WriteFile(path string) error {
+	return atomicfile.Write(path, func(f io.Writer) error {
+		_, err := w.WriteTo(f)
 		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes the file private; a model is an ordinary file.
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if _, err = w.WriteTo(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	})
 }
 
 type countWriter struct {

@@ -1,0 +1,31 @@
+package atomicfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := Write(path, func(w io.Writer) error { _, err := w.Write([]byte("good")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	// A failed write leaves the good file and no temporary file behind.
+	boom := errors.New("boom")
+	if err := Write(path, func(w io.Writer) error { w.Write([]byte("half")); return boom }); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "good" {
+		t.Errorf("after a failed write: %q, %v", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the directory, want 1", len(ents))
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, %v", st.Mode(), err)
+	}
+}
