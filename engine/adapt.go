@@ -101,8 +101,12 @@ type AdaptConfig struct {
 	// BranchBytes bounds the rejected nodes kept.
 	Branches    float64
 	BranchBytes int
-	Control     Control
-	Seed        uint64
+	// MemoryTokens bounds the text memory (TextMemory): the verified text
+	// of finished requests, whose continuations are grafted onto every
+	// draft tree. 0: none.
+	MemoryTokens int
+	Control      Control
+	Seed         uint64
 }
 
 // DefaultAdaptConfig are the settings measured with `dovetail bench adapt`
@@ -121,7 +125,8 @@ type AdaptConfig struct {
 // scratch draft gained nothing either.
 func DefaultAdaptConfig() AdaptConfig {
 	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
-		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, Control: *DefaultControl(), Seed: 1}
+		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, MemoryTokens: 1 << 18,
+		Control: *DefaultControl(), Seed: 1}
 }
 
 // AdaptStats is what the adapter has done so far.
@@ -131,6 +136,7 @@ type AdaptStats struct {
 	Collecting        bool
 	Records           int // positions held
 	Branches          int // rejected nodes held
+	Remembered        int // tokens in the text memory
 	Runs, Published   int
 	ShortTau, LongTau float64     // EMAs of measured τ
 	Shadow, Kept      draft.Score // the last comparison's
@@ -144,6 +150,7 @@ type Adapter struct {
 	cfg AdaptConfig
 	l   Learner
 	rec *Records
+	mem *TextMemory // nil: none
 
 	mu        sync.Mutex
 	ctl       Control
@@ -186,6 +193,12 @@ func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version i
 	}
 	a := &Adapter{cfg: cfg, l: l, rec: rec, ctl: cfg.Control, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), onPublish: onPublish}
+	if cfg.MemoryTokens < 0 {
+		return nil, fmt.Errorf("adaptation: a text memory of %d tokens", cfg.MemoryTokens)
+	}
+	if cfg.MemoryTokens > 0 {
+		a.mem = NewTextMemory(cfg.MemoryTokens)
+	}
 	a.st.Mode = cfg.Mode.String()
 	a.st.Version = l.Version()
 	return a, nil
@@ -233,6 +246,9 @@ func (a *Adapter) Stats() AdaptStats {
 	s.ShortTau, s.LongTau = a.ctl.EMAs()
 	s.Records = a.rec.Len()
 	s.Branches = a.rec.Branches()
+	if a.mem != nil {
+		s.Remembered = a.mem.Len()
+	}
 	s.TauHistory = append([]float64(nil), a.st.TauHistory...)
 	return s
 }
@@ -246,6 +262,9 @@ func (a *Adapter) SetTauHistory(h []float64) {
 
 // Records is the record ring.
 func (a *Adapter) Records() *Records { return a.rec }
+
+// Memory is the text memory, nil if there is none.
+func (a *Adapter) Memory() *TextMemory { return a.mem }
 
 func (a *Adapter) fail(err error) {
 	a.mu.Lock()
@@ -466,6 +485,9 @@ type AdaptiveDrafter struct {
 	// if they were recorded: where its rejected nodes hang.
 	first    uint64
 	recorded bool
+	// The text memory: this sequence's text so far, and its own index.
+	text []int
+	own  *TextMemory
 }
 
 // Prefilled starts a sequence with the prompt's positions.
@@ -476,20 +498,53 @@ func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
 	d.recorded = false
 	d.a.record(&d.seq, prompt, features)
 	d.keep(prompt, features)
+	d.remember(prompt)
 }
 
 // Draft drafts a tree, noting whether there is one.
 func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	t, err := d.DGFDrafter.Draft(ctx, p)
+	if err == nil && d.a.mem != nil {
+		t = t.Graft(d.recall(ctx, p.Depth+1), p.Tokens)
+	}
 	d.drafted = err == nil && t.Len() > 0
 	return t, err
 }
+
+// recall is what the text memory proposes after ctx: the continuation of
+// the longer remembered suffix, in finished requests or earlier in this
+// one (the more recent on a tie).
+func (d *AdaptiveDrafter) recall(ctx []int, n int) []int {
+	shared, sn := d.a.mem.Lookup(ctx, n)
+	own, on := d.own.Lookup(ctx, n)
+	if on >= sn {
+		return own
+	}
+	return shared
+}
+
+// remember adds committed tokens to the sequence's text.
+func (d *AdaptiveDrafter) remember(tokens []int) {
+	if d.a.mem == nil {
+		return
+	}
+	if d.own == nil {
+		d.own = NewTextMemory(ownMemoryTokens)
+	}
+	d.own.Append(tokens)
+	d.text = append(d.text, tokens...)
+}
+
+// ownMemoryTokens bounds a sequence's own text memory: longer sequences
+// are looked up in their newest part.
+const ownMemoryTokens = 4096
 
 // Accepted records the round's committed positions.
 func (d *AdaptiveDrafter) Accepted(tokens []int, features [][]float32) {
 	d.DGFDrafter.Accepted(tokens, features)
 	d.first, d.recorded = d.a.record(&d.seq, tokens, features)
 	d.keep(tokens, features)
+	d.remember(tokens)
 	if d.drafted {
 		d.a.observe(float64(len(tokens)))
 		d.drafted = false
@@ -543,6 +598,14 @@ func (d *AdaptiveDrafter) finish() {
 		}
 	}
 	d.toks, d.feats = d.toks[:0], d.feats[:0]
+	// The finished text joins the shared memory in one piece, so that
+	// sequences decoding side by side do not interleave there.
+	if len(d.text) > 0 {
+		d.a.mem.Begin()
+		d.a.mem.Append(d.text)
+		d.text = d.text[:0]
+		d.own.Reset()
+	}
 }
 
 // keep remembers the request's positions (per-request mode).

@@ -133,3 +133,51 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 		})
 	}
 }
+
+// The text memory proposes what the target verified before: an untrained
+// draft whose weights never change decodes a repeated request in far fewer
+// rounds, with the same output, and without the memory in as many.
+func TestAdaptMemoryRecalls(t *testing.T) {
+	cases, err := golden.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := cases[0]
+	m := load(t, filepath.Base(gc.Model))
+	defer m.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60})
+	rounds := map[int][2]int{}
+	for _, memory := range []int{0, 1 << 12} {
+		cfg := engine.DefaultAdaptConfig()
+		cfg.MemoryTokens = memory
+		// The trainer is never started: the weights stay as they are.
+		live, l, a := adaptSetup(t, m, cfg, gpu.DefaultTrainConfig())
+		seq := live.NewSequence(0)
+		d := a.Drafter(engine.NewDGFDrafter(seq))
+		var r [2]int
+		for i := range r {
+			got, st := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree})
+			d.Finish()
+			if !slices.Equal(got, plain) {
+				t.Fatalf("memory %d, request %d: output differs from plain greedy\n got %v\nwant %v", memory, i, got, plain)
+			}
+			r[i] = st.Rounds
+		}
+		rounds[memory] = r
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		seq.Free()
+		l.Free()
+		live.Close()
+	}
+	t.Logf("rounds of the first and the repeated request: without memory %v, with %v", rounds[0], rounds[1<<12])
+	if r := rounds[0]; r[1] != r[0] {
+		t.Errorf("without memory the repeat took %d rounds, the first %d: the weights changed?", r[1], r[0])
+	}
+	// A LaptopTree path is at most 5 nodes: 60 tokens in 10 rounds or more.
+	if r := rounds[1<<12]; r[1] > 15 {
+		t.Errorf("with memory: the repeat took %d rounds, want at most 15", r[1])
+	}
+}

@@ -253,3 +253,79 @@ func rerank(cands []draftCand, n int) *Tree {
 	}
 	return t
 }
+
+// Graft returns t with chain, a path of tokens below the root, added: the
+// chain's prefix that t already holds is shared, and the rest is appended
+// with its parent's score (a remembered continuation is not the draft's to
+// score). To stay within limit nodes, t's lowest-scored leaves off the
+// chain's path go first; the chain is cut short only when nothing else
+// can go. t itself is not changed.
+func (t *Tree) Graft(chain []int, limit int) *Tree {
+	n := t.Len()
+	children := make([]int, n)
+	for _, p := range t.Parents {
+		if p >= 0 {
+			children[p]++
+		}
+	}
+	onPath := make([]bool, n)
+	at, i := -1, 0 // the deepest shared node, and the chain's first token not in t
+	for ; i < len(chain); i++ {
+		next := -1
+		for c := range n {
+			if t.Parents[c] == at && t.Tokens[c] == chain[i] {
+				next = c
+				break
+			}
+		}
+		if next < 0 {
+			break
+		}
+		at, onPath[next] = next, true
+	}
+	rest := chain[i:]
+	if len(rest) == 0 {
+		return t
+	}
+	dropped := make([]bool, n)
+	size := n
+	for size+len(rest) > limit {
+		leaf := -1
+		for c := n - 1; c >= 0; c-- {
+			if !dropped[c] && !onPath[c] && children[c] == 0 && (leaf < 0 || t.Scores[c] < t.Scores[leaf]) {
+				leaf = c
+			}
+		}
+		if leaf < 0 {
+			rest = rest[:max(0, limit-size)]
+			break
+		}
+		dropped[leaf] = true
+		if p := t.Parents[leaf]; p >= 0 {
+			children[p]--
+		}
+		size--
+	}
+	out := &Tree{}
+	index := make([]int, n)
+	for c := range n {
+		if dropped[c] {
+			continue
+		}
+		parent := t.Parents[c]
+		if parent >= 0 {
+			parent = index[parent]
+		}
+		index[c] = out.Len()
+		out.add(t.Tokens[c], parent, t.Depths[c], t.Scores[c])
+	}
+	parent, depth, score := -1, 0, 0.0
+	if at >= 0 {
+		parent, depth, score = index[at], t.Depths[at], t.Scores[at]
+	}
+	for _, tok := range rest {
+		out.add(tok, parent, depth+1, score)
+		parent, depth = out.Len()-1, depth+1
+	}
+	return out
+}

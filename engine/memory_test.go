@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestTextMemoryByHand(t *testing.T) {
+	m := NewTextMemory(1000)
+	m.Begin()
+	m.Append([]int{1, 2, 3, 4, 5, 6})
+	m.Begin()
+	m.Append([]int{9, 2, 3, 7, 8})
+	// The longest suffix wins over the latest occurrence of a shorter one.
+	if got, n := m.Lookup([]int{0, 1, 2, 3}, 8); !slices.Equal(got, []int{4, 5, 6}) || n != 3 {
+		t.Errorf("after 1 2 3: %v (suffix %d), want [4 5 6] from the first sequence (3)", got, n)
+	}
+	// Among equals, the latest; a continuation stops at the end of the text.
+	if got, n := m.Lookup([]int{5, 2, 3}, 8); !slices.Equal(got, []int{7, 8}) || n != 2 {
+		t.Errorf("after 2 3: %v (suffix %d), want [7 8] (2)", got, n)
+	}
+	// ... and at the end of a sequence: nothing runs into the next one.
+	if got, _ := m.Lookup([]int{5, 6}, 8); got != nil {
+		t.Errorf("after 5 6: %v, want nothing (the sequence ended)", got)
+	}
+	if got, _ := m.Lookup([]int{4, 5}, 1); !slices.Equal(got, []int{6}) {
+		t.Errorf("after 4 5, at most 1: %v, want [6]", got)
+	}
+	// Single tokens are not looked up.
+	if got, _ := m.Lookup([]int{7}, 8); got != nil {
+		t.Errorf("after 7 alone: %v, want nothing", got)
+	}
+	m.Reset()
+	if got, _ := m.Lookup([]int{1, 2, 3}, 8); got != nil || m.Len() != 0 {
+		t.Errorf("after Reset: %v, %d tokens held", got, m.Len())
+	}
+}
+
+// bruteLookup is Lookup by scanning the held text: for each suffix length,
+// longest first, the latest occurrence inside the ring and its
+// continuation, if that is not empty.
+func bruteLookup(text []int, capacity int, ctx []int, limit int) ([]int, int) {
+	held := max(0, len(text)-capacity)
+	for _, n := range memoryGrams {
+		if n > len(ctx) {
+			continue
+		}
+		for end := len(text); end-n >= held; end-- {
+			if !slices.Equal(text[end-n:end], ctx[len(ctx)-n:]) {
+				continue
+			}
+			var out []int
+			for p := end; p < len(text) && len(out) < limit && text[p] != memorySep; p++ {
+				out = append(out, text[p])
+			}
+			if len(out) > 0 {
+				return out, n
+			}
+			break // only the latest occurrence is indexed
+		}
+	}
+	return nil, 0
+}
+
+// Against the brute force on random repetitive text that overflows the
+// ring: whatever it proposes is the brute force's proposal for that suffix
+// (never an evicted or colliding one), and it misses few.
+func TestTextMemoryAgainstBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ capacity, vocab, tokens int }{{64, 3, 500}, {300, 5, 2000}, {5000, 4, 3000}} {
+		m := NewTextMemory(tc.capacity)
+		var text []int
+		hits, found, lookups := 0, 0, 0
+		for len(text) < tc.tokens {
+			if rng.IntN(20) == 0 {
+				m.Begin()
+				if len(text) > 0 && text[len(text)-1] != memorySep {
+					text = append(text, memorySep)
+				}
+			}
+			chunk := make([]int, 1+rng.IntN(7))
+			for i := range chunk {
+				chunk[i] = rng.IntN(tc.vocab)
+			}
+			m.Append(chunk)
+			text = append(text, chunk...)
+			ctx := make([]int, 1+rng.IntN(18))
+			for i := range ctx {
+				ctx[i] = rng.IntN(tc.vocab)
+			}
+			if rng.IntN(2) == 0 { // a context that is the text's own suffix
+				if lo := len(text) - len(ctx); lo >= 0 && !slices.Contains(text[lo:], memorySep) {
+					copy(ctx, text[lo:])
+				}
+			}
+			limit := 1 + rng.IntN(9)
+			got, n := m.Lookup(ctx, limit)
+			want, wn := bruteLookup(text, tc.capacity, ctx, limit)
+			lookups++
+			if want != nil {
+				found++
+			}
+			if got == nil {
+				continue
+			}
+			hits++
+			if n == wn && !slices.Equal(got, want) || n > wn {
+				t.Fatalf("capacity %d, lookup %d after %v: got %v (suffix %d), brute force %v (suffix %d)", tc.capacity, lookups, ctx, got, n, want, wn)
+			}
+			if n < wn { // the longer suffix's entry was overwritten: check the shorter one
+				if alt, _ := bruteLookup(text, tc.capacity, ctx[len(ctx)-n:], limit); !slices.Equal(alt, got) {
+					t.Fatalf("capacity %d: got %v for suffix %d, brute force %v", tc.capacity, got, n, alt)
+				}
+			}
+		}
+		t.Logf("capacity %d: %d lookups, brute force found %d, memory %d", tc.capacity, lookups, found, hits)
+		if hits < found*8/10 {
+			t.Errorf("capacity %d: proposed %d times where the brute force did %d", tc.capacity, hits, found)
+		}
+	}
+}
+
+// tree builds a Tree from (token, parent, score) triples.
+func treeOf(nodes ...[3]float64) *Tree {
+	t := &Tree{}
+	for _, n := range nodes {
+		p := int(n[1])
+		d := 1
+		if p >= 0 {
+			d = t.Depths[p] + 1
+		}
+		t.add(int(n[0]), p, d, n[2])
+	}
+	return t
+}
+
+func TestGraftByHand(t *testing.T) {
+	// root → 5 (−0.1) → 6 (−0.5); root → 7 (−1) → 8 (−3); root → 9 (−2)
+	base := treeOf([3]float64{5, -1, -0.1}, [3]float64{7, -1, -1}, [3]float64{9, -1, -2},
+		[3]float64{6, 0, -0.5}, [3]float64{8, 1, -3})
+	orig := slices.Clone(base.Tokens)
+	// Room for all: 5 → 6 shared, then 1 2 below 6.
+	g := base.Graft([]int{5, 6, 1, 2}, 16)
+	if !slices.Equal(g.Tokens, []int{5, 7, 9, 6, 8, 1, 2}) || !slices.Equal(g.Parents, []int{-1, -1, -1, 0, 1, 3, 5}) {
+		t.Errorf("graft with room: tokens %v parents %v", g.Tokens, g.Parents)
+	}
+	// Five nodes at most: the two lowest-scored leaves (8, then 9) go.
+	g = base.Graft([]int{5, 6, 1, 2}, 5)
+	if !slices.Equal(g.Tokens, []int{5, 7, 6, 1, 2}) || !slices.Equal(g.Parents, []int{-1, -1, 0, 2, 3}) || !slices.Equal(g.Depths, []int{1, 1, 2, 3, 4}) {
+		t.Errorf("graft into 5: tokens %v parents %v depths %v", g.Tokens, g.Parents, g.Depths)
+	}
+	// Nothing off the chain's path left to drop: the chain is cut.
+	g = base.Graft([]int{5, 6, 1, 2}, 3)
+	if !slices.Equal(g.Tokens, []int{5, 6, 1}) || !slices.Equal(g.Parents, []int{-1, 0, 1}) {
+		t.Errorf("graft into 3: tokens %v parents %v", g.Tokens, g.Parents)
+	}
+	// A chain the tree holds, and an empty one, change nothing.
+	if g := base.Graft([]int{7, 8}, 5); g != base {
+		t.Error("a chain already in the tree made a new tree")
+	}
+	if g := base.Graft(nil, 2); g != base {
+		t.Error("an empty chain made a new tree")
+	}
+	// Into an empty tree: the chain alone.
+	if g := (&Tree{}).Graft([]int{3, 4}, 8); !slices.Equal(g.Tokens, []int{3, 4}) || !slices.Equal(g.Parents, []int{-1, 0}) {
+		t.Errorf("graft into nothing: tokens %v parents %v", g.Tokens, g.Parents)
+	}
+	if !slices.Equal(base.Tokens, orig) || base.Len() != 5 {
+		t.Errorf("the grafted tree changed: %v", base.Tokens)
+	}
+}
+
+// On random trees: always a valid tree within the limit that holds the
+// chain from the root, cut only when the limit leaves no room.
+func TestGraftRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for it := range 2000 {
+		base := &Tree{}
+		for range rng.IntN(20) {
+			p := rng.IntN(base.Len()+1) - 1
+			d, s := 1, 0.0
+			if p >= 0 {
+				d, s = base.Depths[p]+1, base.Scores[p]
+			}
+			tok := rng.IntN(6)
+			dup := false
+			for c := range base.Len() {
+				dup = dup || base.Parents[c] == p && base.Tokens[c] == tok
+			}
+			if !dup {
+				base.add(tok, p, d, s-rng.Float64())
+			}
+		}
+		chain := make([]int, rng.IntN(9))
+		for i := range chain {
+			chain[i] = rng.IntN(6)
+		}
+		limit := 1 + rng.IntN(24)
+		g := base.Graft(chain, limit)
+		if err := g.Check(); err != nil {
+			t.Fatalf("case %d: %v", it, err)
+		}
+		if g.Len() > max(limit, base.Len()) {
+			t.Fatalf("case %d: %d nodes, limit %d (base %d)", it, g.Len(), limit, base.Len())
+		}
+		// Follow the chain from the root.
+		at, depth := -1, 0
+		for _, tok := range chain {
+			next := -1
+			for c := range g.Len() {
+				if g.Parents[c] == at && g.Tokens[c] == tok {
+					next = c
+				}
+			}
+			if next < 0 {
+				break
+			}
+			at, depth = next, depth+1
+		}
+		if depth < min(len(chain), limit) {
+			t.Fatalf("case %d: %d of the chain %v held within %d nodes: %+v", it, depth, chain, limit, g)
+		}
+	}
+}
+
+// A saved memory loads into one that proposes the same, keeping the newest
+// entries when the new one is smaller; damaged or foreign files are
+// refused and leave the memory as it was.
+func TestTextMemorySaveLoad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	m := NewTextMemory(500)
+	var text []int
+	for i := range 40 {
+		m.Begin()
+		if i > 0 {
+			text = append(text, memorySep)
+		}
+		seq := make([]int, 5+rng.IntN(30))
+		for i := range seq {
+			seq[i] = rng.IntN(7)
+		}
+		m.Append(seq)
+		text = append(text, seq...)
+	}
+	data := m.Marshal()
+	for _, capacity := range []int{500, 100} {
+		l := NewTextMemory(capacity)
+		if err := l.Load(data, 7); err != nil {
+			t.Fatal(err)
+		}
+		if capacity == 500 && !slices.Equal(l.Marshal(), data) {
+			t.Errorf("capacity %d: the loaded memory saves differently", capacity)
+		}
+		hits := 0
+		for range 300 {
+			ctx := make([]int, 2+rng.IntN(10))
+			for i := range ctx {
+				ctx[i] = rng.IntN(7)
+			}
+			got, n := l.Lookup(ctx, 6)
+			if got == nil {
+				continue
+			}
+			hits++
+			if want, _ := bruteLookup(text, capacity, ctx[len(ctx)-n:], 6); !slices.Equal(got, want) {
+				t.Fatalf("capacity %d, after %v: loaded proposes %v (suffix %d), the text %v", capacity, ctx, got, n, want)
+			}
+		}
+		if hits < 100 {
+			t.Errorf("capacity %d: %d proposals in 300 lookups", capacity, hits)
+		}
+	}
+	l := NewTextMemory(500)
+	l.Append([]int{1, 2, 3, 1, 2})
+	before := l.Marshal()
+	for name, bad := range map[string][]byte{
+		"empty":     nil,
+		"magic":     append([]byte("XXXXXXXX"), data[8:]...),
+		"truncated": data[:len(data)-9],
+		"flipped":   append(append([]byte(nil), data[:20]...), append([]byte{data[20] ^ 1}, data[21:]...)...),
+	} {
+		if err := l.Load(bad, 7); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
+	if err := l.Load(data, 6); err == nil {
+		t.Error("tokens outside a vocabulary of 6: loaded")
+	}
+	if !slices.Equal(l.Marshal(), before) {
+		t.Error("a refused load changed the memory")
+	}
+}
