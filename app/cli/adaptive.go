@@ -15,6 +15,7 @@ import (
 	"dovetail/cpu"
 	"dovetail/engine"
 	"dovetail/gpu"
+	"dovetail/internal/atomicfile"
 	"dovetail/models/draft"
 )
 
@@ -30,19 +31,22 @@ const (
 // versions, the learner training a shadow copy on a host device of its own,
 // the adaptation loop, and the file the adapted draft is saved to.
 type adaptive struct {
-	live    *gpu.Live
-	learner *gpu.Learner
-	adapter *engine.Adapter
-	seqs    []*gpu.Sequence
-	drafter *engine.AdaptiveDrafter // the first sequence's
-	name    string
-	mode    engine.AdaptMode
+	live     *gpu.Live
+	learner  *gpu.Learner
+	adapter  *engine.Adapter
+	seqs     []*gpu.Sequence
+	drafters []*engine.AdaptiveDrafter
+	drafter  *engine.AdaptiveDrafter // the first sequence's
+	name     string
+	mode     engine.AdaptMode
 
 	path, fp, targetName, startedAs string
 	saveEvery                       time.Duration
 	savedVer                        int
 	lastSave                        time.Time
 	warn                            io.Writer
+	vocab                           int
+	memoryBad                       bool // the saved text memory did not load: set it aside before saving
 }
 
 // adaptSettings are the adaptation flags.
@@ -142,6 +146,8 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 		return nil, err
 	}
 	a.adapter.SetTauHistory(history)
+	a.vocab = target.Model.Config.Vocab
+	a.loadMemory()
 	a.drafter = a.newDrafter(ctx, greedy)
 	a.name = "dgf:" + where
 	a.adapter.Start()
@@ -158,7 +164,9 @@ func (a *adaptive) newDrafter(ctx int, greedy bool) *engine.AdaptiveDrafter {
 	if greedy {
 		dd.Sharpness = 2 // measured on both test models: τ +0.3
 	}
-	return a.adapter.Drafter(dd)
+	ad := a.adapter.Drafter(dd)
+	a.drafters = append(a.drafters, ad)
+	return ad
 }
 
 // Name says which draft runs and how it adapts.
@@ -170,7 +178,56 @@ func (a *adaptive) published(int) {
 		if err := a.save(); err != nil {
 			fmt.Fprintf(a.warn, "warning: %v\n", err)
 		}
+		if err := a.saveMemory(); err != nil {
+			fmt.Fprintf(a.warn, "warning: %v\n", err)
+		}
 	}
+}
+
+// memoryPath is where the text memory beside the draft at draftPath is
+// saved.
+func memoryPath(draftPath string) string { return strings.TrimSuffix(draftPath, ".gguf") + ".memory" }
+
+// loadMemory fills the text memory with the one saved for the target, if
+// any. One that does not load is ignored with a warning (and kept, set
+// aside, at the next save).
+func (a *adaptive) loadMemory() {
+	m := a.adapter.Memory()
+	if m == nil || a.path == "" {
+		return
+	}
+	p := memoryPath(a.path)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		err = m.Load(data, a.vocab)
+	}
+	if err != nil {
+		fmt.Fprintf(a.warn, "warning: ignoring the saved text memory %s: %v\n", p, err)
+		a.memoryBad = true
+	}
+}
+
+// saveMemory writes the text memory atomically.
+func (a *adaptive) saveMemory() error {
+	m := a.adapter.Memory()
+	if m == nil || a.path == "" {
+		return nil
+	}
+	p := memoryPath(a.path)
+	if a.memoryBad {
+		if err := os.Rename(p, p+".corrupt"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("text memory not saved: %s does not load and cannot be moved aside: %w", p, err)
+		}
+		fmt.Fprintf(a.warn, "warning: moved the unreadable %s to %s.corrupt\n", p, p)
+		a.memoryBad = false
+	}
+	if err := atomicfile.Write(p, func(w io.Writer) error { _, err := w.Write(m.Marshal()); return err }); err != nil {
+		return fmt.Errorf("text memory not saved: %w", err)
+	}
+	return nil
 }
 
 // save writes the kept version, atomically, unless it is already saved.
@@ -201,8 +258,15 @@ func (a *adaptive) save() error {
 
 // Close stops adaptation, saves the adapted draft, and frees everything.
 func (a *adaptive) Close() error {
+	// A sequence's text joins the memory when it ends.
+	for _, d := range a.drafters {
+		d.Finish()
+	}
 	err := a.adapter.Close()
 	if serr := a.save(); err == nil {
+		err = serr
+	}
+	if serr := a.saveMemory(); err == nil {
 		err = serr
 	}
 	for _, s := range a.seqs {
@@ -241,6 +305,7 @@ type adaptFlags struct {
 	saveTime                           time.Duration
 	lr, anchor                         float32
 	unroll, steps, window, batch, minR int
+	memory                             int
 	minGain, branches                  float64
 }
 
@@ -264,7 +329,8 @@ func (f *adaptFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.minR, "adapt-min-records", d.cfg.Control.MinRecords, "adaptation: new positions before a training run")
 	fl.Float64Var(&f.minGain, "adapt-min-gain", d.cfg.MinGain, "adaptation: simulated τ gain on held-out records needed to swap a new draft in")
 	fl.Float64Var(&f.branches, "adapt-branches", d.cfg.Branches, "adaptation: share of training windows that end in a node the target rejected (0: rejected nodes are not kept)")
-	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
+	fl.IntVar(&f.memory, "adapt-memory", d.cfg.MemoryTokens, "adaptation: tokens of verified text remembered, whose continuations every draft tree proposes (0: none)")
+	for _, n := range []string{"adapt-memory", "adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
 		fl.Lookup(n).Hidden = true
 	}
 }
@@ -285,11 +351,11 @@ func (f *adaptFlags) settings() (adaptSettings, error) {
 		return s, fmt.Errorf("--adapt-save-every %v must not be negative", f.saveTime)
 	}
 	s.cfg.Duty, s.threads, s.save, s.saveEvery, s.device, s.idle = f.duty, f.threads, !f.noSave, f.saveTime, f.device, !f.noIdle
-	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 || f.branches < 0 || f.branches > 1 {
-		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d, branches %g",
-			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR, f.branches)
+	if f.lr <= 0 || f.anchor < 0 || f.unroll < 1 || f.unroll > 16 || f.steps < 1 || f.window < 3 || f.batch < 1 || f.minR < 1 || f.branches < 0 || f.branches > 1 || f.memory < 0 || f.memory > 1<<28 {
+		return s, fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d, branches %g, memory %d",
+			f.lr, f.anchor, f.unroll, f.steps, f.window, f.batch, f.minR, f.branches, f.memory)
 	}
-	s.cfg.Branches = f.branches
+	s.cfg.Branches, s.cfg.MemoryTokens = f.branches, f.memory
 	s.train.LR, s.train.AnchorWeight, s.train.Unroll = f.lr, f.anchor, f.unroll
 	s.cfg.Steps, s.cfg.Window, s.cfg.Batch, s.cfg.Control.MinRecords, s.cfg.MinGain = f.steps, f.window, f.batch, f.minR, f.minGain
 	return s, nil

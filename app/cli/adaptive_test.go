@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -78,10 +80,22 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 	if ck.Meta[metaVersion] != strconv.Itoa(version) || ck.Meta[metaStartedAs] != "untrained" || ck.Meta[metaTauHistory] == "" {
 		t.Fatalf("saved draft meta %v, kept version %d", ck.Meta, version)
 	}
-	// The next start drafts with those weights and goes on counting.
+	// The text memory was saved beside it.
+	saved := a.adapter.Memory().Marshal()
+	if a.adapter.Memory().Len() == 0 {
+		t.Fatal("nothing remembered after decoding")
+	}
+	if onDisk, err := os.ReadFile(memoryPath(where)); err != nil || !bytes.Equal(onDisk, saved) {
+		t.Fatalf("text memory on disk (%v) differs from the one at exit", err)
+	}
+	// The next start drafts with those weights, remembers that text, and
+	// goes on counting.
 	b, err := newAdaptive(ck, where, lm, pool, 0, true, quickAdapt(), &warn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !bytes.Equal(b.adapter.Memory().Marshal(), saved) || warn.Len() > 0 {
+		t.Fatalf("the text memory did not come back (%s)", warn.String())
 	}
 	if b.learner.Version() != version {
 		t.Fatalf("reloaded draft is version %d, saved %d", b.learner.Version(), version)
@@ -108,6 +122,9 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 	}
 	if ck, _ := savedDraft(lm, &warn); ck != nil {
 		t.Fatal("the draft is still found after drafts rm")
+	}
+	if _, err := os.Stat(memoryPath(where)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the text memory is still there after drafts rm: %v", err)
 	}
 }
 
@@ -149,9 +166,16 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 
 	pool := cpu.NewPool(2)
 	defer pool.Close()
+	// And a text memory that is not one.
+	badMemory := []byte("DVTXMEM1 but then garbage")
+	os.WriteFile(memoryPath(path), badMemory, 0o644)
+	warn.Reset()
 	a, err := newAdaptive(nil, "", lm, pool, 0, true, quickAdapt(), &warn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(warn.String(), "ignoring the saved text memory") || a.adapter.Memory().Len() != 0 {
+		t.Fatalf("damaged text memory: warning %q, %d tokens loaded", warn.String(), a.adapter.Memory().Len())
 	}
 	adaptUntilPublished(t, a, lm, cpu.NewTarget(lm.Model, pool, 0))
 	if err := a.Close(); err != nil {
@@ -159,6 +183,12 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	}
 	if kept, err := os.ReadFile(path + ".corrupt"); err != nil || !bytes.Equal(kept, raw) {
 		t.Fatalf("the corrupted draft was not kept aside: %v", err)
+	}
+	if kept, err := os.ReadFile(memoryPath(path) + ".corrupt"); err != nil || !bytes.Equal(kept, badMemory) {
+		t.Fatalf("the damaged text memory was not kept aside: %v", err)
+	}
+	if data, err := os.ReadFile(memoryPath(path)); err != nil || a.adapter.Memory().Load(data, lm.Model.Config.Vocab) != nil {
+		t.Fatalf("no loadable text memory saved over the damaged one: %v", err)
 	}
 	if got, _ := savedDraft(lm, &warn); got == nil {
 		t.Fatal("the adapted draft was not saved over the corrupted one")

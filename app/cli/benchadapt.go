@@ -197,8 +197,8 @@ func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, 
 	defer func() {
 		if ad := adaptiveOf(drafter); ad != nil {
 			st := ad.Adaptation()
-			fmt.Fprintf(warn, "%s/%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held\n",
-				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches)
+			fmt.Fprintf(warn, "%s/%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held, %d tokens remembered\n",
+				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
 		}
 	}()
 	var rows []adaptRow

@@ -22,6 +22,7 @@ type savedDraftInfo struct {
 	Version                   string
 	TauHistory                []float64
 	SavedAt, StartedAs        string
+	Memory                    int64 // bytes of the text memory saved beside it (0: none)
 	Err                       error // the file does not load
 }
 
@@ -58,6 +59,9 @@ func listDrafts() ([]savedDraftInfo, error) {
 		if st, err := e.Info(); err == nil {
 			info.Size = st.Size()
 		}
+		if st, err := os.Stat(memoryPath(path)); err == nil && !strings.HasSuffix(name, ".corrupt") {
+			info.Memory = st.Size()
+		}
 		ck, err := draft.Load(path)
 		if err == nil && strings.HasSuffix(name, ".corrupt") {
 			err = errors.New("set aside as unreadable")
@@ -80,8 +84,9 @@ func newDraftsCmd() *cobra.Command {
 		Use:   "drafts",
 		Short: "List the drafts saved for your models (distilled or adapted online)",
 		Long: "List the DGF drafts kept in <user config dir>/dovetail/drafts, one per target model:\n" +
-			"the target, file size, adapted version, and τ (tokens per round) measured each time\n" +
-			"adaptation swapped in a better draft. `dovetail drafts rm` deletes them.",
+			"the target, file size, adapted version, τ (tokens per round) measured each time\n" +
+			"adaptation swapped in a better draft, and the size of the text memory saved beside it\n" +
+			"(the verified text whose continuations drafts propose). `dovetail drafts rm` deletes both.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ds, err := listDrafts()
@@ -94,14 +99,18 @@ func newDraftsCmd() *cobra.Command {
 				return nil
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tSAVED")
+			fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tMEMORY\tSAVED")
 			for _, d := range ds {
 				if d.Err != nil {
-					fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\n", d.Fingerprint, humanBytes(uint64(d.Size)), d.Err)
+					fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(d.Size)), d.Err)
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, humanBytes(uint64(d.Size)), orDash(d.Version),
-					orDash(tauHistory(d.TauHistory)), orDash(d.SavedAt))
+				memory := "-"
+				if d.Memory > 0 {
+					memory = humanBytes(uint64(d.Memory))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, humanBytes(uint64(d.Size)), orDash(d.Version),
+					orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
 			}
 			w.Flush()
 			fmt.Fprintf(c.OutOrStdout(), "in %s\n", dir)
@@ -123,8 +132,10 @@ func newDraftsCmd() *cobra.Command {
 					if a == "" || !(d.Target == a || filepath.Base(d.Target) == a || strings.HasPrefix(d.Fingerprint, a)) {
 						continue
 					}
-					if err := os.Remove(d.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return err
+					for _, p := range []string{d.Path, memoryPath(d.Path)} {
+						if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+							return err
+						}
 					}
 					fmt.Fprintf(c.OutOrStdout(), "removed %s (%s)\n", d.Path, orDash(d.Target))
 					n++
