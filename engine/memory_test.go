@@ -291,3 +291,33 @@ func TestTextMemorySaveLoad(t *testing.T) {
 		t.Error("a refused load changed the memory")
 	}
 }
+
+// The text memory's cost per drafting round: a lookup in a full memory
+// and a graft onto a 16-node tree (against milliseconds for a round).
+func BenchmarkTextMemoryRound(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	m := NewTextMemory(1 << 18)
+	text := make([]int, 1<<18)
+	for i := range text {
+		text[i] = rng.IntN(512)
+	}
+	for i := 0; i < len(text); i += 96 {
+		m.Begin()
+		m.Append(text[i:min(i+96, len(text))])
+	}
+	tree := &Tree{}
+	for i := range 16 {
+		p := i/2 - 1
+		d := 1
+		if p >= 0 {
+			d = tree.Depths[p] + 1
+		}
+		tree.add(1000+i, p, d, -float64(i))
+	}
+	ctx := append([]int(nil), text[5000:5100]...)
+	b.ResetTimer()
+	for b.Loop() {
+		chain, _ := m.Lookup(ctx, 8)
+		tree.Graft(chain, 16)
+	}
+}

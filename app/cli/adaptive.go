@@ -329,8 +329,8 @@ func (f *adaptFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.minR, "adapt-min-records", d.cfg.Control.MinRecords, "adaptation: new positions before a training run")
 	fl.Float64Var(&f.minGain, "adapt-min-gain", d.cfg.MinGain, "adaptation: simulated τ gain on held-out records needed to swap a new draft in")
 	fl.Float64Var(&f.branches, "adapt-branches", d.cfg.Branches, "adaptation: share of training windows that end in a node the target rejected (0: rejected nodes are not kept)")
-	fl.IntVar(&f.memory, "adapt-memory", d.cfg.MemoryTokens, "adaptation: tokens of verified text remembered, whose continuations every draft tree proposes (0: none)")
-	for _, n := range []string{"adapt-memory", "adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
+	fl.IntVar(&f.memory, "adapt-memory", d.cfg.MemoryTokens, "tokens of verified text (prompts and outputs) remembered and saved with the adapted draft, whose continuations every draft tree proposes (0: none)")
+	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
 		fl.Lookup(n).Hidden = true
 	}
 }
