@@ -321,3 +321,32 @@ func BenchmarkTextMemoryRound(b *testing.B) {
 		tree.Graft(chain, 16)
 	}
 }
+
+// Sequences of a server share one memory: appends and lookups from several
+// goroutines (run under -race).
+func TestTextMemoryConcurrent(t *testing.T) {
+	m := NewTextMemory(4096)
+	done := make(chan bool)
+	for g := range 4 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 300 {
+				seq := []int{rng.IntN(5), rng.IntN(5), rng.IntN(5)}
+				if rng.IntN(10) == 0 {
+					m.Begin()
+				}
+				m.Append(seq)
+				if got, n := m.Lookup(seq[1:], 4); got != nil && (n < 2 || len(got) > 4) {
+					t.Errorf("lookup: %v after a suffix of %d", got, n)
+				}
+			}
+			done <- true
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if m.Len() < 3600 {
+		t.Errorf("%d entries held after 3600 tokens", m.Len())
+	}
+}
