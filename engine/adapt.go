@@ -124,9 +124,9 @@ type AdaptConfig struct {
 // on stories260K and +0.04 on the embedded model, inside the noise, and a
 // scratch draft gained nothing either. The text memory holds 256K tokens
 // (1 MiB, and an 8 MiB index; about 2700 requests of 96 tokens): on those
-// workloads it took τ after the shift from 4.40 to 5.94–6.03 (stories260K)
-// and from 3.05 to 3.36–3.46 (the embedded model), and cost nothing
-// measurable when sampling at temperature 0.8 (2.47 with and without).
+// workloads it took τ after the shift from 4.40 to 7.31–7.40 (stories260K)
+// and from 3.05 to 3.45–3.51 (the embedded model), and cost nothing
+// measurable when sampling at temperature 0.8 (2.49 with, 2.47 without).
 func DefaultAdaptConfig() AdaptConfig {
 	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
 		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, MemoryTokens: 1 << 18,
