@@ -64,7 +64,7 @@ run: build
 # C compiler provides).
 test: kernels
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records' ./engine ./gpu
+	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory' ./engine ./gpu
 
 bench: kernels
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/ ./cpu/kernels/
