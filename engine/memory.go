@@ -59,6 +59,14 @@ func (m *TextMemory) Len() int {
 	return int(min(m.head, int64(len(m.ring))))
 }
 
+// Appended counts the entries ever appended, separators included: it
+// changes whenever the memory does.
+func (m *TextMemory) Appended() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.head
+}
+
 // Begin starts a new sequence: no proposal runs from the previous one
 // into it.
 func (m *TextMemory) Begin() {
@@ -181,18 +189,22 @@ func (m *TextMemory) Lookup(ctx []int, max int) (tokens []int, n int) {
 }
 
 // memoryMagic starts a saved text memory: name and format version.
-const memoryMagic = "DVTXMEM1"
+const memoryMagic = "DVTXMEM2"
 
-// Marshal saves the text held: the magic, the number of entries
-// (uint32), the entries oldest first (int32, −1 between sequences), and a
-// CRC-32 (IEEE) of everything before it, all little-endian.
-func (m *TextMemory) Marshal() []byte {
+// Marshal saves the text held under a label (the model it was verified
+// by): the magic, the label's length (uint32) and bytes, the number of
+// entries (uint32), the entries oldest first (int32, −1 between
+// sequences), and a CRC-32 (IEEE) of everything before it, all
+// little-endian.
+func (m *TextMemory) Marshal(label string) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	lo := max(0, m.head-int64(len(m.ring)))
 	n := m.head - lo
-	out := make([]byte, 0, len(memoryMagic)+4+4*int(n)+4)
+	out := make([]byte, 0, len(memoryMagic)+8+len(label)+4*int(n)+4)
 	out = append(out, memoryMagic...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(label)))
+	out = append(out, label...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(n))
 	for p := lo; p < m.head; p++ {
 		out = binary.LittleEndian.AppendUint32(out, uint32(m.at(p)))
@@ -200,29 +212,45 @@ func (m *TextMemory) Marshal() []byte {
 	return binary.LittleEndian.AppendUint32(out, crc32.ChecksumIEEE(out))
 }
 
-// Load replaces what m holds with a saved memory (Marshal's), its newest
-// Capacity entries. A token outside [0, vocab) is refused: a memory saved
-// for another vocabulary. On an error m is unchanged.
-func (m *TextMemory) Load(data []byte, vocab int) error {
-	head := len(memoryMagic) + 4
-	if len(data) < head+4 || string(data[:len(memoryMagic)]) != memoryMagic {
-		return errors.New("text memory: not a saved text memory (bad magic or too short)")
-	}
-	n := int(binary.LittleEndian.Uint32(data[len(memoryMagic):]))
-	if len(data) != head+4*n+4 {
-		return fmt.Errorf("text memory: %d bytes for %d entries, want %d", len(data), n, head+4*n+4)
+// ParseMemory checks a saved text memory and returns its label and
+// entries. A token outside [0, vocab) is refused: a memory saved for
+// another vocabulary.
+func ParseMemory(data []byte, vocab int) (label string, entries []int32, err error) {
+	if len(data) < len(memoryMagic)+12 || string(data[:len(memoryMagic)]) != memoryMagic {
+		return "", nil, errors.New("text memory: not a saved text memory (bad magic or too short)")
 	}
 	body := data[:len(data)-4]
 	if got, want := crc32.ChecksumIEEE(body), binary.LittleEndian.Uint32(data[len(data)-4:]); got != want {
-		return fmt.Errorf("text memory: checksum %08x, want %08x: the file is damaged", got, want)
+		return "", nil, fmt.Errorf("text memory: checksum %08x, want %08x: the file is damaged", got, want)
 	}
-	text := make([]int32, n)
-	for i := range text {
-		t := int32(binary.LittleEndian.Uint32(body[head+4*i:]))
+	rest := body[len(memoryMagic):]
+	ln := int(binary.LittleEndian.Uint32(rest))
+	if ln > len(rest)-8 {
+		return "", nil, fmt.Errorf("text memory: a label of %d bytes in %d", ln, len(data))
+	}
+	label, rest = string(rest[4:4+ln]), rest[4+ln:]
+	n := int(binary.LittleEndian.Uint32(rest))
+	if rest = rest[4:]; len(rest) != 4*n {
+		return "", nil, fmt.Errorf("text memory: %d bytes for %d entries", len(rest), n)
+	}
+	entries = make([]int32, n)
+	for i := range entries {
+		t := int32(binary.LittleEndian.Uint32(rest[4*i:]))
 		if t < memorySep || int(t) >= vocab {
-			return fmt.Errorf("text memory: entry %d is token %d, outside the vocabulary [0, %d)", i, t, vocab)
+			return "", nil, fmt.Errorf("text memory: entry %d is token %d, outside the vocabulary [0, %d)", i, t, vocab)
 		}
-		text[i] = t
+		entries[i] = t
+	}
+	return label, entries, nil
+}
+
+// Load replaces what m holds with a saved memory (ParseMemory's checks),
+// its newest Capacity entries, and returns its label. On an error m is
+// unchanged.
+func (m *TextMemory) Load(data []byte, vocab int) (label string, err error) {
+	label, text, err := ParseMemory(data, vocab)
+	if err != nil {
+		return "", err
 	}
 	text = text[max(0, len(text)-len(m.ring)):]
 	m.mu.Lock()
@@ -232,5 +260,5 @@ func (m *TextMemory) Load(data []byte, vocab int) error {
 	for _, t := range text {
 		m.push(t)
 	}
-	return nil
+	return label, nil
 }

@@ -243,13 +243,13 @@ func TestTextMemorySaveLoad(t *testing.T) {
 		m.Append(seq)
 		text = append(text, seq...)
 	}
-	data := m.Marshal()
+	data := m.Marshal("model.gguf")
 	for _, capacity := range []int{500, 100} {
 		l := NewTextMemory(capacity)
-		if err := l.Load(data, 7); err != nil {
-			t.Fatal(err)
+		if label, err := l.Load(data, 7); err != nil || label != "model.gguf" {
+			t.Fatalf("label %q, %v", label, err)
 		}
-		if capacity == 500 && !slices.Equal(l.Marshal(), data) {
+		if capacity == 500 && !slices.Equal(l.Marshal("model.gguf"), data) {
 			t.Errorf("capacity %d: the loaded memory saves differently", capacity)
 		}
 		hits := 0
@@ -273,21 +273,21 @@ func TestTextMemorySaveLoad(t *testing.T) {
 	}
 	l := NewTextMemory(500)
 	l.Append([]int{1, 2, 3, 1, 2})
-	before := l.Marshal()
+	before := l.Marshal("")
 	for name, bad := range map[string][]byte{
 		"empty":     nil,
 		"magic":     append([]byte("XXXXXXXX"), data[8:]...),
 		"truncated": data[:len(data)-9],
 		"flipped":   append(append([]byte(nil), data[:20]...), append([]byte{data[20] ^ 1}, data[21:]...)...),
 	} {
-		if err := l.Load(bad, 7); err == nil {
+		if _, err := l.Load(bad, 7); err == nil {
 			t.Errorf("%s: loaded", name)
 		}
 	}
-	if err := l.Load(data, 6); err == nil {
+	if _, err := l.Load(data, 6); err == nil {
 		t.Error("tokens outside a vocabulary of 6: loaded")
 	}
-	if !slices.Equal(l.Marshal(), before) {
+	if !slices.Equal(l.Marshal(""), before) {
 		t.Error("a refused load changed the memory")
 	}
 }

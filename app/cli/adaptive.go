@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,10 @@ type adaptive struct {
 	lastSave                        time.Time
 	warn                            io.Writer
 	vocab                           int
-	memoryBad                       bool // the saved text memory did not load: set it aside before saving
+	memoryBad                       bool  // the saved text memory did not load: set it aside before saving
+	memorySaved                     int64 // TextMemory.Appended when last saved
+	saveMu                          sync.Mutex
+	stopSaver, saverDone            chan struct{}
 }
 
 // adaptSettings are the adaptation flags.
@@ -151,7 +155,29 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 	a.drafter = a.newDrafter(ctx, greedy)
 	a.name = "dgf:" + where
 	a.adapter.Start()
+	if a.path != "" && a.saveEvery > 0 && a.adapter.Memory() != nil {
+		a.stopSaver, a.saverDone = make(chan struct{}), make(chan struct{})
+		go a.saveMemoryEvery()
+	}
 	return a, nil
+}
+
+// saveMemoryEvery saves the text memory every saveEvery while it grows:
+// it grows with every request, published drafts or not.
+func (a *adaptive) saveMemoryEvery() {
+	defer close(a.saverDone)
+	tick := time.NewTicker(a.saveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.stopSaver:
+			return
+		case <-tick.C:
+			if err := a.saveMemory(); err != nil {
+				fmt.Fprintf(a.warn, "warning: %v\n", err)
+			}
+		}
+	}
 }
 
 // newDrafter is a drafter of one more sequence (a server slot) of the
@@ -178,9 +204,6 @@ func (a *adaptive) published(int) {
 		if err := a.save(); err != nil {
 			fmt.Fprintf(a.warn, "warning: %v\n", err)
 		}
-		if err := a.saveMemory(); err != nil {
-			fmt.Fprintf(a.warn, "warning: %v\n", err)
-		}
 	}
 }
 
@@ -202,18 +225,27 @@ func (a *adaptive) loadMemory() {
 		return
 	}
 	if err == nil {
-		err = m.Load(data, a.vocab)
+		_, err = m.Load(data, a.vocab)
 	}
 	if err != nil {
 		fmt.Fprintf(a.warn, "warning: ignoring the saved text memory %s: %v\n", p, err)
 		a.memoryBad = true
+		return
 	}
+	a.memorySaved = m.Appended()
 }
 
-// saveMemory writes the text memory atomically.
+// saveMemory writes the text memory atomically, unless it is already
+// saved.
 func (a *adaptive) saveMemory() error {
 	m := a.adapter.Memory()
 	if m == nil || a.path == "" {
+		return nil
+	}
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	n := m.Appended()
+	if n == a.memorySaved {
 		return nil
 	}
 	p := memoryPath(a.path)
@@ -224,9 +256,10 @@ func (a *adaptive) saveMemory() error {
 		fmt.Fprintf(a.warn, "warning: moved the unreadable %s to %s.corrupt\n", p, p)
 		a.memoryBad = false
 	}
-	if err := atomicfile.Write(p, func(w io.Writer) error { _, err := w.Write(m.Marshal()); return err }); err != nil {
+	if err := atomicfile.Write(p, func(w io.Writer) error { _, err := w.Write(m.Marshal(a.targetName)); return err }); err != nil {
 		return fmt.Errorf("text memory not saved: %w", err)
 	}
+	a.memorySaved = n
 	return nil
 }
 
@@ -261,6 +294,10 @@ func (a *adaptive) Close() error {
 	// A sequence's text joins the memory when it ends.
 	for _, d := range a.drafters {
 		d.Finish()
+	}
+	if a.stopSaver != nil {
+		close(a.stopSaver)
+		<-a.saverDone
 	}
 	err := a.adapter.Close()
 	if serr := a.save(); err == nil {

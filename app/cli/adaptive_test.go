@@ -81,7 +81,7 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 		t.Fatalf("saved draft meta %v, kept version %d", ck.Meta, version)
 	}
 	// The text memory was saved beside it.
-	saved := a.adapter.Memory().Marshal()
+	saved := a.adapter.Memory().Marshal(lm.Name)
 	if a.adapter.Memory().Len() == 0 {
 		t.Fatal("nothing remembered after decoding")
 	}
@@ -94,7 +94,7 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(b.adapter.Memory().Marshal(), saved) || warn.Len() > 0 {
+	if !bytes.Equal(b.adapter.Memory().Marshal(lm.Name), saved) || warn.Len() > 0 {
 		t.Fatalf("the text memory did not come back (%s)", warn.String())
 	}
 	if b.learner.Version() != version {
@@ -187,7 +187,11 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	if kept, err := os.ReadFile(memoryPath(path) + ".corrupt"); err != nil || !bytes.Equal(kept, badMemory) {
 		t.Fatalf("the damaged text memory was not kept aside: %v", err)
 	}
-	if data, err := os.ReadFile(memoryPath(path)); err != nil || a.adapter.Memory().Load(data, lm.Model.Config.Vocab) != nil {
+	data, err := os.ReadFile(memoryPath(path))
+	if err == nil {
+		_, _, err = engine.ParseMemory(data, lm.Model.Config.Vocab)
+	}
+	if err != nil {
 		t.Fatalf("no loadable text memory saved over the damaged one: %v", err)
 	}
 	if got, _ := savedDraft(lm, &warn); got == nil {
@@ -196,5 +200,29 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	out, _, _ := runCLI(t, "drafts")
 	if !strings.Contains(out, "(unreadable)") {
 		t.Fatalf("drafts does not show the unreadable file:\n%s", out)
+	}
+}
+
+// The text memory is saved at exit though no better draft was (a short
+// run), and drafts lists it under its target and removes it.
+func TestMemoryAloneListed(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	model := golden.ModelPath("stories260K-f32.gguf")
+	r := runJSON(t, "-m", model, "-p", "Once upon a time", "--temp", "0", "-n", "8")
+	if r.Stats.Draft != "dgf:untrained" {
+		t.Fatalf("drafted with %q", r.Stats.Draft)
+	}
+	out, errOut, code := runCLI(t, "drafts")
+	if code != 0 || !strings.Contains(out, "stories260K-f32.gguf") || !strings.Contains(out, "MEMORY") {
+		t.Fatalf("drafts: exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "unreadable") {
+		t.Fatalf("drafts:\n%s", out)
+	}
+	if _, errOut, code := runCLI(t, "drafts", "rm", "stories260K-f32.gguf"); code != 0 {
+		t.Fatalf("drafts rm: exit %d, %s", code, errOut)
+	}
+	if out, _, _ := runCLI(t, "drafts"); !strings.Contains(out, "no saved drafts") {
+		t.Fatalf("after drafts rm:\n%s", out)
 	}
 }

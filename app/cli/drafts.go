@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dovetail/engine"
 	"dovetail/models/draft"
 )
 
@@ -75,6 +77,27 @@ func listDrafts() ([]savedDraftInfo, error) {
 		}
 		out = append(out, info)
 	}
+	// A text memory is saved even while the draft itself is not (no better
+	// version yet): list it on its own.
+	for _, e := range ents {
+		name := e.Name()
+		fp, ok := strings.CutSuffix(name, ".memory")
+		if e.IsDir() || !ok {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, fp+".gguf")); err == nil {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		info := savedDraftInfo{Path: path, Fingerprint: fp}
+		data, err := os.ReadFile(path)
+		if err == nil {
+			info.Memory = int64(len(data))
+			info.Target, _, err = engine.ParseMemory(data, math.MaxInt32)
+		}
+		info.Err = err
+		out = append(out, info)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
@@ -102,14 +125,17 @@ func newDraftsCmd() *cobra.Command {
 			fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tMEMORY\tSAVED")
 			for _, d := range ds {
 				if d.Err != nil {
-					fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(d.Size)), d.Err)
+					fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(max(d.Size, d.Memory))), d.Err)
 					continue
 				}
-				memory := "-"
+				size, memory := "-", "-"
+				if d.Size > 0 {
+					size = humanBytes(uint64(d.Size))
+				}
 				if d.Memory > 0 {
 					memory = humanBytes(uint64(d.Memory))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, humanBytes(uint64(d.Size)), orDash(d.Version),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, size, orDash(d.Version),
 					orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
 			}
 			w.Flush()
