@@ -522,6 +522,16 @@ func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	return t, err
 }
 
+// Recall is the text memory's proposal alone, as a chain below the root:
+// what a round costs when the draft model does not run (Recaller).
+func (d *AdaptiveDrafter) Recall(ctx []int, p TreeParams) *Tree {
+	if d.a.mem == nil {
+		return &Tree{}
+	}
+	chain, n := d.recall(ctx, p.Tokens)
+	return (&Tree{}).Graft(chain[:min(len(chain), 2*n)], p.Tokens)
+}
+
 // recall is what the text memory proposes after ctx, at most limit
 // tokens: the continuation of the longer remembered suffix, in finished
 // requests or earlier in this one (the more recent on a tie), and the

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"dovetail/cpu"
 	"dovetail/engine"
@@ -179,5 +180,50 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 	// A LaptopTree path is at most 5 nodes: 60 tokens in 10 rounds or more.
 	if r := rounds[1<<12]; r[1] > 15 {
 		t.Errorf("with memory: the repeat took %d rounds, want at most 15", r[1])
+	}
+}
+
+// While the planner has drafting off (the draft is far too slow), a
+// remembered continuation is still verified: a repeated request decodes in
+// rounds of several tokens, with the same output.
+func TestRecallWhileSpeculationOff(t *testing.T) {
+	cases, err := golden.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := cases[0]
+	m := load(t, filepath.Base(gc.Model))
+	defer m.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60})
+	// Verifying a few nodes costs about a decode step, as on a large
+	// model (this one's would not make recalling pay as reliably).
+	prof := engine.Profile{Decode: time.Millisecond, Verify: map[int]time.Duration{}}
+	for _, n := range []int{1, 2, 4, 8, 16} {
+		prof.Verify[n] = time.Millisecond + time.Duration(n)*10*time.Microsecond
+	}
+	live, l, a := adaptSetup(t, m, engine.DefaultAdaptConfig(), gpu.DefaultTrainConfig())
+	defer func() { a.Close(); l.Free(); live.Close() }()
+	seq := live.NewSequence(0)
+	defer seq.Free()
+	d := a.Drafter(engine.NewDGFDrafter(seq))
+	var st [2]engine.Stats
+	for i := range st {
+		pl := engine.NewPlanner(prof, engine.LaptopTree.TopK)
+		pl.ProbeEvery = 1 << 20
+		pl.Observe(engine.LaptopTree, 5, 0, time.Hour) // a draft step takes an hour
+		var got []int
+		got, st[i] = generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree, Planner: pl})
+		d.Finish()
+		if !slices.Equal(got, plain) {
+			t.Fatalf("request %d: output differs from plain greedy\n got %v\nwant %v", i, got, plain)
+		}
+	}
+	t.Logf("first request: %d plain steps, %d recalled rounds; repeat: %d plain steps, %d recalled rounds (τ %.2f)",
+		st[0].PlainSteps, st[0].Recalled, st[1].PlainSteps, st[1].Recalled, st[1].Tau())
+	// LaptopTree's 7 nodes: 60 tokens in 8 rounds or more.
+	if st[1].Rounds != st[1].Recalled || st[1].Rounds+st[1].PlainSteps > 15 {
+		t.Errorf("repeat: %d rounds (%d recalled) and %d plain steps: want at most 15 target passes, all recalled rounds",
+			st[1].Rounds, st[1].Recalled, st[1].PlainSteps)
 	}
 }

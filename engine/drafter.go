@@ -34,3 +34,12 @@ type BranchDrafter interface {
 	FeatureDrafter
 	Verified(nodes, parents []int, features [][]float32, path []int)
 }
+
+// Recaller is a Drafter that can also propose a tree at almost no cost
+// (engine.AdaptiveDrafter: a continuation its text memory remembers,
+// without running the draft model). While the planner has drafting off,
+// the engine verifies such a tree instead of a plain decode step when the
+// planner predicts it pays. Recall may return an empty tree.
+type Recaller interface {
+	Recall(ctx []int, p TreeParams) *Tree
+}

@@ -38,6 +38,7 @@ type Stats struct {
 	// Speculative decoding only.
 	Rounds       int
 	PlainSteps   int   // decode steps without a draft while the planner had speculation off
+	Recalled     int   // rounds (among Rounds) that verified only a remembered continuation, speculation off
 	Accepted     int   // draft tokens accepted
 	DepthReached []int // [d-1]: rounds whose accepted path reached depth d
 	DraftTime    time.Duration
@@ -201,9 +202,16 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		}
 		// tok is the root: emitted, not yet run by the target.
 		p := req.Tree
+		var tree *Tree // drafted below, unless recalled here
 		if req.Planner != nil {
 			var on bool
 			if p, on = req.Planner.Plan(); !on {
+				var err error
+				if tree, err = recall(t, req, e.history); err != nil {
+					return err
+				}
+			}
+			if !on && tree == nil {
 				// A round with no draft: only the root is committed, and a
 				// drafter reading features still gets the root's.
 				root, t0 := tok, time.Now()
@@ -220,14 +228,19 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		}
 		p.Tokens = min(p.Tokens, t.Context()-t.Len()-1)
 		t0 := time.Now()
-		tree := &Tree{}
-		if p.Tokens > 0 {
-			var err error
-			if tree, err = req.Drafter.Draft(e.history, p); err != nil {
-				return err
-			}
-			if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
-				return err
+		recalled := tree != nil
+		if recalled {
+			st.Recalled++
+		} else {
+			tree = &Tree{}
+			if p.Tokens > 0 {
+				var err error
+				if tree, err = req.Drafter.Draft(e.history, p); err != nil {
+					return err
+				}
+				if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
+					return err
+				}
 			}
 		}
 		t1 := time.Now()
@@ -267,7 +280,11 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		if bd, ok := req.Drafter.(BranchDrafter); ok {
 			bd.Verified(nodes, parents, hidden, path)
 		}
-		if req.Planner != nil {
+		switch {
+		case req.Planner == nil:
+		case recalled:
+			req.Planner.ObserveRecall(tree.Len(), len(path)-1)
+		default:
 			depth := 0
 			for _, d := range tree.Depths {
 				depth = max(depth, d)
@@ -281,6 +298,28 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		}
 		tok = next
 	}
+}
+
+// recall is the tree a Recaller proposes for a round the planner would
+// decode plainly, or nil when there is none or the planner predicts it
+// would not pay.
+func recall(t Target, req Request, history []int) (*Tree, error) {
+	rc, ok := req.Drafter.(Recaller)
+	if !ok {
+		return nil, nil
+	}
+	p := req.Tree
+	if p.Tokens = min(p.Tokens, t.Context()-t.Len()-1); p.Tokens < 1 {
+		return nil, nil
+	}
+	tree := rc.Recall(history, p)
+	if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
+		return nil, err
+	}
+	if tree.Len() == 0 || !req.Planner.RecallPays(tree.Len()) {
+		return nil, nil
+	}
+	return tree, nil
 }
 
 // checkDraft refuses a malformed tree from a drafter: a bug there must

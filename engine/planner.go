@@ -46,6 +46,10 @@ type Planner struct {
 	// and probing every 16 halved decode speed).
 	ProbeEvery int
 	ProbeShare float64
+	// Remembered continuations verified while speculation is off (a
+	// Recaller's): decayed counts of their tokens that were tried (the
+	// target checked them) and accepted.
+	recallTried, recallTaken float64
 }
 
 // decay weighs recent rounds: acceptance drifts with the text.
@@ -253,4 +257,30 @@ func (pl *Planner) ObserveTarget(nodes int, d time.Duration) {
 		pl.scaledAt = pl.scale
 		pl.bestKnown = false
 	}
+}
+
+// RecallPays reports whether verifying a remembered continuation of n
+// tokens (a Recaller's, which costs no drafting) is predicted to beat
+// plain decoding: 1 + Σ_{i≤n} ρ^i tokens for T_V(n+1), ρ being the
+// measured share of tried continuation tokens the target accepted
+// (Beta(1, 1) prior).
+func (pl *Planner) RecallPays(n int) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	rho := (pl.recallTaken + 1) / (pl.recallTried + 2)
+	tau, reach := 1.0, 1.0
+	for range n {
+		reach *= rho
+		tau += reach
+	}
+	return tau*pl.decodeCost() > pl.verifyCost(n+1)
+}
+
+// ObserveRecall records a verified continuation of n tokens whose first
+// accepted were taken.
+func (pl *Planner) ObserveRecall(n, accepted int) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.recallTried = decay*pl.recallTried + float64(min(accepted+1, n))
+	pl.recallTaken = decay*pl.recallTaken + float64(accepted)
 }

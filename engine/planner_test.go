@@ -117,3 +117,35 @@ func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
 		t.Errorf("after one 10 s step: predicted %.1f tokens/s", got)
 	}
 }
+
+// A remembered continuation is verified while it is predicted to beat
+// plain decoding: cheap verification and a continuation the target mostly
+// accepts, not once the target keeps refusing it or verifying is dear.
+func TestPlannerRecallPays(t *testing.T) {
+	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*500*time.Microsecond })
+	pl := NewPlanner(cheap, 10)
+	if !pl.RecallPays(8) {
+		t.Error("cheap verify, no history (ρ ½): 8 tokens do not pay")
+	}
+	for range 200 {
+		pl.ObserveRecall(8, 0) // refused at once
+	}
+	if pl.RecallPays(8) || pl.RecallPays(1) {
+		t.Error("cheap verify, every continuation refused: still pays")
+	}
+	for range 400 {
+		pl.ObserveRecall(8, 8)
+	}
+	if !pl.RecallPays(8) {
+		t.Error("cheap verify, every continuation accepted: does not pay")
+	}
+	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 20 * time.Millisecond })
+	pl = NewPlanner(dear, 10)
+	for range 400 {
+		pl.ObserveRecall(8, 8)
+	}
+	// 9 tokens at best for T_V(9) = 180 ms against 10 ms a token.
+	if pl.RecallPays(8) {
+		t.Error("verification dearer than the tokens it can win: pays")
+	}
+}

@@ -47,8 +47,9 @@ type adaptive struct {
 	lastSave                        time.Time
 	warn                            io.Writer
 	vocab                           int
-	memoryBad                       bool  // the saved text memory did not load: set it aside before saving
-	memorySaved                     int64 // TextMemory.Appended when last saved
+	memoryFile                      string // where the target's text memory is saved
+	memoryBad                       bool   // the saved text memory did not load: set it aside before saving
+	memorySaved                     int64  // TextMemory.Appended when last saved
 	saveMu                          sync.Mutex
 	stopSaver, saverDone            chan struct{}
 }
@@ -63,6 +64,9 @@ type adaptSettings struct {
 	idle      bool          // a trainer on the CPU runs on an idle-priority thread
 	saveEvery time.Duration // 0: only at exit
 	save      bool
+	// recall: start from the text memory saved for the target (a
+	// benchmark starts from nothing).
+	recall bool
 }
 
 func defaultAdaptSettings() adaptSettings {
@@ -70,7 +74,7 @@ func defaultAdaptSettings() adaptSettings {
 	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll = 1e-3, 0, 1, 1
 	tc.AnchorWeight = 1
 	return adaptSettings{mode: engine.AdaptBackground, cfg: engine.DefaultAdaptConfig(), train: tc, threads: 1,
-		saveEvery: time.Minute, save: true, device: "auto", idle: true}
+		saveEvery: time.Minute, save: true, recall: true, device: "auto", idle: true}
 }
 
 // greedyTargetSharpness sharpens the target's distribution that a draft
@@ -123,6 +127,10 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 		saveEvery: s.saveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
 	if ck != nil && ck.Meta[metaStartedAs] != "" {
 		a.startedAs = ck.Meta[metaStartedAs]
+	}
+	// The saved text memory is read whether or not this run saves.
+	if p, err := draft.DefaultPath(fp); err == nil && s.recall {
+		a.memoryFile = memoryPath(p)
 	}
 	if s.save {
 		if a.path, err = userDraftPath(target); err != nil {
@@ -216,10 +224,10 @@ func memoryPath(draftPath string) string { return strings.TrimSuffix(draftPath, 
 // aside, at the next save).
 func (a *adaptive) loadMemory() {
 	m := a.adapter.Memory()
-	if m == nil || a.path == "" {
+	if m == nil || a.memoryFile == "" {
 		return
 	}
-	p := memoryPath(a.path)
+	p := a.memoryFile
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return

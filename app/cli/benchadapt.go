@@ -21,6 +21,8 @@ import (
 type benchAdaptFlags struct {
 	model, workload, drafts, modes, csvOut, plotOut string
 	n, threads, repeat                              int
+	plan                                            bool
+	kernels                                         string // the CPU kernels' name, for --plan's profile
 	temp                                            float32
 	seed                                            uint64
 	tree                                            engine.TreeParams
@@ -62,6 +64,7 @@ func newBenchAdaptCmd() *cobra.Command {
 	fl.StringVar(&f.plotOut, "plot", "", "PNG file: τ over requests for each configuration")
 	fl.IntVarP(&f.n, "n", "n", 96, "tokens per request")
 	fl.IntVar(&f.repeat, "repeat", 1, "replay the workload this many times in a row (a longer stream)")
+	fl.BoolVar(&f.plan, "plan", false, "let the cost model choose the tree each round and decode without drafting while drafting would be slower, as run and serve do (τ then counts speculative rounds only)")
 	fl.Float32Var(&f.temp, "temp", 0, "temperature (0: greedy)")
 	fl.Uint64Var(&f.seed, "seed", 1, "sampling seed of the first request (then +1 per request)")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads of the target")
@@ -90,7 +93,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	if err != nil {
 		return usageError{fmt.Errorf("bench adapt: %v", err)}
 	}
-	base.save = false
+	base.save, base.recall = false, false
 	var modes []engine.AdaptMode
 	for _, m := range strings.Split(f.modes, ",") {
 		mode, err := engine.ParseAdaptMode(strings.TrimSpace(m))
@@ -122,7 +125,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		return fmt.Errorf("bench adapt: %w", err)
 	}
 	defer out.Close()
-	if _, err := checkKernels(c.ErrOrStderr()); err != nil {
+	if f.kernels, err = checkKernels(c.ErrOrStderr()); err != nil {
 		return err
 	}
 	lm, err := loadModel(f.model)
@@ -201,11 +204,17 @@ func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, 
 				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
 		}
 	}()
+	var planner *engine.Planner
+	if f.plan {
+		if planner, err = plannerFor(target, lm, f.kernels, f.threads, f.tree.TopK, warn); err != nil {
+			return nil, err
+		}
+	}
 	var rows []adaptRow
 	for i, it := range items {
 		params := engine.SamplerParams{Temperature: f.temp, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, Seed: f.seed + uint64(i)}
 		req := engine.Request{Prompt: lm.Tok.Encode(it.Prompt, true, false), MaxTokens: f.n, Sampler: params,
-			Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree}
+			Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree, Planner: planner}
 		st, err := engine.Generate(ctx, target, req, func(int) error { return nil })
 		if ad := adaptiveOf(drafter); ad != nil {
 			ad.Finish()

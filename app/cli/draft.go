@@ -134,6 +134,14 @@ func (d namedDrafter) Verified(nodes, parents []int, features [][]float32, path 
 	}
 }
 
+// Recall passes on a drafter's remembered continuation (engine.Recaller).
+func (d namedDrafter) Recall(ctx []int, p engine.TreeParams) *engine.Tree {
+	if r, ok := d.FeatureDrafter.(engine.Recaller); ok {
+		return r.Recall(ctx, p)
+	}
+	return &engine.Tree{}
+}
+
 // adaptiveOf is the adapting DGF drafter inside d, or nil.
 func adaptiveOf(d engine.Drafter) *engine.AdaptiveDrafter {
 	if n, ok := d.(namedDrafter); ok {

@@ -61,6 +61,7 @@ type runStats struct {
 	DraftVersion       int       `json:"draft_version"`
 	Adapt              string    `json:"adapt"`
 	PlainSteps         int       `json:"plain_steps"`
+	Recalled           int       `json:"recalled_rounds"`
 	PredictedTokS      float64   `json:"predicted_tokens_per_s,omitempty"`
 }
 
@@ -176,7 +177,8 @@ func run(c *cobra.Command, f runFlags) error {
 				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), DraftDevice: draftDevice(drafter),
 				Rounds: st.Rounds, Tau: st.Tau(),
 				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
-				DraftVersion: st.DraftVersion, Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps}}
+				DraftVersion: st.DraftVersion, Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps,
+				Recalled: st.Recalled}}
 		if planner != nil {
 			res.Stats.PredictedTokS = planner.PredictedTokensPerSec()
 		}
@@ -200,8 +202,8 @@ func run(c *cobra.Command, f runFlags) error {
 			name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
 	}
 	if planner != nil {
-		fmt.Fprintf(c.ErrOrStderr(), "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft\n",
-			planner.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps)
+		fmt.Fprintf(c.ErrOrStderr(), "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft, %d rounds verified a remembered continuation alone\n",
+			planner.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps, st.Recalled)
 	}
 	return nil
 }
