@@ -186,6 +186,9 @@ func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version i
 	if cfg.Branches < 0 || cfg.Branches > 1 {
 		return nil, fmt.Errorf("adaptation: a share of %g of windows from rejected branches, outside [0, 1]", cfg.Branches)
 	}
+	if cfg.MemoryTokens < 0 {
+		return nil, fmt.Errorf("adaptation: a text memory of %d tokens", cfg.MemoryTokens)
+	}
 	rec, err := NewRecords(hidden, cfg.RecordBytes)
 	if err != nil {
 		return nil, err
@@ -197,9 +200,6 @@ func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version i
 	}
 	a := &Adapter{cfg: cfg, l: l, rec: rec, ctl: cfg.Control, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), onPublish: onPublish}
-	if cfg.MemoryTokens < 0 {
-		return nil, fmt.Errorf("adaptation: a text memory of %d tokens", cfg.MemoryTokens)
-	}
 	if cfg.MemoryTokens > 0 {
 		a.mem = NewTextMemory(cfg.MemoryTokens)
 	}
@@ -509,14 +509,7 @@ func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
 func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	t, err := d.DGFDrafter.Draft(ctx, p)
 	if err == nil && d.a.mem != nil {
-		// A continuation is trusted for up to twice the length of the
-		// suffix that matched (SuffixDecoding's α = 2), beyond the tree's
-		// depth if need be: the shipped stories260K workload gave τ after
-		// the shift 6.0 with chains cut at the depth (8), 7.0 with α = 1
-		// and 7.4 with α = 2, and the story requests before the shift
-		// 5.9, 6.1 and 5.9; the embedded model 3.4, 3.5, 3.5.
-		chain, n := d.recall(ctx, p.Tokens)
-		t = t.Graft(chain[:min(len(chain), 2*n)], p.Tokens)
+		t = t.Graft(d.recall(ctx, p.Tokens), p.Tokens)
 	}
 	d.drafted = err == nil && t.Len() > 0
 	return t, err
@@ -528,25 +521,27 @@ func (d *AdaptiveDrafter) Recall(ctx []int, p TreeParams) *Tree {
 	if d.a.mem == nil {
 		return &Tree{}
 	}
-	chain, n := d.recall(ctx, p.Tokens)
-	return (&Tree{}).Graft(chain[:min(len(chain), 2*n)], p.Tokens)
+	return (&Tree{}).Graft(d.recall(ctx, p.Tokens), p.Tokens)
 }
 
 // recall is what the text memory proposes after ctx, at most limit
 // tokens: the continuation of the longer remembered suffix, in finished
-// requests or earlier in this one (the more recent on a tie), and the
-// suffix's length.
-func (d *AdaptiveDrafter) recall(ctx []int, limit int) ([]int, int) {
-	shared, sn := d.a.mem.Lookup(ctx, limit)
-	var own []int
-	on := 0
+// requests or earlier in this one (the more recent on a tie).
+//
+// A continuation is trusted for up to twice the length of the suffix that
+// matched (SuffixDecoding's α = 2), beyond the tree's depth if need be:
+// the shipped stories260K workload gave τ after the shift 6.0 with chains
+// cut at the depth (8), 7.0 with α = 1 and 7.4 with α = 2, and the story
+// requests before the shift 5.9, 6.1 and 5.9; the embedded model 3.4, 3.5
+// and 3.5.
+func (d *AdaptiveDrafter) recall(ctx []int, limit int) []int {
+	chain, n := d.a.mem.Lookup(ctx, limit)
 	if d.own != nil {
-		own, on = d.own.Lookup(ctx, limit)
+		if own, on := d.own.Lookup(ctx, limit); own != nil && on >= n {
+			chain, n = own, on
+		}
 	}
-	if on >= sn && own != nil {
-		return own, on
-	}
-	return shared, sn
+	return chain[:min(len(chain), 2*n)]
 }
 
 // remember adds committed tokens to the sequence's text.
