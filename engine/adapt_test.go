@@ -135,19 +135,28 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 	}
 }
 
-// The text memory proposes what the target verified before: an untrained
-// draft whose weights never change decodes a repeated request in far fewer
-// rounds, with the same output, and without the memory in as many.
-func TestAdaptMemoryRecalls(t *testing.T) {
+// repeatSetup is the first golden case's model (closed at the test's
+// end), a target of it, and the case's prompt with the 60 tokens plain
+// greedy decoding continues it with.
+func repeatSetup(t *testing.T) (m *models.Llama, target engine.Target, prompt, plain []int) {
+	t.Helper()
 	cases, err := golden.Cases()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gc := cases[0]
-	m := load(t, filepath.Base(gc.Model))
-	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
-	plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60})
+	m = load(t, filepath.Base(cases[0].Model))
+	t.Cleanup(func() { m.Close() })
+	target = cpu.NewTarget(m, pool, 0)
+	prompt = cases[0].PromptTokens
+	plain, _ = generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+	return m, target, prompt, plain
+}
+
+// The text memory proposes what the target verified before: an untrained
+// draft whose weights never change decodes a repeated request in far fewer
+// rounds, with the same output, and without the memory in as many.
+func TestAdaptMemoryRecalls(t *testing.T) {
+	m, target, prompt, plain := repeatSetup(t)
 	rounds := map[int][2]int{}
 	for _, memory := range []int{0, 1 << 12} {
 		cfg := engine.DefaultAdaptConfig()
@@ -158,7 +167,7 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 		d := a.Drafter(engine.NewDGFDrafter(seq))
 		var r [2]int
 		for i := range r {
-			got, st := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree})
+			got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree})
 			d.Finish()
 			if !slices.Equal(got, plain) {
 				t.Fatalf("memory %d, request %d: output differs from plain greedy\n got %v\nwant %v", memory, i, got, plain)
@@ -177,7 +186,7 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 	if r := rounds[0]; r[1] != r[0] {
 		t.Errorf("without memory the repeat took %d rounds, the first %d: the weights changed?", r[1], r[0])
 	}
-	// A LaptopTree path is at most 5 nodes: 60 tokens in 10 rounds or more.
+	// A LaptopTree holds 7 nodes: 60 tokens in 8 rounds or more.
 	if r := rounds[1<<12]; r[1] > 15 {
 		t.Errorf("with memory: the repeat took %d rounds, want at most 15", r[1])
 	}
@@ -187,15 +196,7 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 // remembered continuation is still verified: a repeated request decodes in
 // rounds of several tokens, with the same output.
 func TestRecallWhileSpeculationOff(t *testing.T) {
-	cases, err := golden.Cases()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gc := cases[0]
-	m := load(t, filepath.Base(gc.Model))
-	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
-	plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60})
+	m, target, prompt, plain := repeatSetup(t)
 	// Verifying a few nodes costs about a decode step, as on a large
 	// model (this one's would not make recalling pay as reliably).
 	prof := engine.Profile{Decode: time.Millisecond, Verify: map[int]time.Duration{}}
@@ -213,7 +214,7 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 		pl.ProbeEvery = 1 << 20
 		pl.Observe(engine.LaptopTree, 5, 0, time.Hour) // a draft step takes an hour
 		var got []int
-		got, st[i] = generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree, Planner: pl})
+		got, st[i] = generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree, Planner: pl})
 		d.Finish()
 		if !slices.Equal(got, plain) {
 			t.Fatalf("request %d: output differs from plain greedy\n got %v\nwant %v", i, got, plain)
