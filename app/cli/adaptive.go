@@ -163,7 +163,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 	a.drafter = a.newDrafter(ctx, greedy)
 	a.name = "dgf:" + where
 	a.adapter.Start()
-	if a.path != "" && a.saveEvery > 0 && a.adapter.Memory() != nil {
+	if a.path != "" && a.memoryFile != "" && a.saveEvery > 0 && a.adapter.Memory() != nil {
 		a.stopSaver, a.saverDone = make(chan struct{}), make(chan struct{})
 		go a.saveMemoryEvery()
 	}
@@ -244,10 +244,11 @@ func (a *adaptive) loadMemory() {
 }
 
 // saveMemory writes the text memory atomically, unless it is already
-// saved.
+// saved. Only a run that read the saved memory writes it: one that did not
+// would drop what that held.
 func (a *adaptive) saveMemory() error {
 	m := a.adapter.Memory()
-	if m == nil || a.path == "" {
+	if m == nil || a.path == "" || a.memoryFile == "" {
 		return nil
 	}
 	a.saveMu.Lock()
@@ -256,7 +257,7 @@ func (a *adaptive) saveMemory() error {
 	if n == a.memorySaved {
 		return nil
 	}
-	p := memoryPath(a.path)
+	p := a.memoryFile
 	if a.memoryBad {
 		if err := os.Rename(p, p+".corrupt"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("text memory not saved: %s does not load and cannot be moved aside: %w", p, err)
