@@ -39,7 +39,8 @@ var memoryGrams = []int{16, 12, 8, 6, 5, 4, 3, 2}
 
 const memorySep = -1
 
-// NewTextMemory remembers up to capacity tokens (at least 64).
+// NewTextMemory remembers up to capacity tokens (at least 64), separators
+// between sequences included.
 func NewTextMemory(capacity int) *TextMemory {
 	capacity = max(capacity, 64)
 	slots := 1
@@ -48,9 +49,6 @@ func NewTextMemory(capacity int) *TextMemory {
 	}
 	return &TextMemory{ring: make([]int32, capacity), table: make([]int64, slots), mask: uint64(slots - 1)}
 }
-
-// Capacity is the most tokens remembered.
-func (m *TextMemory) Capacity() int { return len(m.ring) }
 
 // Len is the number of tokens remembered, separators included.
 func (m *TextMemory) Len() int {
@@ -245,7 +243,7 @@ func ParseMemory(data []byte, vocab int) (label string, entries []int32, err err
 }
 
 // Load replaces what m holds with a saved memory (ParseMemory's checks),
-// its newest Capacity entries, and returns its label. On an error m is
+// as many of its newest entries as m holds, and returns its label. On an error m is
 // unchanged.
 func (m *TextMemory) Load(data []byte, vocab int) (label string, err error) {
 	label, text, err := ParseMemory(data, vocab)
