@@ -17,7 +17,7 @@ import (
 // style a model falls into, templates, code being edited — is proposed
 // from its second occurrence on.
 //
-// It holds the newest Capacity tokens in a ring and an index from hashed
+// It holds the newest tokens (its capacity) in a ring and an index from hashed
 // n-grams (n in memoryGrams) to where each last ended. The index is a
 // fixed table that a colliding n-gram overwrites, so its memory is
 // bounded; every hit is checked against the ring, so a collision or an
