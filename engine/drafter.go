@@ -35,11 +35,12 @@ type BranchDrafter interface {
 	Verified(nodes, parents []int, features [][]float32, path []int)
 }
 
-// Recaller is a Drafter that can also propose a tree at almost no cost
-// (engine.AdaptiveDrafter: a continuation its text memory remembers,
-// without running the draft model). While the planner has drafting off,
-// the engine verifies such a tree instead of a plain decode step when the
-// planner predicts it pays. Recall may return an empty tree.
+// Recaller is a Drafter that can also propose a chain of tokens at almost
+// no cost (engine.AdaptiveDrafter: a continuation its text memory
+// remembers, without running the draft model). While the planner has
+// drafting off, the engine verifies as much of the chain as the planner
+// predicts pays instead of a plain decode step. Recall returns a tree
+// whose node i is the parent of node i+1, or an empty one.
 type Recaller interface {
 	Recall(ctx []int, p TreeParams) *Tree
 }

@@ -205,9 +205,14 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		var tree *Tree // drafted below, unless recalled here
 		if req.Planner != nil {
 			var on bool
-			if p, on = req.Planner.Plan(); !on {
+			p, on = req.Planner.Plan()
+			// A remembered continuation alone, when it beats both plain
+			// decoding and the planned draft; not in a probe (a round the
+			// plan does not expect to win), which keeps the draft's
+			// acceptance measured.
+			if bar := req.Planner.Speedup(p); !on || bar > 1 {
 				var err error
-				if tree, err = recall(t, req, e.history); err != nil {
+				if tree, err = recall(t, req, e.history, max(bar, 1)); err != nil {
 					return err
 				}
 			}
@@ -300,10 +305,10 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 	}
 }
 
-// recall is the tree a Recaller proposes for a round the planner would
-// decode plainly, or nil when there is none or the planner predicts it
-// would not pay.
-func recall(t Target, req Request, history []int) (*Tree, error) {
+// recall is the chain a Recaller proposes, cut where the planner predicts
+// the most speed, or nil when there is none or no part of it would beat
+// the speedup bar (plain decoding's 1, or the planned draft's).
+func recall(t Target, req Request, history []int, bar float64) (*Tree, error) {
 	rc, ok := req.Drafter.(Recaller)
 	if !ok {
 		return nil, nil
@@ -316,10 +321,17 @@ func recall(t Target, req Request, history []int) (*Tree, error) {
 	if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
 		return nil, err
 	}
-	if tree.Len() == 0 || !req.Planner.RecallPays(tree.Len()) {
+	for i, par := range tree.Parents {
+		if par != i-1 {
+			return nil, fmt.Errorf("drafter recalled a tree that is not a chain (node %d's parent is %d)", i, par)
+		}
+	}
+	k := req.Planner.RecallLength(tree.Len(), bar)
+	if k == 0 {
 		return nil, nil
 	}
-	return tree, nil
+	// Parents first: a chain's first k nodes are a chain.
+	return &Tree{Tokens: tree.Tokens[:k], Parents: tree.Parents[:k], Depths: tree.Depths[:k], Scores: tree.Scores[:k]}, nil
 }
 
 // checkDraft refuses a malformed tree from a drafter: a bug there must

@@ -259,21 +259,26 @@ func (pl *Planner) ObserveTarget(nodes int, d time.Duration) {
 	}
 }
 
-// RecallPays reports whether verifying a remembered continuation of n
-// tokens (a Recaller's, which costs no drafting) is predicted to beat
-// plain decoding: 1 + Σ_{i≤n} ρ^i tokens for T_V(n+1), ρ being the
-// measured share of tried continuation tokens the target accepted
+// RecallLength is how many tokens of a remembered continuation of n (a
+// Recaller's, which costs no drafting) to verify: the k ≤ n of highest
+// predicted speedup over plain decoding, 1 + Σ_{i≤k} ρ^i tokens for
+// T_V(k+1), or 0 when none beats the speedup bar (1: plain decoding's). ρ
+// is the measured share of tried continuation tokens the target accepted
 // (Beta(1, 1) prior).
-func (pl *Planner) RecallPays(n int) bool {
+func (pl *Planner) RecallLength(n int, bar float64) int {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	rho := (pl.recallTaken + 1) / (pl.recallTried + 2)
+	best, bestSpeed := 0, bar/pl.decodeCost()
 	tau, reach := 1.0, 1.0
-	for range n {
+	for k := 1; k <= n; k++ {
 		reach *= rho
 		tau += reach
+		if speed := tau / pl.verifyCost(k+1); speed > bestSpeed {
+			best, bestSpeed = k, speed
+		}
 	}
-	return tau*pl.decodeCost() > pl.verifyCost(n+1)
+	return best
 }
 
 // ObserveRecall records a verified continuation of n tokens whose first

@@ -118,34 +118,46 @@ func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
 	}
 }
 
-// A remembered continuation is verified while it is predicted to beat
-// plain decoding: cheap verification and a continuation the target mostly
-// accepts, not once the target keeps refusing it or verifying is dear.
-func TestPlannerRecallPays(t *testing.T) {
+// A remembered continuation is verified, as far as it pays, while it is
+// predicted to beat plain decoding: cheap verification and a continuation
+// the target mostly accepts; not once the target keeps refusing it, nor
+// when verifying is dear; only its start when verifying grows dear fast.
+func TestPlannerRecallLength(t *testing.T) {
 	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*500*time.Microsecond })
 	pl := NewPlanner(cheap, 10)
-	if !pl.RecallPays(8) {
-		t.Error("cheap verify, no history (ρ ½): 8 tokens do not pay")
+	if k := pl.RecallLength(8, 1); k < 2 {
+		t.Errorf("cheap verify, no history (ρ ½): verify %d of 8 tokens", k)
 	}
 	for range 200 {
 		pl.ObserveRecall(8, 0) // refused at once
 	}
-	if pl.RecallPays(8) || pl.RecallPays(1) {
-		t.Error("cheap verify, every continuation refused: still pays")
+	if k := pl.RecallLength(8, 1); k != 0 {
+		t.Errorf("cheap verify, every continuation refused: verify %d of 8", k)
 	}
 	for range 400 {
 		pl.ObserveRecall(8, 8)
 	}
-	if !pl.RecallPays(8) {
-		t.Error("cheap verify, every continuation accepted: does not pay")
+	if k := pl.RecallLength(8, 1); k != 8 {
+		t.Errorf("cheap verify, every continuation accepted: verify %d of 8", k)
+	}
+	// 9 tokens for T_V(9) = 14.5 ms: a speedup of 6.2, not 7.
+	if k := pl.RecallLength(8, 7); k != 0 {
+		t.Errorf("against a draft predicted 7× faster than plain decoding: verify %d of 8", k)
 	}
 	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 20 * time.Millisecond })
 	pl = NewPlanner(dear, 10)
 	for range 400 {
 		pl.ObserveRecall(8, 8)
 	}
-	// 9 tokens at best for T_V(9) = 180 ms against 10 ms a token.
-	if pl.RecallPays(8) {
-		t.Error("verification dearer than the tokens it can win: pays")
+	// k+1 tokens at best for T_V(k+1) = 20(k+1) ms against 10 ms a token.
+	if k := pl.RecallLength(8, 1); k != 0 {
+		t.Errorf("verification dearer than the tokens it can win: verify %d of 8", k)
+	}
+	// T_V(n) flat up to 2 nodes, then steep: only the first token pays.
+	kink := Profile{Decode: 10 * time.Millisecond, Verify: map[int]time.Duration{1: 10 * time.Millisecond,
+		2: 11 * time.Millisecond, 4: 80 * time.Millisecond, 8: 160 * time.Millisecond, 16: 320 * time.Millisecond}}
+	pl = NewPlanner(kink, 10)
+	if k := pl.RecallLength(8, 1); k != 1 {
+		t.Errorf("verify flat to 2 nodes, then dear: verify %d of 8, want 1", k)
 	}
 }
