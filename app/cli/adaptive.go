@@ -46,7 +46,6 @@ type adaptive struct {
 	savedVer                        int
 	lastSave                        time.Time
 	warn                            io.Writer
-	vocab                           int
 	memoryFile                      string // where the target's text memory is saved
 	memoryBad                       bool   // the saved text memory did not load: set it aside before saving
 	memorySaved                     int64  // TextMemory.Appended when last saved
@@ -158,8 +157,7 @@ func newAdaptive(ck *draft.Checkpoint, where string, target *loaded, pool *cpu.P
 		return nil, err
 	}
 	a.adapter.SetTauHistory(history)
-	a.vocab = target.Model.Config.Vocab
-	a.loadMemory()
+	a.loadMemory(target.Model.Config.Vocab)
 	a.drafter = a.newDrafter(ctx, greedy)
 	a.name = "dgf:" + where
 	a.adapter.Start()
@@ -222,7 +220,7 @@ func memoryPath(draftPath string) string { return strings.TrimSuffix(draftPath, 
 // loadMemory fills the text memory with the one saved for the target, if
 // any. One that does not load is ignored with a warning (and kept, set
 // aside, at the next save).
-func (a *adaptive) loadMemory() {
+func (a *adaptive) loadMemory(vocab int) {
 	m := a.adapter.Memory()
 	if m == nil || a.memoryFile == "" {
 		return
@@ -233,7 +231,7 @@ func (a *adaptive) loadMemory() {
 		return
 	}
 	if err == nil {
-		_, err = m.Load(data, a.vocab)
+		_, err = m.Load(data, vocab)
 	}
 	if err != nil {
 		fmt.Fprintf(a.warn, "warning: ignoring the saved text memory %s: %v\n", p, err)
