@@ -604,8 +604,8 @@ func (d *AdaptiveDrafter) Version() int {
 // Mode is the adapter's mode.
 func (d *AdaptiveDrafter) Mode() AdaptMode { return d.a.cfg.Mode }
 
-// Finish ends the sequence: call it when a generation returns, so that
-// the trainer stops yielding to it.
+// Finish ends the sequence (Generate calls it when it returns): the
+// trainer stops yielding to it, and its text joins the shared memory.
 func (d *AdaptiveDrafter) Finish() { d.finish() }
 
 func (d *AdaptiveDrafter) finish() {

@@ -94,6 +94,9 @@ func (d *DGFDrafter) Reset() {
 	d.m.Truncate(0)
 }
 
+// Finish does nothing: the next Generate resets the sequence.
+func (d *DGFDrafter) Finish() {}
+
 // Draft grows a tree below the root ctx[L], L = len(ctx)−1. Draft
 // positions 0 … L−1 read (f_t, x_{t+1}); the last is the root's.
 func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {

@@ -14,6 +14,10 @@ type Drafter interface {
 	Accepted(tokens []int, features [][]float32)
 	// Reset forgets the sequence.
 	Reset()
+	// Finish ends the sequence: Generate calls it when it returns, so that
+	// a drafter sharing work between sequences (an adapting draft's
+	// trainer, its text memory) knows the request is over.
+	Finish()
 }
 
 // FeatureDrafter is a Drafter that reads the target's final hidden states

@@ -25,6 +25,46 @@ type Request struct {
 	// only its starting point) and turns speculation off while it would
 	// lose to plain decoding.
 	Planner *Planner
+	// OnRound, when set, is called after each round's tokens were
+	// emitted: what a live view shows of speculation as it happens.
+	OnRound func(Round)
+}
+
+// Source says where an emitted token came from.
+type Source uint8
+
+const (
+	// FromTarget is the target's own token: the first of every round
+	// (the bonus token of the round before, or a plain decode step's).
+	FromTarget Source = iota
+	// FromDraft is a token the draft model proposed and the target
+	// accepted.
+	FromDraft
+	// FromMemory is a token the text memory recalled and the target
+	// accepted.
+	FromMemory
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromDraft:
+		return "draft"
+	case FromMemory:
+		return "memory"
+	}
+	return "target"
+}
+
+// Round is what one round emitted: the target's token, then the draft
+// tokens it accepted after it. Slices are valid during the call only.
+type Round struct {
+	Tokens  []int
+	Sources []Source // one per token
+	// So far in this generation: tokens per speculative round (0 before
+	// the first), generation speed, and the draft's weights' version.
+	Tau          float64
+	TokensPerSec float64
+	DraftVersion int
 }
 
 // Stats is what a generation measured.
@@ -90,10 +130,15 @@ type emitter struct {
 	emit    func(int) error
 	max     int
 	history []int // prompt and generated tokens
+
+	onRound func(Round)
+	drafter Drafter
+	start   time.Time // of generation
+	round   Round     // emitted since the last flush
 }
 
 // push emits tok unless it stops generation; done reports the end.
-func (e *emitter) push(tok int) (done bool, err error) {
+func (e *emitter) push(tok int, from Source) (done bool, err error) {
 	if e.stop != nil && e.stop(tok) {
 		e.st.StopReason = "stop"
 		return true, nil
@@ -103,11 +148,37 @@ func (e *emitter) push(tok int) (done bool, err error) {
 	if err := e.emit(tok); err != nil {
 		return true, err
 	}
+	if e.onRound != nil {
+		e.round.Tokens = append(e.round.Tokens, tok)
+		e.round.Sources = append(e.round.Sources, from)
+	}
 	if e.st.GenTokens >= e.max {
 		e.st.StopReason = "length"
 		return true, nil
 	}
 	return false, nil
+}
+
+// flush reports the tokens emitted since the last flush as a round.
+func (e *emitter) flush() {
+	if e.onRound == nil || len(e.round.Tokens) == 0 {
+		return
+	}
+	r := e.round
+	r.Tau = e.st.Tau()
+	r.TokensPerSec = rate(e.st.GenTokens, time.Since(e.start))
+	r.DraftVersion = versionOf(e.drafter)
+	e.onRound(r)
+	e.round.Tokens, e.round.Sources = e.round.Tokens[:0], e.round.Sources[:0]
+}
+
+// versionOf is the version of a drafter's weights, for drafters whose
+// weights change (a Version method); else 0.
+func versionOf(d Drafter) int {
+	if v, ok := d.(interface{ Version() int }); ok {
+		return v.Version()
+	}
+	return 0
 }
 
 // Generate runs req on a fresh sequence of t and calls emit for each new
@@ -140,6 +211,7 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	}
 	if req.Drafter != nil {
 		req.Drafter.Reset()
+		defer req.Drafter.Finish()
 	}
 	start := time.Now()
 	var logits []float32
@@ -156,21 +228,22 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	start = time.Now()
 	defer func() {
 		st.GenTime = time.Since(start)
-		if v, ok := req.Drafter.(interface{ Version() int }); ok {
-			st.DraftVersion = v.Version()
-		}
+		st.DraftVersion = versionOf(req.Drafter)
 	}()
 
 	s := NewSampler(req.Sampler)
 	e := &emitter{st: &st, stop: req.Stop, emit: emit, max: req.MaxTokens,
-		history: append(make([]int, 0, len(req.Prompt)+256), req.Prompt...)}
+		history: append(make([]int, 0, len(req.Prompt)+256), req.Prompt...),
+		onRound: req.OnRound, drafter: req.Drafter, start: start}
+	defer e.flush()
 	if room := t.Context() - len(req.Prompt); e.max <= 0 || e.max > room {
 		e.max = room
 	}
 	tok := s.Sample(logits, e.history)
 	if req.Drafter == nil {
 		for {
-			if done, err := e.push(tok); done || err != nil {
+			e.flush()
+			if done, err := e.push(tok, FromTarget); done || err != nil {
 				return st, err
 			}
 			if err := ctx.Err(); err != nil {
@@ -193,7 +266,8 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 	acc := newAcceptor(s)
 	var nodes, parents []int
 	for {
-		if done, err := e.push(tok); done || err != nil {
+		e.flush()
+		if done, err := e.push(tok, FromTarget); done || err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -297,7 +371,11 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			req.Planner.Observe(p, depth, len(path)-1, t1.Sub(t0))
 		}
 		for _, v := range path[1:] {
-			if done, err := e.push(nodes[v]); done || err != nil {
+			from := FromDraft
+			if recalled || tree.recalled(v-1) {
+				from = FromMemory
+			}
+			if done, err := e.push(nodes[v], from); done || err != nil {
 				return err
 			}
 		}

@@ -145,6 +145,11 @@ func TestGraftByHand(t *testing.T) {
 	if !slices.Equal(g.Tokens, []int{5, 7, 9, 6, 8, 1, 2}) || !slices.Equal(g.Parents, []int{-1, -1, -1, 0, 1, 3, 5}) {
 		t.Errorf("graft with room: tokens %v parents %v", g.Tokens, g.Parents)
 	}
+	// Only the nodes the chain added are the memory's; the shared ones
+	// stay the draft's.
+	if !slices.Equal(g.Recalled, []bool{false, false, false, false, false, true, true}) {
+		t.Errorf("graft with room: recalled %v", g.Recalled)
+	}
 	// Five nodes at most: the two lowest-scored leaves (8, then 9) go.
 	g = base.Graft([]int{5, 6, 1, 2}, 5)
 	if !slices.Equal(g.Tokens, []int{5, 7, 6, 1, 2}) || !slices.Equal(g.Parents, []int{-1, -1, 0, 2, 3}) || !slices.Equal(g.Depths, []int{1, 1, 2, 3, 4}) {

@@ -49,3 +49,6 @@ func (d *ModelDrafter) Reset() {
 	d.committed = d.committed[:0]
 	d.t.Truncate(0)
 }
+
+// Finish does nothing: the next Generate resets the cache.
+func (d *ModelDrafter) Finish() {}

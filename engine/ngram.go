@@ -60,3 +60,6 @@ func (d *NgramDrafter) Accepted([]int, [][]float32) {}
 
 // Reset does nothing.
 func (d *NgramDrafter) Reset() {}
+
+// Finish does nothing.
+func (d *NgramDrafter) Finish() {}

@@ -67,6 +67,7 @@ func (g *garbage) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
 }
 func (g *garbage) Accepted([]int, [][]float32) {}
 func (g *garbage) Reset()                      {}
+func (g *garbage) Finish()                     {}
 
 // twin names a smaller file of the same model to draft with.
 func twin(name string) string {

@@ -39,7 +39,13 @@ type Tree struct {
 	Parents []int     // -1: a child of the root
 	Depths  []int     // 1 for the root's children
 	Scores  []float64 // cumulative draft log-probability
+	// Recalled marks the nodes a text memory proposed rather than the
+	// draft model (Graft); nil: none. Only what a live view shows.
+	Recalled []bool
 }
+
+// recalled reports whether node i came from a text memory.
+func (t *Tree) recalled(i int) bool { return i < len(t.Recalled) && t.Recalled[i] }
 
 // Len is the number of nodes.
 func (t *Tree) Len() int {
@@ -318,6 +324,7 @@ func (t *Tree) Graft(chain []int, limit int) *Tree {
 		}
 		index[c] = out.Len()
 		out.add(t.Tokens[c], parent, t.Depths[c], t.Scores[c])
+		out.Recalled = append(out.Recalled, t.recalled(c))
 	}
 	parent, depth, score := -1, 0, 0.0
 	if at >= 0 {
@@ -325,6 +332,7 @@ func (t *Tree) Graft(chain []int, limit int) *Tree {
 	}
 	for _, tok := range rest {
 		out.add(tok, parent, depth+1, score)
+		out.Recalled = append(out.Recalled, true)
 		parent, depth = out.Len()-1, depth+1
 	}
 	return out
