@@ -196,6 +196,36 @@ func (d *cudaDev) MemInfo() (free, total uint64) {
 	return free, total
 }
 
+// Close waits for the stream's work, then destroys the cuBLAS handle and
+// the stream and frees the scratch buffers and the pinned stage. The
+// context and kernels stay: other devices of the GPU share them. Closing
+// twice does nothing.
+func (d *cudaDev) Close() {
+	if d.stream == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.sync()
+	for i := range d.scratch {
+		if d.scratch[i].p != 0 {
+			d.l.call(d.l.memFree, uintptr(d.scratch[i].p))
+			d.scratch[i] = cudaBuf{}
+		}
+	}
+	if d.handle != 0 {
+		d.l.call(d.c.blas.destroy, d.handle)
+		d.handle = 0
+	}
+	if d.stage != nil {
+		d.l.call(d.l.memFreeHost, uintptr(unsafe.Pointer(unsafe.SliceData(d.stage))))
+		d.stage = nil
+	}
+	d.l.call(d.l.streamDestroy, d.stream)
+	d.stream = 0
+	d.pin.Unpin()
+}
+
 // cudaBuf is n float32 values at device address p.
 type cudaBuf struct {
 	p    uint64

@@ -26,7 +26,7 @@ var cuFn = []string{
 	"cuCtxSetCurrent", "cuStreamCreate", "cuStreamSynchronize", "cuMemAlloc_v2", "cuMemFree_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorName", "cuMemGetInfo_v2",
-	"cuMemAllocHost_v2",
+	"cuMemAllocHost_v2", "cuMemFreeHost", "cuStreamDestroy_v2",
 }
 
 type cuLib struct {
@@ -34,13 +34,13 @@ type cuLib struct {
 	ctxSetCurrent, streamCreate, streamSynchronize, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyDtoD, memsetD32,
 	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo,
-	memAllocHost uintptr
+	memAllocHost, memFreeHost, streamDestroy uintptr
 }
 
 // blasLib is cuBLAS.
 type blasLib struct {
-	path                     string
-	create, setStream, sgemm uintptr
+	path                              string
+	create, setStream, sgemm, destroy uintptr
 }
 
 var (
@@ -157,7 +157,7 @@ func loadBLAS() *blasLib {
 				p    *uintptr
 				name string
 			}{{&b.create, "cublasCreate_v2"}, {&b.setStream, "cublasSetStream_v2"},
-				{&b.sgemm, "cublasSgemm_v2"}} {
+				{&b.sgemm, "cublasSgemm_v2"}, {&b.destroy, "cublasDestroy_v2"}} {
 				if *s.p, err = purego.Dlsym(h, s.name); err != nil {
 					ok = false
 				}

@@ -59,6 +59,14 @@ type AdamW struct {
 type Device interface {
 	// Name says what the device is.
 	Name() string
+	// MemInfo is the device's memory in bytes: free (what new buffers can
+	// still get: on the host, the memory available to the process) and
+	// total.
+	MemInfo() (free, total uint64)
+	// Close gives back what the device holds of its own (a stream, pinned
+	// memory, library handles). Buffers and matrices are freed first; the
+	// device is not used afterwards.
+	Close()
 
 	// Alloc returns a zeroed buffer of n values.
 	Alloc(n int) Buffer

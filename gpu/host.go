@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"dovetail/cpu/kernels"
+	"dovetail/internal/sysmem"
 	"dovetail/models"
 	"dovetail/quant"
 )
@@ -18,7 +20,8 @@ import (
 type host[T float32 | float64] struct {
 	workers int
 	k       *kernels.Set
-	pool    sync.Pool // *[]T scratch
+	pool    sync.Pool    // *[]T scratch
+	held    atomic.Int64 // bytes of live buffers and dequantized matrices
 }
 
 // NewHost returns the host device, using up to threads goroutines per
@@ -53,7 +56,10 @@ func (h *host[T]) Name() string {
 	return fmt.Sprintf("host (%d threads, %s kernels)", h.workers, h.k.Name)
 }
 
-type hostBuf[T float32 | float64] struct{ d []T }
+type hostBuf[T float32 | float64] struct {
+	d   []T
+	own bool // allocated, not a view
+}
 
 func (b *hostBuf[T]) Len() int { return len(b.d) }
 
@@ -69,13 +75,33 @@ func (h *host[T]) s(b Buffer) []T {
 	return hb.d
 }
 
-func (h *host[T]) Alloc(n int) Buffer { return &hostBuf[T]{d: make([]T, n)} }
+func (h *host[T]) Alloc(n int) Buffer {
+	h.held.Add(int64(n) * int64(unsafe.Sizeof(T(0))))
+	return &hostBuf[T]{d: make([]T, n), own: true}
+}
 
 func (h *host[T]) Free(b Buffer) {
-	if hb, ok := b.(*hostBuf[T]); ok {
+	if hb, ok := b.(*hostBuf[T]); ok && hb.own && hb.d != nil {
+		h.held.Add(-int64(len(hb.d)) * int64(unsafe.Sizeof(T(0))))
 		hb.d = nil
 	}
 }
+
+// MemInfo is the memory the machine has available, and all of it.
+func (h *host[T]) MemInfo() (free, total uint64) {
+	info, err := sysmem.Read()
+	if err != nil {
+		return 0, 0
+	}
+	return info.Available, info.Total
+}
+
+// Close does nothing: the host device holds nothing of its own.
+func (h *host[T]) Close() {}
+
+// Held is the bytes of the buffers allocated and not freed, and of the
+// matrices dequantized to floats: what the device holds.
+func (h *host[T]) Held() uint64 { return uint64(max(0, h.held.Load())) }
 
 func (h *host[T]) View(b Buffer, off, n int) Buffer {
 	d := h.s(b)
@@ -182,6 +208,7 @@ func (h *host[T]) UploadMatrix(t *models.Tensor) (Matrix, error) {
 		m.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(t.Data))), n)
 	case n <= smallMatrix:
 		m.f32 = make([]float32, n)
+		h.held.Add(4 * int64(n))
 		for r := range t.Rows {
 			if err := quant.DequantizeRow(t.Type, m.f32[r*t.Cols:(r+1)*t.Cols], t.Row(r)); err != nil {
 				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
