@@ -159,9 +159,25 @@ func sameMemory(a, b Device) bool {
 	if a == b {
 		return true
 	}
+	if sa, ok := a.(*sizer); ok {
+		sb, ok := b.(*sizer)
+		return ok && sa.gpu && sb.gpu // counting: two streams of one GPU
+	}
 	ca, ok1 := a.(*cudaDev)
 	cb, ok2 := b.(*cudaDev)
 	return ok1 && ok2 && ca.c == cb.c
+}
+
+// holdsFloat32 reports whether d keeps frozen matrices as float32 (a
+// CUDA device), where a Q8_0 copy would only round the weights.
+func holdsFloat32(d Device) bool {
+	switch v := d.(type) {
+	case *cudaDev:
+		return true
+	case *sizer:
+		return v.gpu
+	}
+	return false
 }
 
 // enter starts an operation: it waits for the device's other users (a

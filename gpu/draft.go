@@ -350,7 +350,7 @@ var freezeMin = smallMatrix
 func (d *Draft) FreezeForDrafting() error {
 	// The CUDA device holds frozen matrices as float32: a Q8_0 copy there
 	// would only round the weights.
-	_, onGPU := d.Dev.(*cudaDev)
+	onGPU := holdsFloat32(d.Dev)
 	var vals []float32
 	for _, p := range d.Params {
 		p.Q = nil

@@ -2,6 +2,10 @@ package gpu
 
 import (
 	"testing"
+
+	"dovetail/internal/golden"
+	"dovetail/models"
+	"dovetail/models/draft"
 )
 
 // The host device counts what it holds: buffers until freed (views are
@@ -62,5 +66,53 @@ func TestCUDAClose(t *testing.T) {
 	defer d.Close()
 	if free, _ := d.MemInfo(); free+(64<<20) < free0 {
 		t.Errorf("after 20 devices opened and closed: %d MiB free, %d before", free>>20, free0>>20)
+	}
+}
+
+// Measure counts, to the byte, what the host devices hold for a draft
+// drafting in two sequences and a learner that published once: on models
+// whose frozen matrices the host keeps as they are (f32) and dequantizes
+// (Q8_0, small).
+func TestMeasureMatchesHost(t *testing.T) {
+	for _, name := range []string{"stories260K-f32.gguf", "stories260K-Q8_0-mixed.gguf"} {
+		m, err := models.LoadLlama(golden.ModelPath(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := draft.ForTarget(m.Config, 2, 0)
+		learn := &Learn{Config: DefaultTrainConfig(), MaxRows: 96, MaxLen: 48, EvalDepth: 4}
+		want, err := Measure(c, m, false, 100, 2, learn, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dd, td := newHost[float32](1), newHost[float32](1)
+		d, err := NewDraft(dd, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.InitDayZero(1)
+		if err := d.FreezeForDrafting(); err != nil {
+			t.Fatal(err)
+		}
+		live := NewLive(d, 0)
+		s1, s2 := live.NewSequence(100), live.NewSequence(100)
+		lr, err := NewLearner(live, td, learn.Config, learn.MaxRows, learn.MaxLen, learn.EvalDepth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lr.Publish(true); err != nil {
+			t.Fatal(err)
+		}
+		if dd.Held() != want.Draft || td.Held() != want.Trainer {
+			t.Errorf("%s: held %d and %d bytes, measured %d and %d", name, dd.Held(), td.Held(), want.Draft, want.Trainer)
+		}
+		if want.Draft == 0 || want.Trainer <= want.Draft/2 {
+			t.Errorf("%s: implausible footprint %+v", name, want)
+		}
+		s1.Free()
+		s2.Free()
+		lr.Free()
+		live.Close()
+		m.Close()
 	}
 }
