@@ -32,10 +32,11 @@ type Fast struct {
 	packed map[*models.Tensor]*kernels.Packed // the matrices K packs
 }
 
-// NewFast prepares m for sequences of ctx positions (0: the model's
-// context length).
+// NewFast prepares m for sequences of ctx positions (≤ 0: the model's
+// context length; more than it is allowed, as llama.cpp allows it: the
+// caller warns that the model was not trained that far).
 func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
-	if ctx <= 0 || ctx > m.Config.ContextLength {
+	if ctx <= 0 {
 		ctx = m.Config.ContextLength
 	}
 	f := &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx}

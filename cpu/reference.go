@@ -22,7 +22,7 @@ type Reference struct {
 // NewReference prepares a model for a context of ctx positions (0: the
 // model's own context length) on a pool of threads.
 func NewReference(m *models.Llama, pool *Pool, ctx int) *Reference {
-	if ctx <= 0 || ctx > m.Config.ContextLength {
+	if ctx <= 0 {
 		ctx = m.Config.ContextLength
 	}
 	return &Reference{M: m, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx)}
