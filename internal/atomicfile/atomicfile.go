@@ -11,7 +11,13 @@ import (
 
 // Write writes path through write: to a temporary file in the same
 // directory, fsynced, then renamed over path (mode 0644).
-func Write(path string, write func(io.Writer) error) (err error) {
+func Write(path string, write func(io.Writer) error) error {
+	return WriteMode(path, 0o644, write)
+}
+
+// WriteMode is Write making a file of the given mode (0600 for what holds
+// a user's text): the mode is set before anything is written.
+func WriteMode(path string, mode os.FileMode, write func(io.Writer) error) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -22,8 +28,8 @@ func Write(path string, write func(io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	// CreateTemp makes the file private; these are ordinary files.
-	if err = tmp.Chmod(0o644); err != nil {
+	// CreateTemp makes the file private (0600).
+	if err = tmp.Chmod(mode); err != nil {
 		return err
 	}
 	if err = write(tmp); err != nil {

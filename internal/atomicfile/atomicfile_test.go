@@ -29,3 +29,19 @@ func TestWrite(t *testing.T) {
 		t.Errorf("mode %v, %v", st.Mode(), err)
 	}
 }
+
+// WriteMode makes a private file private from its first byte on.
+func TestWriteMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	err := WriteMode(path, 0o600, func(w io.Writer) error {
+		st, err := w.(*os.File).Stat()
+		if err == nil && st.Mode().Perm() != 0o600 {
+			t.Errorf("written while mode %v", st.Mode())
+		}
+		_, err = w.Write([]byte("text"))
+		return err
+	})
+	if st, serr := os.Stat(path); err != nil || serr != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, %v %v", st.Mode(), err, serr)
+	}
+}
