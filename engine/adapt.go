@@ -133,6 +133,16 @@ func DefaultAdaptConfig() AdaptConfig {
 		Control: *DefaultControl(), Seed: 1}
 }
 
+// HostBytes is what adaptation by c holds in host memory besides the
+// draft: the record ring, the rejected branches and the text memory.
+func (c AdaptConfig) HostBytes() uint64 {
+	b := uint64(max(c.RecordBytes, 0)) + TextMemoryBytes(c.MemoryTokens)
+	if c.Branches > 0 {
+		b += uint64(max(c.BranchBytes, 0))
+	}
+	return b
+}
+
 // AdaptStats is what the adapter has done so far.
 type AdaptStats struct {
 	Mode              string

@@ -43,11 +43,27 @@ const memorySep = -1
 // between sequences included.
 func NewTextMemory(capacity int) *TextMemory {
 	capacity = max(capacity, 64)
+	slots := memorySlots(capacity)
+	return &TextMemory{ring: make([]int32, capacity), table: make([]int64, slots), mask: uint64(slots - 1)}
+}
+
+// memorySlots is the index's size: a power of two, four slots a token.
+func memorySlots(capacity int) int {
 	slots := 1
 	for slots < 4*capacity {
 		slots <<= 1
 	}
-	return &TextMemory{ring: make([]int32, capacity), table: make([]int64, slots), mask: uint64(slots - 1)}
+	return slots
+}
+
+// TextMemoryBytes is what a text memory of capacity tokens takes (0 for
+// none): the ring and the index.
+func TextMemoryBytes(capacity int) uint64 {
+	if capacity <= 0 {
+		return 0
+	}
+	capacity = max(capacity, 64)
+	return 4*uint64(capacity) + 8*uint64(memorySlots(capacity))
 }
 
 // Len is the number of tokens remembered, separators included.
