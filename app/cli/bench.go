@@ -8,8 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"dovetail/cpu"
-	"dovetail/engine"
+	"dovetail/app/runner"
 )
 
 // benchResult is the --json output of dovetail bench.
@@ -25,8 +24,6 @@ type benchResult struct {
 	WeightBytes   int64              `json:"weight_bytes_per_token"`
 }
 
-var verifySizes = []int{1, 2, 4, 8, 16, 32, 64}
-
 func newBenchCmd() *cobra.Command {
 	var model string
 	var threads, reps int
@@ -39,39 +36,27 @@ func newBenchCmd() *cobra.Command {
 			"machine's memory bandwidth, and print decode speed as a share of the bandwidth roofline.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if threads < 1 || threads > 1024 {
-				return usageError{fmt.Errorf("bench: --threads %d out of range [1, 1024]", threads)}
+			if threads < 1 || threads > runtime.NumCPU() {
+				return usageError{fmt.Errorf("bench: --threads %d out of range: this machine has %d logical CPUs", threads, runtime.NumCPU())}
 			}
 			if reps < 1 || reps > 10000 {
 				return usageError{fmt.Errorf("bench: --reps %d out of range [1, 10000]", reps)}
 			}
-			if _, err := checkKernels(c.ErrOrStderr()); err != nil {
-				return err
-			}
-			lm, err := loadModel(model)
+			m, err := openModel(c, model)
 			if err != nil {
 				return err
 			}
-			defer lm.Model.Close()
-			pool := cpu.NewPool(threads)
-			defer pool.Close()
-			f := cpu.NewFast(lm.Model, cpu.DefaultKernels(), pool, 0)
-			t := cpu.NewTargetWith(f)
-			prof, err := engine.ProfileTarget(t, 64, 64, verifySizes, reps)
+			defer m.Close()
+			b, err := runner.Bench(m, threads, reps)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
-			res := benchResult{Model: lm.Name, Kernels: f.K.Name, Threads: threads,
-				PrefillTokS: prof.PrefillTokensPerSec, DecodeTokS: prof.DecodeTokensPerSec,
-				VerifyRatio: map[string]float64{}, WeightBytes: f.WeightBytesPerToken()}
-			for _, n := range verifySizes {
-				res.VerifyRatio[strconv.Itoa(n)] = prof.VerifyRatio(n)
+			res := benchResult{Model: m.Name, Kernels: b.Kernels, Threads: threads, PrefillTokS: b.PrefillTokS,
+				DecodeTokS: b.DecodeTokS, VerifyRatio: map[string]float64{}, BandwidthGBs: b.BandwidthGBs,
+				RooflineShare: b.RooflineShare, WeightBytes: b.WeightBytes}
+			for n, v := range b.VerifyRatio {
+				res.VerifyRatio[strconv.Itoa(n)] = v
 			}
-			res.BandwidthGBs = cpu.MeasureBandwidth(threads, 5)
-			// Decode reads the weights once per token; at full bandwidth
-			// (counted read + write, as STREAM's copy) reading alone runs
-			// at about the same rate, so the roofline is bandwidth/bytes.
-			res.RooflineShare = res.DecodeTokS * float64(res.WeightBytes) / (res.BandwidthGBs * 1e9)
 			out := c.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -83,8 +68,8 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
 			fmt.Fprintf(out, "memory   %8.1f GB/s; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
 			fmt.Fprintf(out, "T_V(n)/T_T:")
-			for _, n := range verifySizes {
-				fmt.Fprintf(out, "  %d: %.2f", n, res.VerifyRatio[strconv.Itoa(n)])
+			for _, n := range runner.BenchSizes {
+				fmt.Fprintf(out, "  %d: %.2f", n, b.VerifyRatio[n])
 			}
 			fmt.Fprintln(out)
 			return nil

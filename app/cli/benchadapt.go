@@ -7,37 +7,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"dovetail/app/runner"
 	"dovetail/assets"
-	"dovetail/cpu"
 	"dovetail/engine"
 )
 
 type benchAdaptFlags struct {
-	model, workload, drafts, modes, csvOut, plotOut string
-	n, threads, repeat                              int
-	plan                                            bool
-	kernels                                         string // the CPU kernels' name, for --plan's profile
-	temp                                            float32
-	seed                                            uint64
-	tree                                            engine.TreeParams
-	adapt                                           adaptFlags
-}
-
-// adaptRow is one request's line of the CSV.
-type adaptRow struct {
-	Request      int
-	Domain       string
-	Tau          float64
-	TokensPerSec float64
-	Version      int
-	Config       string
-	RoundMs      float64 // decode time per round: what a trainer competing for the CPU slows
+	modelFlags
+	workload, modes, csvOut, plotOut string
+	n, repeat                                int
+	temp                                     float32
+	seed                                     uint64
 }
 
 func newBenchAdaptCmd() *cobra.Command {
@@ -55,23 +40,20 @@ func newBenchAdaptCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return benchAdapt(c, f) },
 	}
+	f.modelFlags.register(c, "")
 	fl := c.Flags()
-	fl.StringVarP(&f.model, "model", "m", "", "target GGUF model (default: the embedded model)")
 	fl.StringVar(&f.workload, "workload", "embedded:"+assets.DefaultWorkload, "workload file (embedded:NAME: one shipped in assets/)")
-	fl.StringVar(&f.drafts, "draft", "auto", "comma-separated drafts to compare: auto, dgf:PATH, scratch")
+	fl.Lookup("draft").Usage = "comma-separated drafts to compare: auto, dgf:PATH, scratch"
 	fl.StringVar(&f.modes, "mode", "off,background", "comma-separated adaptation modes to compare: off, background, per-request")
 	fl.StringVar(&f.csvOut, "csv", "", "CSV file to write (required)")
 	fl.StringVar(&f.plotOut, "plot", "", "PNG file: τ over requests for each configuration")
 	fl.IntVarP(&f.n, "n", "n", 96, "tokens per request")
 	fl.IntVar(&f.repeat, "repeat", 1, "replay the workload this many times in a row (a longer stream)")
-	fl.BoolVar(&f.plan, "plan", false, "let the cost model choose the tree each round and decode without drafting while drafting would be slower, as run and serve do (τ then counts speculative rounds only)")
+	plan := fl.Lookup("plan")
+	plan.Usage = "let the cost model choose the tree each round and decode without drafting while drafting would be slower, as run and serve do (τ then counts speculative rounds only)"
+	plan.DefValue, f.plan = "false", false
 	fl.Float32Var(&f.temp, "temp", 0, "temperature (0: greedy)")
 	fl.Uint64Var(&f.seed, "seed", 1, "sampling seed of the first request (then +1 per request)")
-	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads of the target")
-	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
-	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
-	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
-	f.adapt.register(c)
 	fl.Lookup("adapt").Hidden = true // --mode says it here
 	return c
 }
@@ -83,17 +65,15 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	if f.n < 1 {
 		return usageError{fmt.Errorf("bench adapt: -n %d must be at least 1", f.n)}
 	}
-	if f.threads < 1 || f.threads > 1024 {
-		return usageError{fmt.Errorf("bench adapt: --threads %d out of range [1, 1024]", f.threads)}
+	if f.repeat < 1 || f.repeat > 1000 {
+		return usageError{fmt.Errorf("bench adapt: --repeat %d out of range [1, 1000]", f.repeat)}
 	}
-	if err := f.tree.Validate(); err != nil {
-		return usageError{fmt.Errorf("bench adapt: %v", err)}
-	}
-	base, err := f.adapt.settings()
+	mf := f.modelFlags
+	mf.draft = "auto" // each of the list in turn
+	o, err := mf.options(c.ErrOrStderr())
 	if err != nil {
 		return usageError{fmt.Errorf("bench adapt: %v", err)}
 	}
-	base.save, base.recall = false, false
 	var modes []engine.AdaptMode
 	for _, m := range strings.Split(f.modes, ",") {
 		mode, err := engine.ParseAdaptMode(strings.TrimSpace(m))
@@ -102,18 +82,20 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		}
 		modes = append(modes, mode)
 	}
-	specs := strings.Split(f.drafts, ",")
-	for _, s := range specs {
-		if s = strings.TrimSpace(s); s != "auto" && s != "scratch" && !strings.HasPrefix(s, "dgf:") {
+	specs := strings.Split(f.draft, ",")
+	for i, s := range specs {
+		if specs[i] = strings.TrimSpace(s); specs[i] != "auto" && specs[i] != "scratch" && !strings.HasPrefix(specs[i], "dgf:") {
 			return usageError{fmt.Errorf("bench adapt: --draft %q: want auto, dgf:PATH or scratch", s)}
 		}
+		for _, mode := range modes {
+			if specs[i] == "scratch" && mode == engine.AdaptOff {
+				return usageError{fmt.Errorf("bench adapt: a scratch draft without adaptation never learns anything: drop --mode off or --draft scratch")}
+			}
+		}
 	}
-	items, err := readWorkload(f.workload)
+	items, err := runner.ReadWorkload(f.workload)
 	if err != nil {
 		return err
-	}
-	if f.repeat < 1 || f.repeat > 1000 {
-		return usageError{fmt.Errorf("bench adapt: --repeat %d out of range [1, 1000]", f.repeat)}
 	}
 	one := items
 	for range f.repeat - 1 {
@@ -125,45 +107,40 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		return fmt.Errorf("bench adapt: %w", err)
 	}
 	defer out.Close()
-	if f.kernels, err = checkKernels(c.ErrOrStderr()); err != nil {
-		return err
-	}
-	lm, err := loadModel(f.model)
+	m, err := openModel(c, f.model)
 	if err != nil {
 		return err
 	}
-	defer lm.Model.Close()
-	pool := cpu.NewPool(f.threads)
-	defer pool.Close()
-	target := cpu.NewTarget(lm.Model, pool, 0)
+	defer m.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
 	w := csv.NewWriter(out)
 	w.Write([]string{"request", "domain", "tau", "tokens_per_s", "draft_version", "config", "round_ms"})
-	var all [][]adaptRow
+	var all [][]runner.ReplayRow
 	var names []string
 	for _, spec := range specs {
-		spec = strings.TrimSpace(spec)
 		for _, mode := range modes {
 			name := spec + "/" + mode.String()
-			if spec == "scratch" && mode == engine.AdaptOff {
-				return usageError{fmt.Errorf("bench adapt: a scratch draft without adaptation never learns anything: drop --mode off or --draft scratch")}
-			}
-			s := base
-			s.mode = mode
-			rows, err := replay(ctx, c.ErrOrStderr(), f, lm, pool, target, items, spec, s)
+			res, err := runner.RunReplay(ctx, m, runner.Replay{Draft: spec, Mode: mode, Items: items, N: f.n, Temp: f.temp,
+				Seed: f.seed, Options: o}, nil)
 			if err != nil {
+				if ctx.Err() != nil {
+					return errInterrupted
+				}
 				return fmt.Errorf("bench adapt: %s: %w", name, err)
 			}
-			for i := range rows {
-				rows[i].Config = name
-				r := rows[i]
+			for _, r := range res.Rows {
 				w.Write([]string{strconv.Itoa(r.Request), r.Domain, fmt.Sprintf("%.4f", r.Tau), fmt.Sprintf("%.2f", r.TokensPerSec),
-					strconv.Itoa(r.Version), r.Config, fmt.Sprintf("%.3f", r.RoundMs)})
+					strconv.Itoa(r.Version), name, fmt.Sprintf("%.3f", r.RoundMs)})
 			}
-			all, names = append(all, rows), append(names, name)
-			summarize(c.OutOrStdout(), name, rows)
+			if res.Adapted {
+				st := res.Adaptation
+				fmt.Fprintf(c.ErrOrStderr(), "%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held, %d tokens remembered\n",
+					name, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
+			}
+			all, names = append(all, res.Rows), append(names, name)
+			summarize(c.OutOrStdout(), name, res.Rows)
 		}
 	}
 	w.Flush()
@@ -174,7 +151,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		return fmt.Errorf("bench adapt: %s: %w", f.csvOut, err)
 	}
 	if f.plotOut != "" {
-		title := fmt.Sprintf("τ per request, %s, %s", lm.Name, strings.TrimPrefix(f.workload, "embedded:"))
+		title := fmt.Sprintf("τ per request, %s, %s", m.Name, strings.TrimPrefix(f.workload, "embedded:"))
 		if err := plotTau(f.plotOut, title, names, all); err != nil {
 			return fmt.Errorf("bench adapt: %w", err)
 		}
@@ -182,59 +159,9 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	return nil
 }
 
-// replay runs the workload once with one draft and adaptation mode.
-func replay(ctx context.Context, warn io.Writer, f benchAdaptFlags, lm *loaded, pool *cpu.Pool, target *cpu.Target,
-	items []workItem, spec string, s adaptSettings) ([]adaptRow, error) {
-	ck, where, err := dgfCheckpoint(spec, lm, warn)
-	if err != nil {
-		return nil, err
-	}
-	if ck == nil && spec == "auto" {
-		return nil, fmt.Errorf("no saved or shipped draft for %s: use --draft dgf:PATH or scratch", lm.Name)
-	}
-	drafter, closeDraft, err := dgfDrafter(ck, where, lm, pool, 0, draftOptions{greedy: f.temp <= 0, adapt: s, warn: warn})
-	if err != nil {
-		return nil, err
-	}
-	defer closeDraft()
-	defer func() {
-		if ad := adaptiveOf(drafter); ad != nil {
-			st := ad.Adaptation()
-			fmt.Fprintf(warn, "%s/%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held, %d tokens remembered\n",
-				spec, s.mode, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
-		}
-	}()
-	var planner *engine.Planner
-	if f.plan {
-		if planner, err = plannerFor(target, lm, f.kernels, f.threads, f.tree.TopK, warn); err != nil {
-			return nil, err
-		}
-	}
-	var rows []adaptRow
-	for i, it := range items {
-		params := engine.SamplerParams{Temperature: f.temp, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, Seed: f.seed + uint64(i)}
-		req := engine.Request{Prompt: lm.Tok.Encode(it.Prompt, true, false), MaxTokens: f.n, Sampler: params,
-			Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree, Planner: planner}
-		st, err := engine.Generate(ctx, target, req, func(int) error { return nil })
-		if ad := adaptiveOf(drafter); ad != nil {
-			ad.Finish()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("request %d: %w", i+1, err)
-		}
-		roundMs := 0.0
-		if st.Rounds > 0 {
-			roundMs = ms(st.GenTime) / float64(st.Rounds)
-		}
-		rows = append(rows, adaptRow{Request: i + 1, Domain: it.Domain, Tau: st.Tau(), TokensPerSec: st.GenTokensPerSec(),
-			Version: draftVersion(drafter), RoundMs: roundMs})
-	}
-	return rows, nil
-}
-
 // summarize prints mean τ, tokens/s and round time per stretch of one
 // domain.
-func summarize(w io.Writer, name string, rows []adaptRow) {
+func summarize(w io.Writer, name string, rows []runner.ReplayRow) {
 	fmt.Fprintf(w, "%s:\n", name)
 	for lo := 0; lo < len(rows); {
 		hi := lo

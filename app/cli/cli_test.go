@@ -172,8 +172,8 @@ func TestRunDraftErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"run", "-p", "x", "--draft", "magic"}, 2, `--draft "magic"`},
-		{[]string{"run", "-p", "x", "--draft", "model:"}, 2, "needs the path"},
+		{[]string{"run", "-p", "x", "--draft", "magic"}, 2, `draft "magic"`},
+		{[]string{"run", "-p", "x", "--draft", "model:"}, 2, "needs a path"},
 		{[]string{"run", "-p", "x", "--draft", "model:" + golden.ModelPath("stories260K-f32.gguf")}, 1, "vocabularies differ"},
 		{[]string{"run", "-p", "x", "--tree-k", "0"}, 2, "tree top-k"},
 	}

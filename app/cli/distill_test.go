@@ -87,7 +87,7 @@ func TestDistillResumes(t *testing.T) {
 	args := []string{"distill", "-m", golden.ModelPath("stories260K-f32.gguf"), "--corpus", corpus, "--seq-len", "16",
 		"--batch", "32", "--steps", "12", "--eval", "0", "-t", "2", "-o", out}
 	_, errOut, code := runCLI(t, append(args, "--stop-after", "5")...)
-	if code != 1 || !strings.Contains(errOut, "interrupted at step 5 of 12") {
+	if code != 130 || !strings.Contains(errOut, "interrupted at step 5 of 12") {
 		t.Fatalf("interrupted run: exit %d\n%s", code, errOut)
 	}
 	ck, err := draft.Load(out + ".resume")

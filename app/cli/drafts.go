@@ -1,106 +1,13 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"math"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"dovetail/engine"
-	"dovetail/models/draft"
+	"dovetail/app/runner/store"
 )
-
-// savedDraftInfo is one file of the drafts directory.
-type savedDraftInfo struct {
-	Path, Fingerprint, Target string
-	Size                      int64
-	Version                   string
-	TauHistory                []float64
-	SavedAt, StartedAs        string
-	Memory                    int64 // bytes of the text memory saved beside it (0: none)
-	Err                       error // the file does not load
-}
-
-// draftsDir is where saved drafts live (see draft.DefaultPath).
-func draftsDir() (string, error) {
-	p, err := draft.DefaultPath("x")
-	if err != nil {
-		return "", fmt.Errorf("no user config directory: %w", err)
-	}
-	return filepath.Dir(p), nil
-}
-
-// listDrafts reads every saved draft, unreadable ones included.
-func listDrafts() ([]savedDraftInfo, error) {
-	dir, err := draftsDir()
-	if err != nil {
-		return nil, err
-	}
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []savedDraftInfo
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".gguf") || strings.HasSuffix(name, ".gguf.corrupt")) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		info := savedDraftInfo{Path: path, Fingerprint: strings.TrimSuffix(strings.TrimSuffix(name, ".corrupt"), ".gguf")}
-		if st, err := e.Info(); err == nil {
-			info.Size = st.Size()
-		}
-		if st, err := os.Stat(memoryPath(path)); err == nil && !strings.HasSuffix(name, ".corrupt") {
-			info.Memory = st.Size()
-		}
-		ck, err := draft.Load(path)
-		if err == nil && strings.HasSuffix(name, ".corrupt") {
-			err = errors.New("set aside as unreadable")
-		}
-		if err != nil {
-			info.Err = err
-		} else {
-			info.Fingerprint, info.Target = ck.Fingerprint, ck.TargetName
-			info.Version, info.SavedAt, info.StartedAs = ck.Meta[metaVersion], ck.Meta[metaSavedAt], ck.Meta[metaStartedAs]
-			info.TauHistory = parseFloats(ck.Meta[metaTauHistory])
-		}
-		out = append(out, info)
-	}
-	// A text memory is saved even while the draft itself is not (no better
-	// version yet): list it on its own.
-	for _, e := range ents {
-		name := e.Name()
-		fp, ok := strings.CutSuffix(name, ".memory")
-		if e.IsDir() || !ok {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, fp+".gguf")); err == nil {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		info := savedDraftInfo{Path: path, Fingerprint: fp}
-		data, err := os.ReadFile(path)
-		if err == nil {
-			info.Memory = int64(len(data))
-			info.Target, _, err = engine.ParseMemory(data, math.MaxInt32)
-		}
-		info.Err = err
-		out = append(out, info)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
-}
 
 func newDraftsCmd() *cobra.Command {
 	c := &cobra.Command{
@@ -109,16 +16,20 @@ func newDraftsCmd() *cobra.Command {
 		Long: "List the DGF drafts kept in <user config dir>/dovetail/drafts, one per target model:\n" +
 			"the target, file size, adapted version, τ (tokens per round) measured each time\n" +
 			"adaptation swapped in a better draft, and the size of the text memory saved beside it\n" +
-			"(the verified text whose continuations drafts propose). `dovetail drafts rm` deletes both.",
+			"(the verified text whose continuations drafts propose). `dovetail drafts rm` deletes both;\n" +
+			"`dovetail drafts restore` brings back the draft an install replaced.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ds, err := listDrafts()
+			st, err := store.Open()
 			if err != nil {
 				return err
 			}
-			dir, _ := draftsDir()
+			ds, err := st.Drafts()
+			if err != nil {
+				return err
+			}
 			if len(ds) == 0 {
-				fmt.Fprintf(c.OutOrStdout(), "no saved drafts in %s\n", dir)
+				fmt.Fprintf(c.OutOrStdout(), "no saved drafts in %s\n", st.DraftsDir())
 				return nil
 			}
 			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -135,41 +46,67 @@ func newDraftsCmd() *cobra.Command {
 				if d.Memory > 0 {
 					memory = humanBytes(uint64(d.Memory))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, size, orDash(d.Version),
+				version := orDash(d.Version)
+				if d.Prev {
+					version += " (+prev)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, size, version,
 					orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
 			}
 			w.Flush()
-			fmt.Fprintf(c.OutOrStdout(), "in %s\n", dir)
+			fmt.Fprintf(c.OutOrStdout(), "in %s\n", st.DraftsDir())
 			return nil
 		},
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "rm TARGET|FINGERPRINT...",
-		Short: "Delete saved drafts, by target name or fingerprint (or its first characters)",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Delete saved drafts and their text memories, by target file name or whole fingerprint",
+		Long: "Delete a saved draft, its text memory and the draft an install replaced. A name removes\n" +
+			"only what it names unambiguously: a whole fingerprint, or a target file name exactly one\n" +
+			"entry has; otherwise the candidates are listed and nothing is removed.",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			ds, err := listDrafts()
+			st, err := store.Open()
 			if err != nil {
 				return err
 			}
+			// Every name is resolved before anything is removed.
+			var found []store.Saved
 			for _, a := range args {
-				n := 0
-				for _, d := range ds {
-					if a == "" || !(d.Target == a || filepath.Base(d.Target) == a || strings.HasPrefix(d.Fingerprint, a)) {
-						continue
-					}
-					for _, p := range []string{d.Path, memoryPath(d.Path)} {
-						if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-							return err
-						}
-					}
-					fmt.Fprintf(c.OutOrStdout(), "removed %s (%s)\n", d.Path, orDash(d.Target))
-					n++
+				d, err := st.Find(a)
+				if err != nil {
+					return fmt.Errorf("drafts rm: %w", err)
 				}
-				if n == 0 {
-					return fmt.Errorf("drafts rm: no saved draft for %q (see `dovetail drafts`)", a)
+				found = append(found, d)
+			}
+			for _, d := range found {
+				removed, err := st.Remove(d)
+				for _, p := range removed {
+					fmt.Fprintf(c.OutOrStdout(), "removed %s (%s)\n", p, orDash(d.Target))
+				}
+				if err != nil {
+					return fmt.Errorf("drafts rm: %w", err)
 				}
 			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "restore TARGET|FINGERPRINT",
+		Short: "Bring back the draft an install replaced (run again to undo)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := store.Open()
+			if err != nil {
+				return err
+			}
+			d, err := st.Find(args[0])
+			if err != nil {
+				return fmt.Errorf("drafts restore: %w", err)
+			}
+			if err := st.Restore(d.Fingerprint); err != nil {
+				return fmt.Errorf("drafts restore: %w", err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "restored the earlier draft of %s; the one it replaced is kept (run again to undo)\n", orDash(d.Target))
 			return nil
 		},
 	})
@@ -186,7 +123,7 @@ func orDash(s string) string {
 // tauHistory shows the first and the last few values.
 func tauHistory(h []float64) string {
 	if len(h) > 6 {
-		return formatFloats(h[:2]) + ",…," + formatFloats(h[len(h)-3:])
+		return store.FormatFloats(h[:2]) + ",…," + store.FormatFloats(h[len(h)-3:])
 	}
-	return formatFloats(h)
+	return store.FormatFloats(h)
 }

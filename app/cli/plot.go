@@ -8,6 +8,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"dovetail/app/runner"
 )
 
 // smoothing is the moving-average window of the plotted lines: τ of one
@@ -17,7 +19,7 @@ const smoothing = 10
 // plotTau draws τ over requests, for each configuration a faint line per
 // request and a bold moving average, and marks where the workload's
 // domain changes.
-func plotTau(path, title string, names []string, runs [][]adaptRow) error {
+func plotTau(path, title string, names []string, runs [][]runner.ReplayRow) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "request"

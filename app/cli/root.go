@@ -1,4 +1,5 @@
-// Package cli holds the dovetail command line: one file per command.
+// Package cli holds the dovetail command line: one file per command, each
+// turning flags into the runner's options and showing what it returns.
 package cli
 
 import (
@@ -11,7 +12,7 @@ import (
 
 // Main runs the command line and returns the exit status. Errors print as
 // one line; a panic is caught and reported the same way, so no stack trace
-// reaches a user.
+// reaches a user. An interrupted command exits 130, as a shell's would.
 func Main(args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -22,6 +23,11 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
+		var ie interrupted
+		if errors.As(err, &ie) {
+			fmt.Fprintf(stderr, "dovetail: %v\n", err)
+			return 130
+		}
 		fmt.Fprintf(stderr, "dovetail: %v\n", err)
 		var ue usageError
 		if errors.As(err, &ue) {
@@ -35,13 +41,21 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 // usageError marks errors in how the command was called.
 type usageError struct{ error }
 
+// interrupted marks a command stopped by Ctrl-C: it exits 130, as a
+// shell's would.
+type interrupted struct{ error }
+
+var errInterrupted = interrupted{errors.New("interrupted")}
+
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "dovetail",
 		Short:         "Run language models fast on the CPU, with a draft model on the GPU",
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("dovetail {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -5,20 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"dovetail/cpu"
+	"dovetail/app/runner"
 	"dovetail/engine"
 )
 
 type runFlags struct {
-	model         string
+	modelFlags
 	prompt        string
 	n             int
 	temp          float32
@@ -27,13 +27,7 @@ type runFlags struct {
 	minP          float32
 	repeatPenalty float32
 	seed          int64
-	threads       int
-	ctx           int
 	json          bool
-	draft         string
-	tree          engine.TreeParams
-	adapt         adaptFlags
-	plan          bool
 }
 
 // runResult is the --json output.
@@ -46,23 +40,38 @@ type runResult struct {
 }
 
 type runStats struct {
-	PromptTokensPerSec float64   `json:"prompt_tokens_per_s"`
-	GenTokensPerSec    float64   `json:"gen_tokens_per_s"`
-	Seed               uint64    `json:"seed"`
-	StopReason         string    `json:"stop_reason"`
-	Kernels            string    `json:"kernels"`
-	Draft              string    `json:"draft"`
-	DraftDevice        string    `json:"draft_device,omitempty"`
-	Rounds             int       `json:"rounds"`
-	Tau                float64   `json:"tau"`
-	AcceptanceByDepth  []float64 `json:"acceptance_by_depth"`
-	DraftMs            float64   `json:"draft_ms"`
-	VerifyMs           float64   `json:"verify_ms"`
-	DraftVersion       int       `json:"draft_version"`
-	Adapt              string    `json:"adapt"`
-	PlainSteps         int       `json:"plain_steps"`
-	Recalled           int       `json:"recalled_rounds"`
-	PredictedTokS      float64   `json:"predicted_tokens_per_s,omitempty"`
+	PromptTokensPerSec float64     `json:"prompt_tokens_per_s"`
+	GenTokensPerSec    float64     `json:"gen_tokens_per_s"`
+	Seed               uint64      `json:"seed"`
+	StopReason         string      `json:"stop_reason"`
+	Kernels            string      `json:"kernels"`
+	Threads            int         `json:"threads"`
+	Ctx                int         `json:"ctx"`
+	Draft              string      `json:"draft"`
+	DraftDevice        string      `json:"draft_device,omitempty"`
+	Rounds             int         `json:"rounds"`
+	Tau                float64     `json:"tau"`
+	AcceptanceByDepth  []float64   `json:"acceptance_by_depth"`
+	DraftMs            float64     `json:"draft_ms"`
+	VerifyMs           float64     `json:"verify_ms"`
+	DraftVersion       int         `json:"draft_version"`
+	Adapt              string      `json:"adapt"`
+	PlainSteps         int         `json:"plain_steps"`
+	Recalled           int         `json:"recalled_rounds"`
+	PredictedTokS      float64     `json:"predicted_tokens_per_s,omitempty"`
+	Memory             memoryStats `json:"memory"`
+}
+
+// memoryStats is the runner's memory budget as --json reports it.
+type memoryStats struct {
+	CPUBytes       uint64        `json:"cpu_bytes"`
+	GPUBytes       uint64        `json:"gpu_bytes"`
+	AvailableBytes uint64        `json:"available_bytes"`
+	Parts          []runner.Part `json:"parts"`
+}
+
+func memoryOf(b runner.Budget) memoryStats {
+	return memoryStats{CPUBytes: b.CPU(), GPUBytes: b.GPU(), AvailableBytes: b.Available, Parts: b.Parts}
 }
 
 func newRunCmd() *cobra.Command {
@@ -71,13 +80,14 @@ func newRunCmd() *cobra.Command {
 		Use:   "run [-m MODEL.gguf] -p PROMPT",
 		Short: "Generate text from a prompt",
 		Long: "Generate text from a prompt and stream it to stdout; speeds go to stderr.\n" +
-			"Without -m the embedded default model (TinyStories-656K) runs.",
+			"Without -m the embedded default model (TinyStories-656K) runs. -p - reads the\n" +
+			"prompt from standard input. Ctrl-C stops generation (exit status 130).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return run(c, f) },
 	}
+	f.modelFlags.register(c, draftHelp)
 	fl := c.Flags()
-	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
-	fl.StringVarP(&f.prompt, "prompt", "p", "", "prompt text")
+	fl.StringVarP(&f.prompt, "prompt", "p", "", "prompt text (-: read it from standard input)")
 	fl.IntVarP(&f.n, "n", "n", 256, "most tokens to generate (≤ 0: until the end of the context)")
 	fl.Float32Var(&f.temp, "temp", 0.8, "temperature (0: greedy)")
 	fl.Float32Var(&f.topP, "top-p", 0.95, "nucleus sampling: keep the smallest set of tokens with this much probability (1: off)")
@@ -85,27 +95,29 @@ func newRunCmd() *cobra.Command {
 	fl.Float32Var(&f.minP, "min-p", 0.05, "drop tokens less likely than this fraction of the most likely (0: off)")
 	fl.Float32Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty for tokens among the last 64 (1: off)")
 	fl.Int64Var(&f.seed, "seed", -1, "random seed (-1: a random one)")
-	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
-	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the tokens, text and speeds instead of streaming")
-	fl.StringVar(&f.draft, "draft", "auto", "speculative decoding: none, ngram (prompt lookup), model:PATH (a smaller GGUF of the same vocabulary), dgf:PATH, or auto (the best available)")
-	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
-	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
-	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
-	f.adapt.register(c)
-	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree each round, and decode without drafting while drafting would be slower")
 	return c
 }
 
+// readPrompt is -p's text, or standard input's for -p -.
+func readPrompt(c *cobra.Command, p string) (string, error) {
+	if p != "-" {
+		return p, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(c.InOrStdin(), 64<<20))
+	if err != nil {
+		return "", fmt.Errorf("reading the prompt from standard input: %w", err)
+	}
+	return strings.TrimRight(string(b), "\n"), nil
+}
+
 func run(c *cobra.Command, f runFlags) error {
-	if f.prompt == "" {
-		return usageError{fmt.Errorf("run: a prompt is required (-p TEXT)")}
+	prompt, err := readPrompt(c, f.prompt)
+	if err != nil {
+		return err
 	}
-	if f.threads < 1 || f.threads > 1024 {
-		return usageError{fmt.Errorf("run: --threads %d out of range [1, 1024]", f.threads)}
-	}
-	if f.ctx < 0 {
-		return usageError{fmt.Errorf("run: --ctx %d must not be negative", f.ctx)}
+	if prompt == "" {
+		return usageError{fmt.Errorf("run: a prompt is required (-p TEXT, or -p - to read it from standard input)")}
 	}
 	seed := uint64(f.seed)
 	if f.seed < 0 {
@@ -116,47 +128,32 @@ func run(c *cobra.Command, f runFlags) error {
 	if err := params.Validate(); err != nil {
 		return usageError{fmt.Errorf("run: %v", err)}
 	}
-	if err := f.tree.Validate(); err != nil {
-		return usageError{fmt.Errorf("run: %v", err)}
-	}
-	adapt, err := f.adapt.settings()
-	if err != nil {
-		return usageError{fmt.Errorf("run: %v", err)}
-	}
-	kname, err := checkKernels(c.ErrOrStderr())
+	o, err := f.options(c.ErrOrStderr())
 	if err != nil {
 		return err
 	}
-	lm, err := loadModel(f.model)
+	o.Greedy = params.Temperature <= 0
+	m, err := openModel(c, f.model)
 	if err != nil {
 		return err
 	}
-	defer lm.Model.Close()
-	pool := cpu.NewPool(f.threads)
-	defer pool.Close()
-	target := cpu.NewTarget(lm.Model, pool, f.ctx)
-	drafter, closeDraft, err := drafterFor(f.draft, lm, pool, f.ctx, draftOptions{greedy: params.Temperature <= 0, adapt: adapt, warn: c.ErrOrStderr()})
+	defer m.Close()
+	r, err := runner.New(m, o)
 	if err != nil {
 		return err
 	}
-	defer closeDraft()
-	var planner *engine.Planner
-	if drafter != nil && f.plan {
-		if planner, err = plannerFor(target, lm, kname, f.threads, f.tree.TopK, c.ErrOrStderr()); err != nil {
-			return err
-		}
-	}
-	prompt := lm.Tok.Encode(f.prompt, true, false)
+	defer closeRunner(c, r)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	out := bufio.NewWriter(c.OutOrStdout())
 	defer out.Flush()
-	dec := lm.Tok.NewDecoder()
+	dec := m.Tok.NewDecoder()
 	var tokens []int
 	var text strings.Builder // the continuation, leading space kept
-	req := engine.Request{Prompt: prompt, MaxTokens: f.n, Sampler: params, Stop: lm.Tok.IsEOG, Drafter: drafter, Tree: f.tree, Planner: planner}
-	st, err := engine.Generate(ctx, target, req, func(tok int) error {
+	ids := m.Tok.Encode(prompt, true, false)
+	req := engine.Request{Prompt: ids, MaxTokens: f.n, Sampler: params, Stop: m.Tok.IsEOG}
+	st, err := r.Slot(0).Generate(ctx, req, func(tok int) error {
 		tokens = append(tokens, tok)
 		piece := dec.Add(tok)
 		text.WriteString(piece)
@@ -172,76 +169,76 @@ func run(c *cobra.Command, f runFlags) error {
 		return err
 	}
 	if f.json {
-		res := runResult{Model: lm.Name, PromptTokens: prompt, Tokens: tokens, Text: text.String(),
-			Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
-				StopReason: st.StopReason, Kernels: kname, Draft: draftName(drafter, f.draft), DraftDevice: draftDevice(drafter),
-				Rounds: st.Rounds, Tau: st.Tau(),
-				AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
-				DraftVersion: st.DraftVersion, Adapt: adaptMode(drafter), PlainSteps: st.PlainSteps,
-				Recalled: st.Recalled}}
-		if planner != nil {
-			res.Stats.PredictedTokS = planner.PredictedTokensPerSec()
+		if err := writeRunJSON(out, r, ids, tokens, text.String(), st, seed); err != nil {
+			return err
 		}
-		if tokens == nil {
-			res.Tokens = []int{}
-		}
-		enc := json.NewEncoder(out)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(res)
+	} else {
+		out.WriteString(tail + "\n")
+		out.Flush()
+		reportRun(c.ErrOrStderr(), r, st, seed)
 	}
-	out.WriteString(tail + "\n")
-	out.Flush()
-	fmt.Fprintf(c.ErrOrStderr(), "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
-		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
-	if drafter != nil {
-		name := draftName(drafter, f.draft)
-		if dev := draftDevice(drafter); dev != "" {
-			name += " on " + dev
-		}
-		fmt.Fprintf(c.ErrOrStderr(), "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
-			name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
-	}
-	if planner != nil {
-		fmt.Fprintf(c.ErrOrStderr(), "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft, %d rounds verified a remembered continuation alone\n",
-			planner.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps, st.Recalled)
+	if ctx.Err() != nil {
+		return errInterrupted
 	}
 	return nil
 }
 
-// adaptMode is how the drafter adapts: off for any but an adapting DGF
-// draft.
-func adaptMode(d engine.Drafter) string {
-	if a := adaptiveOf(d); a != nil {
-		return a.Mode().String()
+// openModel opens a model, saying what a user should know about it.
+func openModel(c *cobra.Command, path string) (*runner.Model, error) {
+	m, err := runner.OpenModel(path)
+	if err != nil {
+		return nil, err
 	}
-	return engine.AdaptOff.String()
+	if m.KernelNotice != "" {
+		fmt.Fprintln(c.ErrOrStderr(), "dovetail: "+m.KernelNotice)
+	}
+	return m, nil
 }
 
-// draftVersion is the version of an adapting draft's weights (0 for any
-// other drafter: their weights never change).
-func draftVersion(d engine.Drafter) int {
-	if v, ok := d.(interface{ Version() int }); ok {
-		return v.Version()
+// closeRunner closes r, saying what could not be saved.
+func closeRunner(c *cobra.Command, r *runner.Runner) {
+	if err := r.Close(); err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "warning: %v\n", err)
 	}
-	return 0
+}
+
+func writeRunJSON(out io.Writer, r *runner.Runner, prompt, tokens []int, text string, st engine.Stats, seed uint64) error {
+	info := r.Draft()
+	res := runResult{Model: r.Model().Name, PromptTokens: prompt, Tokens: tokens, Text: text,
+		Stats: runStats{PromptTokensPerSec: st.PromptTokensPerSec(), GenTokensPerSec: st.GenTokensPerSec(), Seed: seed,
+			StopReason: st.StopReason, Kernels: r.Model().Kernels, Threads: r.Threads(), Ctx: r.Context(),
+			Draft: info.Name, DraftDevice: info.Device, Rounds: st.Rounds, Tau: st.Tau(),
+			AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
+			DraftVersion: st.DraftVersion, Adapt: info.Adapt.String(), PlainSteps: st.PlainSteps,
+			Recalled: st.Recalled, Memory: memoryOf(r.Budget())}}
+	if p := r.Planner(); p != nil {
+		res.Stats.PredictedTokS = p.PredictedTokensPerSec()
+	}
+	if tokens == nil {
+		res.Tokens = []int{}
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(res)
+}
+
+// reportRun writes a generation's speeds and drafting to stderr.
+func reportRun(w io.Writer, r *runner.Runner, st engine.Stats, seed uint64) {
+	fmt.Fprintf(w, "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
+		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
+	info := r.Draft()
+	if info.Name != "none" {
+		name := info.Name
+		if info.Device != "" {
+			name += " on " + info.Device
+		}
+		fmt.Fprintf(w, "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
+			name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+	}
+	if p := r.Planner(); p != nil {
+		fmt.Fprintf(w, "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft, %d rounds verified a remembered continuation alone\n",
+			p.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps, st.Recalled)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// draftDevice names the device a DGF draft runs on, or "".
-func draftDevice(d engine.Drafter) string {
-	if n, ok := d.(interface{ Device() string }); ok {
-		return n.Device()
-	}
-	return ""
-}
-
-func draftName(d engine.Drafter, spec string) string {
-	if d == nil {
-		return "none"
-	}
-	if n, ok := d.(interface{ Name() string }); ok {
-		return n.Name()
-	}
-	return spec
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dovetail/app/runner"
 	"dovetail/models"
 	"dovetail/models/gguf"
 	"dovetail/quant"
@@ -24,7 +25,7 @@ func newShowCmd() *cobra.Command {
 			if len(args) == 1 {
 				path = args[0]
 			}
-			f, err := openGGUF(path)
+			f, err := runner.OpenGGUF(path)
 			if err != nil {
 				return err
 			}

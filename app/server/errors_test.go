@@ -12,7 +12,9 @@ import (
 // Every refusal is an OpenAI error object with the right status, so that
 // OpenAI clients surface the message.
 func TestErrors(t *testing.T) {
-	ts := start(t, server.Config{APIKey: "k", Ctx: 64})
+	o := testOptions()
+	o.Ctx = 64
+	ts := startWith(t, server.Config{APIKey: "k"}, tinyModel(t), o)
 	auth := []string{"Authorization", "Bearer k"}
 	long := strings.Repeat("Once upon a time there was a dog. ", 20) // > 64 tokens
 	msgs := `"messages":[{"role":"user","content":"Hi"}]`

@@ -133,13 +133,7 @@ func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string
 	sm := &stopMatcher{stops: j.stops}
 	stopped := false
 	req := engine.Request{Prompt: j.prompt, MaxTokens: j.maxTokens, Sampler: j.sampler, Stop: tok.IsEOG}
-	if sp := s.cfg.Speculation; sp != nil && wk.drafter != nil {
-		req.Drafter, req.Tree, req.Planner = wk.drafter, sp.Tree, sp.Planner
-		if f, ok := wk.drafter.(interface{ Finish() }); ok {
-			defer f.Finish() // the trainer stops yielding to this slot
-		}
-	}
-	st, err := engine.Generate(ctx, wk.target, req, func(id int) error {
+	st, err := wk.slot.Generate(ctx, req, func(id int) error {
 		out, stop := sm.add(dec.Add(id))
 		if out != "" {
 			if err := onText(out); err != nil {

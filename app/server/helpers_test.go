@@ -8,52 +8,39 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"dovetail/app/runner"
 	"dovetail/app/server"
-	"dovetail/assets"
-	"dovetail/models"
-	"dovetail/models/chat"
-	"dovetail/models/gguf"
-	"dovetail/models/tokenizer"
 )
 
 var (
 	loadOnce sync.Once
-	tiny     server.Model
+	tiny     *runner.Model
 	loadErr  error
 )
 
 // tinyModel is the embedded TinyStories model, loaded once: its weights
 // are read-only and shared by every test server, as by a server's slots.
-func tinyModel(t testing.TB) server.Model {
+func tinyModel(t testing.TB) *runner.Model {
 	t.Helper()
-	loadOnce.Do(func() {
-		f, err := gguf.Parse("embedded:"+assets.DefaultModelName, assets.DefaultModel)
-		if err != nil {
-			loadErr = err
-			return
-		}
-		m, err := models.BindLlama(f)
-		if err != nil {
-			loadErr = err
-			return
-		}
-		tok, err := tokenizer.New(f)
-		if err != nil {
-			loadErr = err
-			return
-		}
-		tiny = server.Model{Name: assets.DefaultModelName, Llama: m, Tok: tok, Chat: chat.NewFamily(chat.Raw, "", "")}
-	})
+	loadOnce.Do(func() { tiny, loadErr = runner.OpenModel("") })
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}
 	return tiny
+}
+
+// testOptions run one slot on two threads without drafting.
+func testOptions() runner.Options {
+	o := runner.DefaultOptions()
+	o.Threads, o.Draft, o.Plan = min(2, runtime.NumCPU()), "none", false
+	return o
 }
 
 type testServer struct {
@@ -63,27 +50,35 @@ type testServer struct {
 	done chan error
 }
 
-// start runs a server on a random loopback port until the test ends.
+// start runs a server of the embedded model with testOptions on a
+// random loopback port until the test ends.
 func start(t testing.TB, cfg server.Config) *testServer {
 	t.Helper()
-	if cfg.Model.Llama == nil {
-		cfg.Model = tinyModel(t)
-	}
+	return startWith(t, cfg, tinyModel(t), testOptions())
+}
+
+// startWith runs a server of m with runner options o.
+func startWith(t testing.TB, cfg server.Config, m *runner.Model, o runner.Options) *testServer {
+	t.Helper()
 	if cfg.Queue == 0 {
 		// A finished stream's handler may still be releasing its slot
 		// when the client sends the next request.
 		cfg.Queue = 4
 	}
-	if cfg.Threads == 0 {
-		cfg.Threads = 2
+	r, err := runner.New(m, o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	cfg.Runner = r
 	s, err := server.New(cfg)
 	if err != nil {
+		r.Close()
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.Close()
+		r.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,6 +92,9 @@ func start(t testing.TB, cfg server.Config) *testServer {
 				t.Errorf("Serve: %v", err)
 			}
 			s.Close()
+			if err := r.Close(); err != nil {
+				t.Errorf("runner: %v", err)
+			}
 		})
 	}
 	t.Cleanup(ts.stop)

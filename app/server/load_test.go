@@ -30,7 +30,9 @@ const (
 // it has shut down no goroutine may be left.
 func TestLoad(t *testing.T) {
 	baseline := runtime.NumGoroutine()
-	ts := start(t, server.Config{Parallel: 2, Queue: 16, Threads: 2})
+	o := testOptions()
+	o.Slots = 2
+	ts := startWith(t, server.Config{Queue: 16}, tinyModel(t), o)
 	tr := &http.Transport{MaxIdleConnsPerHost: 100}
 	hc := &http.Client{Transport: tr}
 
@@ -43,9 +45,10 @@ func TestLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Arrivals spread over ~400 ms, so that the queue fills, drains
-			// and fills again rather than refusing one burst.
-			time.Sleep(time.Duration(i) * 4 * time.Millisecond)
+			// Two bursts of 50, 300 ms apart: each overflows 2 slots and a
+			// queue of 16 however fast the machine decodes, and the queue
+			// drains between them and fills again.
+			time.Sleep(time.Duration(i/50)*300*time.Millisecond + time.Duration(i%50)*100*time.Microsecond)
 			hangUp := i%5 == 0
 			results[i], genTokens[i] = loadClient(t, hc, ts.URL, i, hangUp)
 		}()

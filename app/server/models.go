@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"dovetail/app/runner"
 )
 
 type modelInfo struct {
@@ -54,7 +56,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 // fingerprint names the model's configuration, so that system_fingerprint
 // changes when the model does.
-func fingerprint(m Model) string {
+func fingerprint(m *runner.Model) string {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s|%+v", m.Name, m.Llama.Config)
 	return fmt.Sprintf("%08x", h.Sum32())

@@ -305,11 +305,11 @@ func TestPromptTokens(t *testing.T) {
 // A model's own template is used for chat: the BOS text it writes is not
 // doubled by the tokenizer's BOS, and its raise_exception is a 400.
 func TestChatTemplate(t *testing.T) {
-	m := tinyModel(t)
+	m := *tinyModel(t)
 	bos := m.Tok.TokenText(m.Tok.BOS())
 	m.Chat = chat.New("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"+
 		"{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}", bos, "")
-	ts := start(t, server.Config{Model: m})
+	ts := startWith(t, server.Config{}, &m, testOptions())
 	code, body := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"`+prompt+`"}],"max_tokens":12,"temperature":0}`)
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"sync"
 
-	"dovetail/cpu"
-	"dovetail/engine"
+	"dovetail/app/runner"
 )
 
-// worker is one generation slot: a sequence (KV cache and scratch) of the
-// shared model weights, and the threads it runs on.
+// worker is one generation slot: the runner's sequence of the shared
+// model weights, its threads and its drafter.
 type worker struct {
-	target       *cpu.Target
-	pool         *cpu.Pool
-	drafter      engine.Drafter // nil: no speculation
-	closeDrafter func()
+	slot *runner.Slot
 }
 
 // scheduler hands workers to requests. Requests beyond the workers wait,

@@ -3,79 +3,49 @@
 // tools work against a local model unchanged, plus /health and Prometheus
 // /metrics.
 //
-// Each of Parallel generation slots is a sequence of its own (KV cache and
-// scratch) over the one copy of the model weights, with its own share of the
-// threads: slots sharing one pool make every matrix product of one request
-// wait for the chunks of another's. Measured on 2 cores with the embedded
-// model, two sequences generated 1.25-1.33k tokens/s together with a
-// one-thread pool each, against 0.82-0.83k sharing a two-thread pool (one
-// sequence alone: 0.64-0.69k). Requests beyond the slots wait in a bounded
-// queue, and beyond that are refused with 429.
+// Each request runs on one of the runner's slots: a sequence of its own (KV
+// cache and scratch) over the one copy of the model weights, with its own
+// share of the threads (slots sharing one pool would make every matrix
+// product of one request wait for the chunks of another's; see
+// docs/measurements). Requests beyond the slots wait in a bounded queue,
+// and beyond that are refused with 429.
 package server
 
 import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"dovetail/cpu"
-	"dovetail/engine"
-	"dovetail/models"
-	"dovetail/models/chat"
-	"dovetail/models/tokenizer"
+	"dovetail/app/runner"
 )
-
-// Model is the loaded model the server runs.
-type Model struct {
-	// Name is the id /v1/models reports. Requests may name it, the base
-	// name of Path, or "default".
-	Name  string
-	Path  string // the GGUF file, empty for the embedded model
-	Llama *models.Llama
-	Tok   *tokenizer.Tokenizer
-	// Chat formats conversations; nil: the model's own template
-	// (tokenizer.chat_template), or Plain when it has none.
-	Chat *chat.Template
-}
 
 // Config sets up a server.
 type Config struct {
-	Model    Model
-	APIKey   string // empty: no authentication
-	Parallel int    // generation slots (≤ 0: 1)
-	Queue    int    // requests that may wait for a slot (< 0: 0)
-	Threads  int    // CPU threads, split between the slots (≤ 0: all)
-	Ctx      int    // context length per slot (0: the model's)
-	// Speculation, when set, drafts for every slot.
-	Speculation *Speculation
+	// Runner runs the model: one slot (a sequence generating one request
+	// at a time) per parallel request, each with its drafter. Requests
+	// may name the model by its name, the base name of its file without
+	// the extension, or "default".
+	Runner *runner.Runner
+	APIKey string // empty: no authentication
+	Queue  int    // requests that may wait for a slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
 	// once its context is cancelled before it cancels them (0: 10 s).
 	ShutdownTimeout time.Duration
 }
 
-// Speculation is speculative decoding in the server: a drafter per slot,
-// the tree shape, and optionally the planner deciding when drafting pays.
-type Speculation struct {
-	// NewDrafter makes slot's drafter; close releases it.
-	NewDrafter func(slot int) (d engine.Drafter, close func(), err error)
-	Tree       engine.TreeParams
-	Planner    *engine.Planner // nil: draft every round with Tree
-}
-
 // Server answers API requests. Create it with New, run it with Serve or
-// mount Handler, and Close it afterwards.
+// mount Handler, and Close it afterwards; the runner is the caller's to
+// close after.
 type Server struct {
-	model   Model
+	model   *runner.Model
 	cfg     Config
 	ctxLen  int
 	aliases map[string]bool
@@ -101,26 +71,15 @@ type route struct {
 	public  bool // answered without the API key
 }
 
-// New prepares the slots. It starts their threads; Close stops them.
+// New serves the runner's slots.
 func New(cfg Config) (*Server, error) {
-	m := cfg.Model
-	if m.Llama == nil || m.Tok == nil {
+	if cfg.Runner == nil {
 		return nil, errors.New("server: no model")
 	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 1
-	}
+	m := cfg.Runner.Model()
 	cfg.Queue = max(cfg.Queue, 0)
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
-	}
-	if m.Chat == nil {
-		bos, eos := m.Tok.TokenText(m.Tok.BOS()), m.Tok.TokenText(m.Tok.EOS())
-		m.Chat = chat.FromGGUF(m.Llama.File, bos, eos)
-	}
-	threads := cfg.Threads
-	if threads <= 0 {
-		threads = runtime.NumCPU()
 	}
 	s := &Server{model: m, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix()}
 	s.base, s.stop = context.WithCancel(context.Background())
@@ -136,24 +95,10 @@ func New(cfg Config) (*Server, error) {
 		s.aliases[strings.TrimSuffix(n, filepath.Ext(n))] = true
 	}
 	s.fp = "fp_dovetail_" + fingerprint(m)
-	per := max(1, threads/cfg.Parallel)
-	var fast *cpu.Fast // one packed copy of the weights for every slot
-	for i := 0; i < cfg.Parallel; i++ {
-		pool := cpu.NewPool(per)
-		if fast == nil {
-			fast = cpu.NewFast(m.Llama, cpu.DefaultKernels(), pool, cfg.Ctx)
-		}
-		w := &worker{target: cpu.NewTargetWith(fast.WithPool(pool)), pool: pool}
-		s.workers = append(s.workers, w)
-		if sp := cfg.Speculation; sp != nil {
-			var err error
-			if w.drafter, w.closeDrafter, err = sp.NewDrafter(i); err != nil {
-				s.Close()
-				return nil, fmt.Errorf("slot %d: %w", i, err)
-			}
-		}
+	for i := range cfg.Runner.Slots() {
+		s.workers = append(s.workers, &worker{slot: cfg.Runner.Slot(i)})
 	}
-	s.ctxLen = s.workers[0].target.Context()
+	s.ctxLen = cfg.Runner.Context()
 	s.sched = newScheduler(s.workers, cfg.Queue, s.metrics.queue)
 	s.mux = map[string]route{
 		"/v1/chat/completions": {method: http.MethodPost, handler: s.handleChat},
@@ -240,17 +185,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close cancels running generations, waits for their handlers and stops
-// the slots' threads.
+// Close cancels running generations and waits for their handlers.
 func (s *Server) Close() {
 	s.stop()
 	s.active.Wait()
-	for _, w := range s.workers {
-		if w.closeDrafter != nil {
-			w.closeDrafter()
-		}
-		w.pool.Close()
-	}
 }
 
 // statusRecorder remembers the status code for the request metrics.

@@ -45,7 +45,9 @@ func openStream(t *testing.T, base string, maxTokens int) (<-chan string, func()
 // A client that hangs up stops its generation at the next token: the slot
 // is free long before max_tokens could have been generated.
 func TestDisconnectCancels(t *testing.T) {
-	ts := start(t, server.Config{Parallel: 1, Threads: 1})
+	o := testOptions()
+	o.Threads = 1
+	ts := startWith(t, server.Config{}, tinyModel(t), o)
 	const max = 480
 	events, hangUp := openStream(t, ts.URL, max)
 	<-events
@@ -65,7 +67,7 @@ func TestDisconnectCancels(t *testing.T) {
 // On shutdown, a running generation finishes within the deadline and its
 // client gets the whole stream.
 func TestShutdownFinishesRunning(t *testing.T) {
-	ts := start(t, server.Config{Parallel: 1, ShutdownTimeout: 10 * time.Second})
+	ts := start(t, server.Config{ShutdownTimeout: 10 * time.Second})
 	events, hangUp := openStream(t, ts.URL, 100)
 	defer hangUp()
 	<-events
@@ -91,7 +93,9 @@ func TestShutdownFinishesRunning(t *testing.T) {
 // Past the deadline, shutdown cancels what still runs and returns.
 func TestShutdownCancelsAfterDeadline(t *testing.T) {
 	const deadline = 50 * time.Millisecond
-	ts := start(t, server.Config{Parallel: 1, Threads: 1, ShutdownTimeout: deadline})
+	o := testOptions()
+	o.Threads = 1
+	ts := startWith(t, server.Config{ShutdownTimeout: deadline}, tinyModel(t), o)
 	events, hangUp := openStream(t, ts.URL, 480)
 	defer hangUp()
 	<-events

@@ -11,10 +11,15 @@ import (
 )
 
 // versioned is a drafter whose weights are at version 7 (as an adapting
-// draft's would be after seven publications).
-type versioned struct{ engine.NgramDrafter }
+// draft's would be after seven publications); it counts its closing.
+type versioned struct {
+	engine.NgramDrafter
+	closed *int
+}
 
 func (*versioned) Version() int { return 7 }
+
+func (v *versioned) Close() error { *v.closed++; return nil }
 
 // With a drafter in every slot the server answers with the same text,
 // and its statistics show the speculative rounds and the draft's version.
@@ -22,12 +27,10 @@ func TestSpeculationSameText(t *testing.T) {
 	const n = 40
 	want := cliRun(t, prompt, n)
 	closed := 0
-	ts := start(t, server.Config{Parallel: 2, Speculation: &server.Speculation{
-		NewDrafter: func(int) (engine.Drafter, func(), error) {
-			return &versioned{}, func() { closed++ }, nil
-		},
-		Tree: engine.LaptopTree,
-	}})
+	o := testOptions()
+	o.Slots, o.Tree = 2, engine.LaptopTree
+	o.NewDrafter = func(int) (engine.Drafter, error) { return &versioned{closed: &closed}, nil }
+	ts := startWith(t, server.Config{}, tinyModel(t), o)
 	c := client(ts, "")
 	res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
 		Model:       "default",

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"dovetail/app/runner"
+	"dovetail/engine"
+)
+
+// modelFlags are what run and serve share: the model, how it runs and how
+// it drafts.
+type modelFlags struct {
+	model   string
+	threads int
+	ctx     int
+	draft   string
+	tree    engine.TreeParams
+	plan    bool
+	adapt   adaptFlags
+}
+
+func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
+	fl := c.Flags()
+	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
+	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads (at most the machine's logical CPUs)")
+	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
+	fl.StringVar(&f.draft, "draft", "auto", draftHelp)
+	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
+	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
+	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
+	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree each round, and decode without drafting while drafting would be slower")
+	f.adapt.register(c)
+}
+
+// draftHelp is --draft's help.
+const draftHelp = "speculative decoding: none, ngram (prompt lookup), model:PATH (a smaller GGUF of the same vocabulary), " +
+	"dgf:PATH (a Dovetail draft), scratch (a new one that learns), or auto (the model's saved or shipped draft; " +
+	"with --adapt background, a new one that learns when it has none)"
+
+// options turns the flags into the runner's options, notices going to
+// stderr as they come.
+func (f *modelFlags) options(stderr io.Writer) (runner.Options, error) {
+	o := runner.DefaultOptions()
+	a, err := f.adapt.settings()
+	if err != nil {
+		return o, usageError{err}
+	}
+	o.Threads, o.Ctx, o.Draft, o.Tree, o.Plan, o.Adapt, o.Device = f.threads, f.ctx, f.draft, f.tree, f.plan, a, f.adapt.device
+	if f.threads < 1 {
+		return o, usageError{fmt.Errorf("--threads %d must be at least 1", f.threads)}
+	}
+	o.Notify = func(n runner.Notice) { fmt.Fprintln(stderr, n) }
+	if err := o.Validate(); err != nil {
+		return o, usageError{err}
+	}
+	return o, nil
+}
+
+// adaptFlags are the adaptation flags of run, serve and bench adapt, and
+// --device, where their DGF draft runs.
+type adaptFlags struct {
+	mode, device                       string
+	duty                               float64
+	threads                            int
+	noSave, noIdle                     bool
+	saveTime                           time.Duration
+	lr, anchor                         float32
+	unroll, steps, window, batch, minR int
+	memory                             int
+	minGain, branches                  float64
+}
+
+func (f *adaptFlags) register(c *cobra.Command) {
+	d := runner.DefaultAdapt()
+	fl := c.Flags()
+	fl.StringVar(&f.mode, "adapt", d.Mode.String(), "online adaptation of a DGF draft: background (a shadow copy trains on what the target verified and replaces the draft when better), per-request (a step per round on the request's own text, undone after), or off")
+	fl.StringVar(&f.device, "device", "auto", "where a DGF draft runs and trains: auto (a CUDA GPU when there is one), cpu, or cuda[:N]")
+	fl.Float64Var(&f.duty, "adapt-duty", d.Engine.Duty, "share of the time the trainer may compute while a request decodes (1: always)")
+	fl.IntVar(&f.threads, "adapt-threads", d.Threads, "CPU threads of the trainer")
+	fl.BoolVar(&f.noSave, "adapt-no-save", false, "keep nothing on disk: neither the adapted draft nor the text memory of your requests")
+	fl.BoolVar(&f.noIdle, "adapt-no-idle", false, "a trainer on the CPU competes with decoding at normal priority (it learns sooner; decoding is slower) instead of computing on idle cores only")
+	fl.DurationVar(&f.saveTime, "adapt-save-every", d.SaveEvery, "save the adapted draft this often while it improves (and at exit)")
+	// The recipe: measured defaults (docs/measurements), flags for
+	// experiments.
+	fl.Float32Var(&f.lr, "adapt-lr", d.LR, "adaptation: learning rate (AdamW)")
+	fl.Float32Var(&f.anchor, "adapt-anchor", d.Anchor, "adaptation, per-request: weight λ of KL(q_start ‖ q)")
+	fl.IntVar(&f.unroll, "adapt-unroll", d.Unroll, "adaptation: training-time-test steps")
+	fl.IntVar(&f.steps, "adapt-steps", d.Engine.Steps, "adaptation: optimizer steps per training run")
+	fl.IntVar(&f.window, "adapt-window", d.Engine.Window, "adaptation: positions per training window")
+	fl.IntVar(&f.batch, "adapt-batch", d.Engine.Batch, "adaptation: windows per optimizer step")
+	fl.IntVar(&f.minR, "adapt-min-records", d.Engine.Control.MinRecords, "adaptation: new positions before a training run")
+	fl.Float64Var(&f.minGain, "adapt-min-gain", d.Engine.MinGain, "adaptation: simulated τ gain on held-out records needed to swap a new draft in")
+	fl.Float64Var(&f.branches, "adapt-branches", d.Engine.Branches, "adaptation: share of training windows that end in a node the target rejected (0: rejected nodes are not kept)")
+	fl.IntVar(&f.memory, "adapt-memory", d.Engine.MemoryTokens, "tokens of verified text (prompts and outputs) remembered and saved with the adapted draft, whose continuations every draft tree proposes (0: none)")
+	for _, n := range []string{"adapt-lr", "adapt-anchor", "adapt-unroll", "adapt-steps", "adapt-window", "adapt-batch", "adapt-min-records", "adapt-min-gain", "adapt-branches"} {
+		fl.Lookup(n).Hidden = true
+	}
+}
+
+// settings are the runner's adaptation settings the flags ask for.
+func (f *adaptFlags) settings() (runner.Adapt, error) {
+	a := runner.DefaultAdapt()
+	var err error
+	if a.Mode, err = engine.ParseAdaptMode(f.mode); err != nil {
+		return a, err
+	}
+	a.Engine.Duty, a.Threads, a.Save, a.SaveEvery, a.Idle = f.duty, f.threads, !f.noSave, f.saveTime, !f.noIdle
+	a.Engine.Branches, a.Engine.MemoryTokens = f.branches, f.memory
+	a.LR, a.Anchor, a.Unroll = f.lr, f.anchor, f.unroll
+	a.Engine.Steps, a.Engine.Window, a.Engine.Batch, a.Engine.Control.MinRecords, a.Engine.MinGain = f.steps, f.window, f.batch, f.minR, f.minGain
+	return a, a.Validate()
+}

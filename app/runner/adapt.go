@@ -1,0 +1,278 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"dovetail/app/runner/store"
+	"dovetail/engine"
+	"dovetail/gpu"
+	"dovetail/models/draft"
+)
+
+// greedyTargetSharpness sharpens the target's distribution that a draft
+// adapting for greedy decoding learns (gpu.TrainConfig.TargetSharpness):
+// greedy verification accepts the target's argmax, so a sharper target
+// teaches what is accepted (docs/measurements, "A sharpened target").
+const greedyTargetSharpness = 2
+
+// greedySharpness ranks a DGF draft's tree more sharply for greedy
+// decoding (engine.DGFDrafter.Sharpness; docs/measurements).
+const greedySharpness = 2
+
+// adaptive is a DGF draft that adapts online while it drafts: its live
+// versions, the learner training a shadow copy on a device of its own, the
+// adaptation loop, and the files the adapted draft and the text memory are
+// saved to.
+type adaptive struct {
+	live     *gpu.Live
+	learner  *gpu.Learner
+	adapter  *engine.Adapter
+	seqs     []*gpu.Sequence
+	drafters []*engine.AdaptiveDrafter
+	mode     engine.AdaptMode
+
+	store                     *store.Store
+	fp, targetName, startedAs string
+	save                      bool // write the adapted draft and memory
+	saveEvery                 time.Duration
+	savedVer                  int
+	lastSave                  time.Time
+	notify                    func(Notice)
+	memoryFile                string // where the text memory is read from and saved ("": neither)
+	memoryBad                 bool   // the saved text memory did not load: set it aside before saving
+	memorySaved               int64  // TextMemory.Appended when last saved
+	saveMu                    sync.Mutex
+	stopSaver, saverDone      chan struct{}
+}
+
+// startAdaptive runs d, loaded from ck (nil: a new, untrained draft — day
+// 0), adapting as a says on trainDev, with a sequence for each of slots;
+// it owns d from now on. where names the draft's origin.
+func startAdaptive(d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, trainDev gpu.Device, ctx, slots int,
+	greedy bool, a Adapt, st *store.Store, notify func(Notice)) (*adaptive, error) {
+	version := 0
+	var history []float64
+	if ck == nil {
+		d.InitDayZero(1)
+		where = "untrained"
+	} else {
+		version, _ = strconv.Atoi(ck.Meta[store.MetaVersion])
+		history = store.ParseFloats(ck.Meta[store.MetaTauHistory])
+	}
+	if err := d.FreezeForDrafting(); err != nil {
+		d.Free()
+		return nil, fmt.Errorf("draft %s: %w", where, err)
+	}
+	ad := &adaptive{live: gpu.NewLive(d, version), mode: a.Mode, fp: m.Fingerprint, targetName: m.Name, notify: notify,
+		store: st, save: a.Save && st != nil, saveEvery: a.SaveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
+	if ck != nil && ck.Meta[store.MetaStartedAs] != "" {
+		ad.startedAs = ck.Meta[store.MetaStartedAs]
+	}
+	// The saved text memory is read whether or not this run saves.
+	if st != nil && a.Recall {
+		ad.memoryFile = st.MemoryPath(m.Fingerprint)
+	}
+	c := a.Engine
+	c.Mode = a.Mode
+	c.IdleThread = a.Idle && gpu.OnHost(trainDev)
+	var err error
+	if ad.learner, err = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth); err != nil {
+		ad.live.Close()
+		return nil, err
+	}
+	if ad.adapter, err = engine.NewAdapter(ad.learner, d.C.Hidden, c, ad.published); err != nil {
+		ad.learner.Free()
+		ad.live.Close()
+		return nil, err
+	}
+	ad.adapter.SetTauHistory(history)
+	ad.loadMemory(m.Config().Vocab)
+	for range slots {
+		ad.newDrafter(ctx, greedy)
+	}
+	ad.adapter.Start()
+	if ad.save && ad.memoryFile != "" && ad.saveEvery > 0 && ad.adapter.Memory() != nil {
+		ad.stopSaver, ad.saverDone = make(chan struct{}), make(chan struct{})
+		go ad.saveMemoryEvery()
+	}
+	return ad, nil
+}
+
+// learnDepth is the chain of draft steps a learner scores.
+const learnDepth = 4
+
+// learnRows and learnLen shape the trainer's batches for c.
+func learnRows(c engine.AdaptConfig) int { return max(c.Batch*c.Window, c.RequestWindow) }
+func learnLen(c engine.AdaptConfig) int  { return max(c.Window, c.RequestWindow) }
+
+// trainConfig is the trainer's recipe for a.
+func trainConfig(a Adapt, greedy bool) gpu.TrainConfig {
+	tc := gpu.DefaultTrainConfig()
+	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll, tc.AnchorWeight = a.LR, 0, 1, a.Unroll, a.Anchor
+	if a.Mode != engine.AdaptPerRequest {
+		tc.AnchorWeight = 0
+	}
+	if greedy {
+		tc.TargetSharpness = greedyTargetSharpness
+	}
+	return tc
+}
+
+// saveMemoryEvery saves the text memory every saveEvery while it grows:
+// it grows with every request, published drafts or not.
+func (a *adaptive) saveMemoryEvery() {
+	defer close(a.saverDone)
+	tick := time.NewTicker(a.saveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.stopSaver:
+			return
+		case <-tick.C:
+			if err := a.saveMemory(); err != nil {
+				a.notify(Notice{Warning: true, Text: err.Error()})
+			}
+		}
+	}
+}
+
+// newDrafter is a drafter of one more sequence (a slot) of the live draft,
+// feeding the same adaptation.
+func (a *adaptive) newDrafter(ctx int, greedy bool) *engine.AdaptiveDrafter {
+	seq := a.live.NewSequence(ctx)
+	seq.KeepCache = a.mode == engine.AdaptPerRequest
+	a.seqs = append(a.seqs, seq)
+	dd := engine.NewDGFDrafter(seq)
+	if greedy {
+		dd.Sharpness = greedySharpness
+	}
+	ad := a.adapter.Drafter(dd)
+	a.drafters = append(a.drafters, ad)
+	return ad
+}
+
+// published saves the draft now and then, on the trainer's goroutine.
+func (a *adaptive) published(int) {
+	if a.saveEvery > 0 && time.Since(a.lastSave) >= a.saveEvery {
+		if err := a.saveDraft(); err != nil {
+			a.notify(Notice{Warning: true, Text: err.Error()})
+		}
+	}
+}
+
+// loadMemory fills the text memory with the one saved for the target, if
+// any. One that does not load is a notice (and is set aside at the next
+// save, never overwritten).
+func (a *adaptive) loadMemory(vocab int) {
+	m := a.adapter.Memory()
+	if m == nil || a.memoryFile == "" {
+		return
+	}
+	data, err := os.ReadFile(a.memoryFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		_, err = m.Load(data, vocab)
+	}
+	if err != nil {
+		a.notify(Notice{Warning: true, Text: fmt.Sprintf("ignoring the saved text memory %s: %v", a.memoryFile, err)})
+		a.memoryBad = true
+		return
+	}
+	a.memorySaved = m.Appended()
+}
+
+// saveMemory writes the text memory atomically (it holds the user's text:
+// 0600), unless it is already saved. Only a run that read the saved memory
+// writes it: one that did not would drop what that held.
+func (a *adaptive) saveMemory() error {
+	m := a.adapter.Memory()
+	if m == nil || !a.save || a.memoryFile == "" {
+		return nil
+	}
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	n := m.Appended()
+	if n == a.memorySaved {
+		return nil
+	}
+	p := a.memoryFile
+	if a.memoryBad {
+		if err := a.store.SetAside(p); err != nil {
+			return fmt.Errorf("text memory not saved: %w", err)
+		}
+		a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s.corrupt", p, p)})
+		a.memoryBad = false
+	}
+	err := a.store.WriteFile(p, true, func(w io.Writer) error { _, err := w.Write(m.Marshal(a.targetName)); return err })
+	if err != nil {
+		return fmt.Errorf("text memory not saved: %w", err)
+	}
+	a.memorySaved = n
+	return nil
+}
+
+// saveDraft writes the kept version, atomically, unless it is already
+// saved. A file there that does not load is moved aside first, not
+// overwritten.
+func (a *adaptive) saveDraft() error {
+	v := a.learner.Version()
+	if !a.save || v == a.savedVer {
+		return nil
+	}
+	path := a.store.DraftPath(a.fp)
+	if _, err := draft.Load(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := a.store.SetAside(path); err != nil {
+			return fmt.Errorf("adapted draft not saved: %w", err)
+		}
+		a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s.corrupt", path, path)})
+	}
+	ck := a.learner.Checkpoint(a.fp, a.targetName)
+	st := a.adapter.Stats()
+	ck.Meta[store.MetaVersion] = strconv.Itoa(v)
+	ck.Meta[store.MetaTauHistory] = store.FormatFloats(st.TauHistory)
+	ck.Meta[store.MetaSavedAt] = time.Now().UTC().Format(time.RFC3339)
+	ck.Meta[store.MetaStartedAs] = a.startedAs
+	if err := a.store.MakeDir(a.store.DraftsDir(), true); err != nil {
+		return fmt.Errorf("adapted draft not saved: %w", err)
+	}
+	if err := ck.WriteFile(path); err != nil {
+		return fmt.Errorf("adapted draft not saved: %w", err)
+	}
+	a.savedVer, a.lastSave = v, time.Now()
+	return nil
+}
+
+// close stops adaptation, saves the adapted draft and the text memory, and
+// frees everything.
+func (a *adaptive) close() error {
+	// A sequence's text joins the memory when it ends.
+	for _, d := range a.drafters {
+		d.Finish()
+	}
+	if a.stopSaver != nil {
+		close(a.stopSaver)
+		<-a.saverDone
+	}
+	err := a.adapter.Close()
+	if serr := a.saveDraft(); err == nil {
+		err = serr
+	}
+	if serr := a.saveMemory(); err == nil {
+		err = serr
+	}
+	for _, s := range a.seqs {
+		s.Free()
+	}
+	a.learner.Free()
+	a.live.Close()
+	return err
+}

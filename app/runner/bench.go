@@ -1,0 +1,46 @@
+package runner
+
+import (
+	"dovetail/cpu"
+	"dovetail/engine"
+)
+
+// BenchResult is what Bench measured of a target on this machine.
+type BenchResult struct {
+	Kernels       string
+	Threads       int
+	PrefillTokS   float64
+	DecodeTokS    float64
+	VerifyRatio   map[int]float64 // T_V(n)/T_T
+	BandwidthGBs  float64
+	WeightBytes   int64   // read per decoded token
+	RooflineShare float64 // decode speed as a share of bandwidth / weight bytes
+}
+
+// BenchSizes are the tree sizes Bench verifies.
+var BenchSizes = []int{1, 2, 4, 8, 16, 32, 64}
+
+// Bench measures prefill and decode speed (64 tokens each), the cost of
+// verifying n draft tokens against one decode step (the median of reps),
+// and this machine's memory bandwidth on threads threads.
+func Bench(m *Model, threads, reps int) (BenchResult, error) {
+	pool := cpu.NewPool(threads)
+	defer pool.Close()
+	f := cpu.NewFast(m.Llama, cpu.DefaultKernels(), pool, 0)
+	t := cpu.NewTargetWith(f)
+	prof, err := engine.ProfileTarget(t, 64, 64, BenchSizes, reps)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	res := BenchResult{Kernels: f.K.Name, Threads: threads, PrefillTokS: prof.PrefillTokensPerSec,
+		DecodeTokS: prof.DecodeTokensPerSec, VerifyRatio: map[int]float64{}, WeightBytes: f.WeightBytesPerToken()}
+	for _, n := range BenchSizes {
+		res.VerifyRatio[n] = prof.VerifyRatio(n)
+	}
+	res.BandwidthGBs = cpu.MeasureBandwidth(threads, 5)
+	// Decode reads the weights once per token; at full bandwidth (counted
+	// read + write, as STREAM's copy) reading alone runs at about the same
+	// rate, so the roofline is bandwidth/bytes.
+	res.RooflineShare = res.DecodeTokS * float64(res.WeightBytes) / (res.BandwidthGBs * 1e9)
+	return res, nil
+}

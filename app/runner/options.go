@@ -1,0 +1,154 @@
+package runner
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"dovetail/app/runner/store"
+	"dovetail/engine"
+)
+
+// Options say how a model runs. Start from DefaultOptions: a front end
+// sets what its user chose.
+type Options struct {
+	// Threads is the CPU threads in all, split between the slots (0: every
+	// logical CPU). More than the machine has is refused.
+	Threads int
+	// Ctx is each sequence's context length (0: the model's). Beyond the
+	// model's training length it runs with a warning; a cache that does
+	// not fit in memory is refused.
+	Ctx int
+	// Slots is the sequences generated at the same time, each with its
+	// own cache over the one copy of the weights (0: 1).
+	Slots int
+	// Draft picks the drafter: none, ngram (prompt lookup), model:PATH (a
+	// smaller model of the same vocabulary), dgf:PATH (a Dovetail draft),
+	// scratch (a new DGF draft that learns from nothing) or auto (the
+	// target's saved or shipped DGF draft; with background adaptation a
+	// new one when it has none).
+	Draft string
+	// Device is where a DGF draft runs and trains: auto, cpu or cuda[:N].
+	Device string
+	Tree   engine.TreeParams
+	// Plan lets the cost model choose the tree each round and decode
+	// without drafting while drafting would be slower.
+	Plan bool
+	// Greedy says requests decode greedily (a DGF draft then ranks its
+	// tree more sharply).
+	Greedy bool
+	Adapt  Adapt
+	// NewDrafter, when set, makes each slot's drafter in place of Draft:
+	// a drafter of the caller's own.
+	NewDrafter func(slot int) (engine.Drafter, error)
+	// Store keeps drafts, memories and profiles (nil: the user's).
+	Store *store.Store
+	// Notify receives notices as they come, at open and later (a failed
+	// save on the trainer's goroutine); nil keeps them for Notices.
+	Notify func(Notice)
+}
+
+// DefaultOptions are what `dovetail run` does without flags.
+func DefaultOptions() Options {
+	return Options{Draft: "auto", Device: "auto", Tree: engine.ServerTree, Plan: true, Adapt: DefaultAdapt()}
+}
+
+// Adapt are the online adaptation settings of a DGF draft.
+type Adapt struct {
+	Mode   engine.AdaptMode
+	Engine engine.AdaptConfig // the loop's recipe (Mode is set from Mode above)
+	// The trainer's recipe: learning rate, per-request anchor weight,
+	// training-time-test steps.
+	LR, Anchor float32
+	Unroll     int
+	Threads    int  // of a trainer on the CPU
+	Idle       bool // a trainer on the CPU computes on an idle-priority thread
+	// SaveEvery is how often the adapted draft and text memory are saved
+	// while they change (0: only at Close); Save false saves nothing.
+	SaveEvery time.Duration
+	Save      bool
+	// Recall starts from the text memory saved for the target (a
+	// benchmark starts from nothing).
+	Recall bool
+}
+
+// DefaultAdapt are the measured defaults (docs/measurements).
+func DefaultAdapt() Adapt {
+	return Adapt{Mode: engine.AdaptBackground, Engine: engine.DefaultAdaptConfig(), LR: 1e-3, Anchor: 1, Unroll: 1,
+		Threads: 1, Idle: true, SaveEvery: time.Minute, Save: true, Recall: true}
+}
+
+// Validate names the first setting out of range.
+func (a Adapt) Validate() error {
+	c := a.Engine
+	switch {
+	case c.Duty <= 0 || c.Duty > 1:
+		return fmt.Errorf("adaptation duty %g outside (0, 1]", c.Duty)
+	case a.Threads < 1 || a.Threads > 1024:
+		return fmt.Errorf("adaptation threads %d out of range [1, 1024]", a.Threads)
+	case a.SaveEvery < 0:
+		return fmt.Errorf("adaptation save interval %v must not be negative", a.SaveEvery)
+	case !(a.LR > 0) || a.Anchor < 0 || a.Unroll < 1 || a.Unroll > 16 || c.Steps < 1 || c.Window < 3 || c.Batch < 1 ||
+		c.Control.MinRecords < 1 || c.Branches < 0 || c.Branches > 1 || c.MemoryTokens < 0 || c.MemoryTokens > 1<<28:
+		return fmt.Errorf("adaptation recipe out of range: lr %g, anchor %g, unroll %d, steps %d, window %d, batch %d, min records %d, branches %g, memory %d",
+			a.LR, a.Anchor, a.Unroll, c.Steps, c.Window, c.Batch, c.Control.MinRecords, c.Branches, c.MemoryTokens)
+	}
+	return nil
+}
+
+// Validate names the first option out of range: what no front end may
+// pass on to the runtime.
+func (o Options) Validate() error {
+	n := runtime.NumCPU()
+	switch {
+	case o.Threads < 0 || o.Threads > n:
+		return fmt.Errorf("threads %d out of range: this machine has %d logical CPUs", o.Threads, n)
+	case o.Ctx < 0:
+		return fmt.Errorf("context %d must not be negative", o.Ctx)
+	case o.Slots < 0 || o.Slots > 256:
+		return fmt.Errorf("parallel sequences %d out of range [1, 256]", o.Slots)
+	}
+	if err := o.Tree.Validate(); err != nil {
+		return err
+	}
+	if err := o.Adapt.Validate(); err != nil {
+		return err
+	}
+	if o.Adapt.Mode == engine.AdaptPerRequest && o.Slots > 1 {
+		return fmt.Errorf("per-request adaptation adapts the one draft to one request at a time: use one parallel sequence")
+	}
+	if _, _, err := parseDevice(o.Device); err != nil {
+		return err
+	}
+	return checkDraftSpec(o.Draft)
+}
+
+// checkDraftSpec refuses a --draft value no drafter answers to.
+func checkDraftSpec(spec string) error {
+	kind, arg, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "", "none", "ngram", "auto", "scratch":
+		return nil
+	case "model", "dgf":
+		if arg == "" {
+			return fmt.Errorf("draft %q needs a path: %s:PATH", spec, kind)
+		}
+		return nil
+	}
+	return fmt.Errorf("draft %q: want none, ngram, model:PATH, dgf:PATH, scratch or auto", spec)
+}
+
+// Notice is something a user should know: a warning (a draft that did
+// not load, a save that failed) or information (where files are kept).
+type Notice struct {
+	Warning bool
+	Text    string
+}
+
+func (n Notice) String() string {
+	if n.Warning {
+		return "warning: " + n.Text
+	}
+	return n.Text
+}

@@ -1,0 +1,216 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"dovetail/app/runner/store"
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/internal/sysmem"
+)
+
+// Runner runs one model: its slots (sequences over one packed copy of the
+// weights, each on threads of its own), their drafters, the planner, and
+// online adaptation. Each slot serves one generation at a time; slots run
+// concurrently.
+type Runner struct {
+	model  *Model
+	opts   Options
+	store  *store.Store
+	ctx    int // context per slot
+	per    int // threads per slot
+	budget Budget
+	fast   *cpu.Fast
+	slots  []*Slot
+	draft  *drafting
+	plan   *engine.Planner
+
+	mu      sync.Mutex
+	notices []Notice
+	closed  bool
+}
+
+// Slot is one sequence of the runner's model with its drafter.
+type Slot struct {
+	r       *Runner
+	pool    *cpu.Pool
+	target  *cpu.Target
+	drafter engine.Drafter // nil: none
+}
+
+// New places m's work under the memory budget and builds its slots and
+// drafters. The runner does not own m: close the runner, then the model.
+func New(m *Model, o Options) (*Runner, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runner{model: m, opts: o, ctx: o.Ctx}
+	if o.Tree == (engine.TreeParams{}) {
+		r.opts.Tree = engine.ServerTree
+	}
+	if r.store = o.Store; r.store == nil {
+		st, err := store.Open()
+		if err != nil {
+			r.notify(Notice{Warning: true, Text: fmt.Sprintf("nothing will be saved: %v", err)})
+		} else {
+			r.store = st
+		}
+	}
+	threads := o.Threads
+	if threads == 0 {
+		threads = runtime.NumCPU()
+	}
+	n := max(1, o.Slots)
+	r.per = max(1, threads/n)
+	if train := m.Config().ContextLength; r.ctx <= 0 {
+		r.ctx = train
+	} else if r.ctx > train {
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("context %d is beyond the %d tokens %s was trained on: output may degrade past that", r.ctx, train, m.Name)})
+	}
+	if err := r.placeTarget(n); err != nil {
+		return nil, err
+	}
+	for range n {
+		r.slots = append(r.slots, &Slot{r: r, pool: cpu.NewPool(r.per)})
+	}
+	r.fast = cpu.NewFast(m.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx)
+	for _, s := range r.slots {
+		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
+	}
+	d, err := r.openDrafting()
+	if err != nil {
+		r.closeSlots()
+		return nil, err
+	}
+	r.draft = d
+	for i, dr := range d.drafters {
+		r.slots[i].drafter = dr
+	}
+	if len(d.drafters) > 0 && o.Plan {
+		if r.plan, err = r.planner(r.slots[0].target, r.per); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// placeTarget counts the target's weights and each slot's cache and
+// scratch, and refuses them when they do not fit in the memory available.
+func (r *Runner) placeTarget(slots int) error {
+	fp := cpu.MeasureTarget(r.model.Llama, r.ctx, r.per)
+	r.budget.add("weights", "cpu", fp.Weights)
+	r.budget.add("kv cache", "cpu", uint64(slots)*fp.KV)
+	r.budget.add("scratch", "cpu", uint64(slots)*fp.Scratch)
+	if info, err := sysmem.Read(); err == nil {
+		r.budget.Available = info.Available
+	}
+	if !r.budget.fits() {
+		return &MemoryError{Budget: r.budget, Hint: "choose a smaller context (--ctx) or fewer parallel sequences"}
+	}
+	return nil
+}
+
+// notify hands a notice to Options.Notify, or keeps it for Notices.
+func (r *Runner) notify(n Notice) {
+	if r.opts.Notify != nil {
+		r.opts.Notify(n)
+		return
+	}
+	r.mu.Lock()
+	r.notices = append(r.notices, n)
+	r.mu.Unlock()
+}
+
+// Notices returns the notices kept since the last call (with no
+// Options.Notify).
+func (r *Runner) Notices() []Notice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.notices
+	r.notices = nil
+	return n
+}
+
+// Model is the model the runner runs.
+func (r *Runner) Model() *Model { return r.model }
+
+// Context is each slot's context length.
+func (r *Runner) Context() int { return r.ctx }
+
+// Threads is each slot's CPU threads.
+func (r *Runner) Threads() int { return r.per }
+
+// Slots is the number of slots.
+func (r *Runner) Slots() int { return len(r.slots) }
+
+// Slot is slot i.
+func (r *Runner) Slot(i int) *Slot { return r.slots[i] }
+
+// Budget is the memory the placement takes, part by part.
+func (r *Runner) Budget() Budget { return r.budget }
+
+// Draft says which drafter runs, where, and how it adapts.
+func (r *Runner) Draft() DraftInfo { return r.draft.info }
+
+// Tree is the draft tree's shape (the planner's starting point).
+func (r *Runner) Tree() engine.TreeParams { return r.opts.Tree }
+
+// Planner is the cost model choosing trees, or nil when it does not run.
+func (r *Runner) Planner() *engine.Planner { return r.plan }
+
+// Adaptation is what online adaptation has done so far; ok is false when
+// the draft does not adapt.
+func (r *Runner) Adaptation() (st engine.AdaptStats, ok bool) {
+	if r.draft == nil || r.draft.adaptive == nil {
+		return st, false
+	}
+	return r.draft.adaptive.adapter.Stats(), true
+}
+
+// Store is where the runner keeps its files (nil: nowhere).
+func (r *Runner) Store() *store.Store { return r.store }
+
+// Target is the slot's sequence of the model, for callers that drive it
+// themselves.
+func (s *Slot) Target() engine.Target { return s.target }
+
+// Drafter is the slot's drafter, nil without one.
+func (s *Slot) Drafter() engine.Drafter { return s.drafter }
+
+// Generate runs req on the slot. Unless req names a drafter of its own,
+// the slot's drafter drafts, with the runner's tree and planner.
+func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
+	if req.Drafter == nil && s.drafter != nil {
+		req.Drafter, req.Tree, req.Planner = s.drafter, s.r.opts.Tree, s.r.plan
+	}
+	return engine.Generate(ctx, s.target, req, emit)
+}
+
+// Close stops adaptation, saves what it learned, and frees the slots and
+// drafters. Errors are what could not be saved. Closing twice does
+// nothing.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.mu.Unlock()
+	var err error
+	if r.draft != nil {
+		err = r.draft.close()
+	}
+	r.closeSlots()
+	return err
+}
+
+func (r *Runner) closeSlots() {
+	for _, s := range r.slots {
+		s.pool.Close()
+	}
+}
