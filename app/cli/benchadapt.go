@@ -20,9 +20,9 @@ import (
 type benchAdaptFlags struct {
 	modelFlags
 	workload, modes, csvOut, plotOut string
-	n, repeat                                int
-	temp                                     float32
-	seed                                     uint64
+	n, repeat                        int
+	temp                             float32
+	seed                             uint64
 }
 
 func newBenchAdaptCmd() *cobra.Command {

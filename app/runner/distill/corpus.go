@@ -234,4 +234,3 @@ func splitDocs(text string) []string {
 	}
 	return docs
 }
-

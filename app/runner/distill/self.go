@@ -91,4 +91,3 @@ func (r *run) selfCorpus(ctx context.Context) ([]string, error) {
 	r.progress(bar)
 	return docs, nil
 }
-

@@ -185,4 +185,3 @@ func fmtTop1(t []float64) string {
 	}
 	return s[0]
 }
-
