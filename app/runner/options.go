@@ -23,6 +23,9 @@ type Options struct {
 	// Slots is the sequences generated at the same time, each with its
 	// own cache over the one copy of the weights (0: 1).
 	Slots int
+	// MemoryLimit caps the host memory the placement may take, in bytes
+	// (0: what the machine has available).
+	MemoryLimit uint64
 	// Draft picks the drafter: none, ngram (prompt lookup), model:PATH (a
 	// smaller model of the same vocabulary), dgf:PATH (a Dovetail draft),
 	// scratch (a new DGF draft that learns from nothing) or auto (the

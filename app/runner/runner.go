@@ -108,6 +108,9 @@ func (r *Runner) placeTarget(slots int) error {
 	if info, err := sysmem.Read(); err == nil {
 		r.budget.Available = info.Available
 	}
+	if l := r.opts.MemoryLimit; l > 0 && (r.budget.Available == 0 || l < r.budget.Available) {
+		r.budget.Available = l
+	}
 	if !r.budget.fits() {
 		return &MemoryError{Budget: r.budget, Hint: "choose a smaller context (--ctx) or fewer parallel sequences"}
 	}

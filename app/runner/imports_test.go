@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// frontEnds are the packages people run, which only turn flags, requests
+// and clicks into runner options.
+var frontEnds = []string{"cli", "server", "desktop", "dovetail", "dovetail-desktop"}
+
+// Front ends import no device package (dovetail/cpu, dovetail/gpu or
+// below them), tests included: devices are the runner's.
+func TestFrontEndsImportNoDevice(t *testing.T) {
+	checked := 0
+	for _, fe := range frontEnds {
+		dir := filepath.Join("..", fe)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			if _, serr := os.Stat(dir); serr == nil {
+				t.Errorf("%s: no Go files (%v)", dir, err)
+			}
+			continue
+		}
+		for _, f := range files {
+			checked++
+			for _, imp := range imports(t, f) {
+				if isDevice(imp) {
+					t.Errorf("%s imports %s: a front end reaches devices through the runner", f, imp)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no front-end file checked")
+	}
+}
+
+func isDevice(path string) bool {
+	for _, p := range []string{"dovetail/cpu", "dovetail/gpu"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func imports(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range f.Imports {
+		p, _ := strconv.Unquote(s.Path.Value)
+		out = append(out, p)
+	}
+	return out
+}
+
+// The rule's own check sees what it must: a device import is caught.
+func TestIsDevice(t *testing.T) {
+	for p, want := range map[string]bool{"dovetail/cpu": true, "dovetail/cpu/kernels": true, "dovetail/gpu": true,
+		"dovetail/cpus": false, "dovetail/engine": false, "dovetail/app/runner": false} {
+		if isDevice(p) != want {
+			t.Errorf("isDevice(%q) = %v", p, !want)
+		}
+	}
+}
