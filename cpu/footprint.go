@@ -12,8 +12,10 @@ type Footprint struct {
 	// Weights is what the forward pass reads, counted once however many
 	// sequences share it: every tensor of the file (packed copies take the
 	// place of the file's pages; an output matrix tied to the embeddings
-	// is packed beside them), and the RoPE table.
+	// is packed beside them).
 	Weights uint64
+	// Tables is the RoPE table of every position, shared too.
+	Tables uint64
 	// KV is one sequence's cache: f16 keys and values of every layer.
 	KV uint64
 	// Scratch is one sequence's batch memory at its largest (a pass of
@@ -37,7 +39,7 @@ func MeasureTarget(m *models.Llama, ctx, threads int) Footprint {
 	if c.TiedOutput && m.Output != nil {
 		fp.Weights += uint64(len(m.Output.Data))
 	}
-	fp.Weights += 2 * 4 * uint64(ctx) * uint64(c.RopeDim/2)
+	fp.Tables = 2 * 4 * uint64(ctx) * uint64(c.RopeDim/2)
 	kvDim := uint64(c.KVHeads * c.HeadDim)
 	fp.KV = 2 * 2 * uint64(c.Layers) * uint64(ctx) * kvDim
 	fp.Scratch = scratchBytes(c, ctx, threads)

@@ -110,7 +110,7 @@ func (r *Runner) openModelDrafter(d *drafting, path string) error {
 	}
 	fp := cpu.MeasureTarget(dm.Llama, r.ctx, r.per)
 	b := r.budget
-	b.add("draft model", "cpu", fp.Weights+uint64(len(r.slots))*(fp.KV+fp.Scratch))
+	b.add("draft model", "cpu", fp.Weights+fp.Tables+uint64(len(r.slots))*(fp.KV+fp.Scratch))
 	if !b.fits() {
 		dm.Close()
 		return &MemoryError{Budget: b, Hint: "choose a smaller draft model or --draft ngram"}

@@ -65,13 +65,15 @@ func New(m *Model, o Options) (*Runner, error) {
 	}
 	n := max(1, o.Slots)
 	r.per = max(1, threads/n)
-	if train := m.Config().ContextLength; r.ctx <= 0 {
+	train := m.Config().ContextLength
+	if r.ctx <= 0 {
 		r.ctx = train
-	} else if r.ctx > train {
-		r.notify(Notice{Warning: true, Text: fmt.Sprintf("context %d is beyond the %d tokens %s was trained on: output may degrade past that", r.ctx, train, m.Name)})
 	}
 	if err := r.placeTarget(n); err != nil {
 		return nil, err
+	}
+	if r.ctx > train {
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("context %d is beyond the %d tokens %s was trained on: output may degrade past that", r.ctx, train, m.Name)})
 	}
 	for range n {
 		r.slots = append(r.slots, &Slot{r: r, pool: cpu.NewPool(r.per)})
@@ -103,6 +105,7 @@ func New(m *Model, o Options) (*Runner, error) {
 func (r *Runner) placeTarget(slots int) error {
 	fp := cpu.MeasureTarget(r.model.Llama, r.ctx, r.per)
 	r.budget.add("weights", "cpu", fp.Weights)
+	r.budget.add("rope table", "cpu", fp.Tables)
 	r.budget.add("kv cache", "cpu", uint64(slots)*fp.KV)
 	r.budget.add("scratch", "cpu", uint64(slots)*fp.Scratch)
 	if info, err := sysmem.Read(); err == nil {

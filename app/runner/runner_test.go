@@ -149,7 +149,7 @@ func TestMemoryBudget(t *testing.T) {
 			t.Errorf("part %+v", p)
 		}
 	}
-	if !slices.Equal(names, []string{"weights", "kv cache", "scratch", "draft", "trainer", "adaptation"}) {
+	if !slices.Equal(names, []string{"weights", "rope table", "kv cache", "scratch", "draft", "trainer", "adaptation"}) {
 		t.Errorf("parts %v", names)
 	}
 	if b.CPU() == 0 || b.GPU() != 0 || b.Available == 0 {
@@ -189,7 +189,7 @@ func TestMemoryLimitDegrades(t *testing.T) {
 		t.Fatalf("no part %s in %v", name, full)
 		return 0
 	}
-	target := part("weights") + part("kv cache") + part("scratch")
+	target := part("weights") + part("rope table") + part("kv cache") + part("scratch")
 	zero := zeroDraft(t, m)
 	for _, c := range []struct {
 		limit       uint64

@@ -14,7 +14,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"dovetail/app/cli"
+	"dovetail/app/runner"
 	"dovetail/app/server"
+	"dovetail/internal/golden"
 	"dovetail/models/chat"
 )
 
@@ -325,5 +327,33 @@ func TestChatTemplate(t *testing.T) {
 	code, body = post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"system","content":"x"},{"role":"user","content":"y"}]}`)
 	if code != 400 || !strings.Contains(string(body), "System role not supported") {
 		t.Errorf("template refusal: %d %s", code, body)
+	}
+}
+
+// A model file is served by its base name, however the path was typed,
+// and requests may name it with or without the extension.
+func TestModelIDIsBaseName(t *testing.T) {
+	m, err := runner.OpenModel(golden.ModelPath("stories260K-f32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ts := startWith(t, server.Config{}, m, testOptions())
+	code, body := do(t, http.MethodGet, ts.URL+"/v1/models", "")
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	unmarshal(t, body, &list)
+	if code != 200 || len(list.Data) != 1 || list.Data[0].ID != "stories260K-f32.gguf" {
+		t.Fatalf("/v1/models: %d %s", code, body)
+	}
+	for _, name := range []string{"stories260K-f32.gguf", "stories260K-f32", "default"} {
+		code, body := post(t, ts.URL+"/v1/completions", `{"model":"`+name+`","prompt":"Once","max_tokens":2}`)
+		if code != 200 {
+			t.Errorf("model %q: %d %s", name, code, body)
+		}
+	}
+	if code, _ := post(t, ts.URL+"/v1/completions", `{"model":"`+golden.ModelPath("other.gguf")+`","prompt":"Once"}`); code != 404 {
+		t.Errorf("another model's path: %d", code)
 	}
 }

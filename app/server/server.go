@@ -88,7 +88,7 @@ func New(cfg Config) (*Server, error) {
 	s.aliases = map[string]bool{"": true, "default": true}
 	names := []string{m.Name}
 	if m.Path != "" {
-		names = append(names, filepath.Base(m.Path))
+		names = append(names, m.Path, filepath.Base(m.Path))
 	}
 	for _, n := range names {
 		s.aliases[n] = true

@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/store"
+	"dovetail/internal/golden"
+	"dovetail/models/draft"
+)
+
+// command is the command line run as a process of its own.
+func command(args ...string) *exec.Cmd {
+	c := exec.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), mainEnv+"=1")
+	return c
+}
+
+// -p - reads the prompt from standard input.
+func TestRunPromptFromStdin(t *testing.T) {
+	want := runJSON(t, "-p", "Once upon a time", "--temp", "0", "-n", "12", "--draft", "none")
+	c := command("run", "--json", "-p", "-", "--temp", "0", "-n", "12", "--draft", "none")
+	c.Stdin = strings.NewReader("Once upon a time\n")
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got runResult
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(got.Tokens, want.Tokens) || !cmp.Equal(got.PromptTokens, want.PromptTokens) {
+		t.Errorf("from stdin: %v %v, from -p: %v %v", got.PromptTokens, got.Tokens, want.PromptTokens, want.Tokens)
+	}
+}
+
+// Ctrl-C stops a run: what was generated stays printed, and it exits 130.
+func TestRunInterruptExits130(t *testing.T) {
+	// Beyond the model's context, to the end of a long one: far longer
+	// than the test waits.
+	c := command("run", "-p", "Once upon a time", "-n", "0", "--ctx", "200000", "--draft", "none", "--temp", "0")
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	if _, err := r.ReadString(' '); err != nil {
+		t.Fatalf("no text before the interrupt: %v (%s)", err, stderr.String())
+	}
+	c.Process.Signal(syscall.SIGINT)
+	rest, _ := io.ReadAll(r)
+	err = c.Wait()
+	if c.ProcessState.ExitCode() != 130 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("exit %d (%v), stderr %q", c.ProcessState.ExitCode(), err, stderr.String())
+	}
+	if len(rest) == 0 {
+		t.Error("nothing more printed after the first word")
+	}
+}
+
+// --version names the release, the commit and the kernel level.
+func TestVersion(t *testing.T) {
+	out, _, code := runCLI(t, "--version")
+	if code != 0 || !regexp.MustCompile(`^dovetail \d+\.\d+\.\d+ \(.+\), kernels \w+\n$`).MatchString(out) {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+	if !strings.Contains(out, runner.KernelLevel()) {
+		t.Errorf("--version %q lacks the kernel level %s", out, runner.KernelLevel())
+	}
+}
+
+// No flag value reaches a panic, a runtime error or a stack trace: each is
+// refused in one line that names it.
+func TestBadValuesNeverPanic(t *testing.T) {
+	cpus := strconv.Itoa(runtime.NumCPU() + 1)
+	for _, args := range [][]string{
+		{"run", "-p", "x", "--ctx", "999999999"},
+		{"run", "-p", "x", "--ctx", "-5"},
+		{"run", "-p", "x", "--threads", cpus},
+		{"run", "-p", "x", "--threads", "-1"},
+		{"run", "-p", "x", "--threads", "100000000000"},
+		{"run", "-p", "x", "--top-k", "-3"},
+		{"run", "-p", "x", "--tree-tokens", "100000"},
+		{"run", "-p", "x", "--tree-depth", "-1"},
+		{"run", "-p", "x", "--device", "tpu"},
+		{"run", "-p", "x", "--device", "cuda:-4"},
+		{"run", "-p", "x", "--adapt", "sometimes"},
+		{"run", "-p", "x", "--adapt-threads", "0"},
+		{"run", "-p", "x", "--adapt-memory", "-1"},
+		{"run", "-p", "x", "--adapt-duty", "0"},
+		{"run", "-p", "x", "--adapt-save-every", "-1s"},
+		{"run", "-p", "x", "--draft", "model:/nonexistent.gguf"},
+		{"run", "-p", "x", "--draft", "dgf:/nonexistent.gguf"},
+		{"serve", "--port", "70000"},
+		{"serve", "--parallel", "0"},
+		{"serve", "--queue", "-1"},
+		{"serve", "--threads", cpus},
+		{"serve", "--ctx", "999999999"},
+		{"serve", "--parallel", "2", "--adapt", "per-request"},
+		{"bench", "--threads", cpus},
+		{"distill", "--self", "2", "-o", filepath.Join(t.TempDir(), "d.gguf"), "--lr", "-1"},
+		{"drafts", "rm", ""},
+	} {
+		_, errOut, code := runCLI(t, args...)
+		if (code != 1 && code != 2) || !strings.HasPrefix(errOut, "dovetail: ") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		for _, bad := range []string{"panic", "goroutine", "runtime error", "internal error"} {
+			if strings.Contains(errOut, bad) {
+				t.Errorf("%v: %q", args, errOut)
+			}
+		}
+	}
+}
+
+// A context beyond the model's training length runs with a warning; one
+// whose cache cannot fit is refused with the sizes; threads beyond the
+// machine's are refused with the count.
+func TestContextAndThreads(t *testing.T) {
+	model := golden.ModelPath("stories260K-f32.gguf")
+	_, errOut, code := runCLI(t, "run", "-m", model, "-p", "x", "-n", "4", "--ctx", "300", "--draft", "none")
+	if code != 0 || !strings.Contains(errOut, "warning: context 300 is beyond the 128 tokens") {
+		t.Errorf("--ctx 300: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = runCLI(t, "run", "-p", "x", "--ctx", "999999999")
+	if code != 1 || !strings.Contains(errOut, "not enough memory") || !strings.Contains(errOut, "kv cache") {
+		t.Errorf("--ctx 999999999: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = runCLI(t, "run", "-p", "x", "--threads", "1000")
+	if code != 2 || !strings.Contains(errOut, "this machine has "+strconv.Itoa(runtime.NumCPU())+" logical CPUs") {
+		t.Errorf("--threads 1000: exit %d, %q", code, errOut)
+	}
+}
+
+// installAt saves a draft for a made-up target named target under
+// fingerprint fp in the test's user store.
+func installAt(t *testing.T, fp, target string) {
+	t.Helper()
+	st, err := store.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := draft.Config{Hidden: 8, Blocks: 1, Heads: 2, KVHeads: 1, HeadDim: 4, FFN: 12, Vocab: 16, Context: 64, RopeTheta: 10000, RMSEps: 1e-5}
+	ck := &draft.Checkpoint{Config: c, Fingerprint: fp, TargetName: target, Tensors: map[string][]float32{}, Meta: map[string]string{}}
+	for _, s := range c.Shapes() {
+		ck.Tensors[s.Name] = make([]float32, s.Size())
+	}
+	if _, _, err := st.Install(ck); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drafts rm removes only what a name names unambiguously: two different
+// models called x.gguf are listed, and nothing is removed.
+func TestDraftsRmAmbiguous(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	installAt(t, a, "x.gguf")
+	installAt(t, b, "x.gguf")
+	_, errOut, code := runCLI(t, "drafts", "rm", "x.gguf")
+	if code != 1 || !strings.Contains(errOut, a) || !strings.Contains(errOut, b) {
+		t.Fatalf("drafts rm x.gguf: exit %d, %q", code, errOut)
+	}
+	if out, _, _ := runCLI(t, "drafts"); strings.Count(out, "x.gguf") != 2 {
+		t.Fatalf("after a refused rm:\n%s", out)
+	}
+	// Nor the start of a fingerprint; nor half of a list.
+	if _, _, code := runCLI(t, "drafts", "rm", "aaaa"); code != 1 {
+		t.Errorf("drafts rm aaaa: exit %d", code)
+	}
+	if _, _, code := runCLI(t, "drafts", "rm", a, "nosuch.gguf"); code != 1 {
+		t.Errorf("drafts rm with one bad name: exit %d", code)
+	}
+	if out, _, _ := runCLI(t, "drafts"); strings.Count(out, "x.gguf") != 2 {
+		t.Fatalf("a list with a bad name removed something:\n%s", out)
+	}
+	out, errOut, code := runCLI(t, "drafts", "rm", a)
+	if code != 0 || !strings.Contains(out, "removed") {
+		t.Fatalf("drafts rm FINGERPRINT: exit %d, %q %q", code, out, errOut)
+	}
+	if out, _, _ := runCLI(t, "drafts"); strings.Count(out, "x.gguf") != 1 || !strings.Contains(out, b) {
+		t.Fatalf("after removing one:\n%s", out)
+	}
+}
+
+// distill -o refuses to overwrite a file unless --force; --install keeps
+// the draft it replaces, which drafts restore brings back.
+func TestDistillKeepsFiles(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "corpus.txt")
+	os.WriteFile(corpus, []byte(tinyCorpus), 0o644)
+	out := filepath.Join(dir, "mine.gguf")
+	os.WriteFile(out, []byte("my own file"), 0o644)
+	model := golden.ModelPath("stories260K-f32.gguf")
+	args := []string{"distill", "-m", model, "--corpus", corpus, "--seq-len", "16", "--batch", "32", "--steps", "2", "-t", "1", "-o", out, "--install"}
+	if _, errOut, code := runCLI(t, args...); code != 2 || !strings.Contains(errOut, "exists") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("distill over a file: exit %d, %q", code, errOut)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "my own file" {
+		t.Fatal("the file was overwritten")
+	}
+	if _, errOut, code := runCLI(t, append(args, "--force")...); code != 0 {
+		t.Fatalf("--force: exit %d, %q", code, errOut)
+	}
+	first, _ := os.ReadFile(out)
+	_, errOut, code := runCLI(t, append(args, "--force", "--seed", "2")...)
+	if code != 0 || !strings.Contains(errOut, "drafts restore") {
+		t.Fatalf("a second install: exit %d, %q", code, errOut)
+	}
+	st, _ := store.Open()
+	m, err := runner.OpenModel(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	installed := func() []byte { b, _ := os.ReadFile(st.DraftPath(m.Fingerprint)); return b }
+	if bytes.Equal(installed(), first) {
+		t.Fatal("the second install did not replace the first")
+	}
+	if _, errOut, code := runCLI(t, "drafts", "restore", m.Name); code != 0 {
+		t.Fatalf("drafts restore: exit %d, %q", code, errOut)
+	}
+	if !bytes.Equal(installed(), first) {
+		t.Error("drafts restore did not bring back the first install")
+	}
+}
+
+// serve says what it keeps on disk, where, and how to turn it off.
+func TestServeSaysWhatItKeeps(t *testing.T) {
+	m, err := runner.OpenModel(golden.ModelPath("stories260K-f32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct {
+		mutate func(*runner.Options)
+		want   []string
+	}{
+		{func(*runner.Options) {}, []string{"text memory of the requests", "--adapt-no-save", "--adapt-memory 0", "drafts"}},
+		{func(o *runner.Options) { o.Adapt.Engine.MemoryTokens = 0 }, []string{"no text", "--adapt-no-save"}},
+		{func(o *runner.Options) { o.Adapt.Save = false }, []string{"keeping nothing"}},
+		{func(o *runner.Options) { o.Draft = "none" }, []string{"keeping nothing"}},
+	} {
+		o := runner.DefaultOptions()
+		o.Threads, o.Plan = 1, false
+		c.mutate(&o)
+		r, err := runner.New(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w bytes.Buffer
+		keptOnDisk(&w, r, o)
+		r.Close()
+		for _, want := range c.want {
+			if !strings.Contains(w.String(), want) {
+				t.Errorf("%q lacks %q", w.String(), want)
+			}
+		}
+	}
+}
+
+var _ = time.Second
