@@ -270,9 +270,8 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 			// One call into C for the whole product: see kernels.Threads.
 			// Each piece restarts the weight stream's prefetch, so pieces
 			// are a quarter of a thread's share, or half with 8 rows or
-			// more: an eighth measured slower for a 16-row verification
-			// (T_V(16)/T_T 2.50-2.60 against 2.19-2.31, Q4_0 stories110M
-			// shape, 2 threads), and a whole share no better.
+			// more: smaller pieces made verification slower, a whole
+			// share no faster (docs/measurements, "Pieces of a product").
 			grain := max(groups/(4*th.N()), 4)
 			if a.n >= 8 {
 				grain = max(groups/(2*th.N()), 2)

@@ -83,15 +83,9 @@ type AdaptConfig struct {
 	// IdleThread runs the trainer on an OS thread of idle priority (Linux
 	// SCHED_IDLE), where it computes only on cores the decoder leaves
 	// idle: for a trainer on the CPU (with one thread: a host device's
-	// extra workers run at normal priority). Measured on 2 cores
-	// (stories260K, its distilled draft, the first 66 requests of its
-	// workload, the draft never swapped): decode speed with the trainer
-	// against without 1.03–1.11 (six runs; a spinning idle thread keeps the
-	// VM's cores awake) instead of 0.82–0.93 at normal priority; the
-	// trainer then learns only in the decoder's gaps, which back-to-back
-	// requests make few: τ after the shift 4.16–4.17 instead of 4.27–4.34,
-	// a scratch draft's 3.02–3.08 instead of 3.26–3.30. Nice 5 and 10
-	// measured the same as idle.
+	// extra workers run at normal priority). Decoding then keeps its
+	// speed, and the trainer learns only in the decoder's gaps
+	// (docs/measurements, "A trainer on the CPU at idle priority").
 	IdleThread bool
 	// RequestWindow is the most positions of its own text a per-request
 	// step trains on.
@@ -109,24 +103,14 @@ type AdaptConfig struct {
 	Seed         uint64
 }
 
-// DefaultAdaptConfig are the settings measured with `dovetail bench adapt`
-// on both test models (see the README): windows of 32 positions, 8 per
-// step, 24 steps per run of 256 new positions, publishing on a simulated
-// τ gain of 0.02 on requests held out whole. Learning rates of 3e-4 to
-// 3e-3, unrolling 2–3 steps, 64–96 steps per run and 128–512 positions per
-// run all came within the run-to-run noise (±0.1 τ) of these; scoring on
-// windows of the requests trained on (instead of whole held-out requests)
-// let overfit drafts in and cost 7% τ on the unshifted domain. Duty 1: on
-// 2 cores a trainer thread cost decode 4–8% of its speed and duty 0.5
-// saved no measurable part of that. Rejected branches are off: with a
-// quarter to three quarters of the windows ending in one (2 rejected nodes
-// kept per committed position), τ after the shift moved by −0.05 to +0.09
-// on stories260K and +0.04 on the embedded model, inside the noise, and a
-// scratch draft gained nothing either. The text memory holds 256K tokens
-// (1 MiB, and an 8 MiB index; about 2700 requests of 96 tokens): on those
-// workloads it took τ after the shift from 4.40 to 7.31–7.40 (stories260K)
-// and from 3.05 to 3.45–3.51 (the embedded model), and cost nothing
-// measurable when sampling at temperature 0.8 (2.49 with, 2.47 without).
+// DefaultAdaptConfig are the settings chosen with `dovetail bench adapt`
+// on both test models (docs/measurements, "Online adaptation" and "The
+// defaults of adaptation"): short windows and short training runs
+// publishing on a small simulated τ gain over requests held out whole
+// (windows of the requests trained on let overfit drafts in); duty 1 (a
+// lower duty saved nothing of decode speed); rejected branches off (their
+// gain stayed inside the noise); and a text memory of 256K tokens, which
+// does most of adaptation's work where text recurs.
 func DefaultAdaptConfig() AdaptConfig {
 	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
 		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, MemoryTokens: 1 << 18,
@@ -540,10 +524,8 @@ func (d *AdaptiveDrafter) Recall(ctx []int, p TreeParams) *Tree {
 //
 // A continuation is trusted for up to twice the length of the suffix that
 // matched (SuffixDecoding's α = 2), beyond the tree's depth if need be:
-// the shipped stories260K workload gave τ after the shift 6.0 with chains
-// cut at the depth (8), 7.0 with α = 1 and 7.4 with α = 2, and the story
-// requests before the shift 5.9, 6.1 and 5.9; the embedded model 3.4, 3.5
-// and 3.5.
+// the longest rule that did not lose τ anywhere (docs/measurements,
+// "Continuation length").
 func (d *AdaptiveDrafter) recall(ctx []int, limit int) []int {
 	chain, n := d.a.mem.Lookup(ctx, limit)
 	if d.own != nil {

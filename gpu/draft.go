@@ -114,11 +114,10 @@ func (d *Draft) Init(seed uint64) {
 // (attn_output, ffn_down) at zero, so that every block starts as the
 // identity and the first prediction is the DGF's fusion of its inputs.
 // The branches then grow from what the gradients ask for, not from noise
-// the early steps must first undo. On both test models a draft adapting
-// from scratch reached a higher τ this way (`dovetail bench adapt --draft
-// scratch`, requests 76–175: stories260K 3.17–3.23 → 3.41–3.48, the
-// embedded model 2.60 → 2.70–2.76). Tests keep Init: with a branch at zero,
-// the gradients of the weights behind it vanish at the first step.
+// the early steps must first undo; on both test models a draft adapting
+// from scratch reached a higher τ this way (docs/measurements, "Day 0").
+// Tests keep Init: with a branch at zero, the gradients of the weights
+// behind it vanish at the first step.
 func (d *Draft) InitDayZero(seed uint64) {
 	d.Init(seed)
 	for _, b := range d.blocks {

@@ -13,7 +13,7 @@ import (
 // gpuMinHead is the size of LM head (hidden × vocabulary values) from which
 // device auto drafts on a GPU: each tree level multiplies it, and below
 // this size a CPU round is as fast as a GPU's, whose kernel launches and
-// waits dominate (docs/measurements/README.md, "Where the draft runs").
+// waits dominate (docs/measurements, "The draft on a GPU").
 const gpuMinHead = 1 << 22
 
 // parseDevice reads auto, cpu or cuda[:N].

@@ -30,9 +30,9 @@
 //     single-threaded and writes only its own outputs, so workers can run
 //     disjoint row ranges of one MatMul, or disjoint query rows of one
 //     Attention, at the same time.
-//   - A call into C costs about 0.2-0.3 µs (purego; cgo would be 0.06 µs), so
-//     give each worker one call per matrix (a row range [lo, hi)), and pass
-//     RMSNorm all rows at once.
+//   - A call into C through purego costs several times a cgo call's
+//     (docs/measurements, "Calls into C"), so give each worker one call per
+//     matrix (a row range [lo, hi)), and pass RMSNorm all rows at once.
 //   - No alignment and no padding is needed anywhere: kernels use unaligned
 //     loads and never read past the end of a weight row or activation row
 //     (tested with data placed just before an unmapped page). Strides may be
