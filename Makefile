@@ -59,12 +59,12 @@ build: kernels
 run: build
 	$(BIN)/dovetail run -p "$(PROMPT)" -n 200
 
-# The adaptation loop swaps draft weights under a decoding goroutine: its
-# tests also run under the race detector (needs cgo, which the kernels'
-# C compiler provides).
+# The adaptation loop swaps draft weights under a decoding goroutine, and
+# the runner's slots draft side by side: their tests also run under the
+# race detector (needs cgo, which the kernels' C compiler provides).
 test: kernels
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory' ./engine ./gpu
+	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine ./gpu ./app/runner
 
 bench: kernels
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/ ./cpu/kernels/
