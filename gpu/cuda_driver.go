@@ -26,7 +26,8 @@ var cuFn = []string{
 	"cuCtxSetCurrent", "cuStreamCreate", "cuStreamSynchronize", "cuMemAlloc_v2", "cuMemFree_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuMemsetD32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorName", "cuMemGetInfo_v2",
-	"cuMemAllocHost_v2", "cuMemFreeHost", "cuStreamDestroy_v2",
+	"cuMemAllocHost_v2", "cuMemFreeHost", "cuStreamDestroy_v2", "cuDeviceGetAttribute",
+	"cuDeviceGetPCIBusId", "cuDeviceTotalMem_v2", "cuDriverGetVersion",
 }
 
 type cuLib struct {
@@ -34,7 +35,8 @@ type cuLib struct {
 	ctxSetCurrent, streamCreate, streamSynchronize, memAlloc, memFree,
 	memcpyHtoD, memcpyDtoH, memcpyDtoD, memsetD32,
 	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo,
-	memAllocHost, memFreeHost, streamDestroy uintptr
+	memAllocHost, memFreeHost, streamDestroy, deviceGetAttribute,
+	deviceGetPCIBusId, deviceTotalMem, driverGetVersion uintptr
 }
 
 // blasLib is cuBLAS.

@@ -1,7 +1,10 @@
 package gpu
 
 import (
+	"errors"
+	"regexp"
 	"testing"
+	"time"
 
 	"dovetail/internal/golden"
 	"dovetail/models"
@@ -114,5 +117,30 @@ func TestMeasureMatchesHost(t *testing.T) {
 		lr.Free()
 		live.Close()
 		m.Close()
+	}
+}
+
+// The probe names each GPU with its compute capability, memory, bus and
+// the copy speeds it measures; without a driver it says there is none.
+func TestCUDAProbe(t *testing.T) {
+	if _, err := NewCUDA(0); errors.Is(err, ErrNoCUDA) {
+		if _, gpus, perr := ProbeCUDA(true); !errors.Is(perr, ErrNoCUDA) || len(gpus) != 0 {
+			t.Errorf("no CUDA, but the probe says %v, %v", gpus, perr)
+		}
+		t.Skipf("no CUDA device: %v", err)
+	}
+	v, gpus, err := ProbeCUDA(true)
+	if err != nil || v < 11000 || len(gpus) == 0 {
+		t.Fatalf("driver %d, %d GPUs, %v", v, len(gpus), err)
+	}
+	for _, g := range gpus {
+		if g.Name == "" || g.ComputeMajor < 5 || g.FreeBytes == 0 || g.FreeBytes > g.TotalBytes ||
+			!regexp.MustCompile(`^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$`).MatchString(g.PCIBusID) {
+			t.Errorf("GPU %+v", g)
+		}
+		if g.H2DGBs < 0.5 || g.D2HGBs < 0.5 || g.Latency <= 0 || g.Latency > time.Millisecond {
+			t.Errorf("GPU %d copies: %.1f / %.1f GB/s, latency %v", g.Ordinal, g.H2DGBs, g.D2HGBs, g.Latency)
+		}
+		t.Logf("%+v", g)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -22,8 +23,12 @@ type Info struct {
 }
 
 // Read reads the memory of this machine as this process sees it.
-func Read() (Info, error) {
-	data, err := os.ReadFile("/proc/meminfo")
+func Read() (Info, error) { return ReadFrom("/") }
+
+// ReadFrom reads /proc and /sys under root instead of the machine's own:
+// a recorded machine's files (tests).
+func ReadFrom(root string) (Info, error) {
+	data, err := os.ReadFile(filepath.Join(root, "proc/meminfo"))
 	if err != nil {
 		return Info{}, fmt.Errorf("memory: %w", err)
 	}
@@ -31,7 +36,7 @@ func Read() (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if limit, used, ok := cgroupLimit(); ok && limit < info.Total {
+	if limit, used, ok := cgroupLimit(root); ok && limit < info.Total {
 		info.Total, info.Limited = limit, true
 		if free := limit - min(used, limit); free < info.Available {
 			info.Available = free
@@ -77,9 +82,9 @@ func parseMeminfo(data []byte) (Info, error) {
 // cgroupLimit is the memory limit of this process's cgroup and what it
 // uses now: cgroup v2's memory.max and memory.current, else v1's
 // limit_in_bytes and usage_in_bytes. ok is false when there is no limit.
-func cgroupLimit() (limit, used uint64, ok bool) {
+func cgroupLimit(root string) (limit, used uint64, ok bool) {
 	v2, v1 := "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
-	if p, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+	if p, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup")); err == nil {
 		for _, line := range strings.Split(string(p), "\n") {
 			// "0::/path" (v2), "N:memory:/path" (v1)
 			f := strings.SplitN(line, ":", 3)
@@ -98,11 +103,11 @@ func cgroupLimit() (limit, used uint64, ok bool) {
 		{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
 		{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
 	} {
-		l, err := readUint(pair[0])
+		l, err := readUint(filepath.Join(root, pair[0]))
 		if err != nil {
 			continue
 		}
-		u, _ := readUint(pair[1])
+		u, _ := readUint(filepath.Join(root, pair[1]))
 		// v1 writes a huge number for "no limit".
 		return l, u, l < 1<<60
 	}
