@@ -50,6 +50,9 @@ type Planner struct {
 	// Recaller's): decayed counts of their tokens that were tried (the
 	// target checked them) and accepted.
 	recallTried, recallTaken float64
+	// learned, for a planner without a profile, is what the run's own
+	// forwards cost.
+	learned *costFit
 }
 
 // decay weighs recent rounds: acceptance drifts with the text.
@@ -69,6 +72,26 @@ func NewPlanner(p Profile, k int) *Planner {
 	return pl
 }
 
+// NewProvisionalPlanner plans before the target was profiled, from what
+// the run's own forwards cost: the first rounds decode plainly and measure
+// T_T, probes measure verification, and a line fitted to those gives
+// T_V(n). Nothing is measured before the first token.
+func NewProvisionalPlanner(k int) *Planner {
+	pl := &Planner{k: k, ProbeEvery: 16, ProbeShare: 0.05, scale: 1, scaledAt: 1, learned: &costFit{}}
+	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
+		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
+			if g >= depth+1 {
+				pl.shapes = append(pl.shapes, TreeParams{TopK: k, Depth: depth, Tokens: g})
+			}
+		}
+	}
+	return pl
+}
+
+// Provisional reports whether the planner learns the target's costs from
+// the run instead of a profile.
+func (pl *Planner) Provisional() bool { return pl.learned != nil }
+
 // nearestSize is the smallest profiled size ≥ n (or the largest).
 func nearestSize(p Profile, n int) int {
 	best := -1
@@ -85,11 +108,21 @@ func nearestSize(p Profile, n int) int {
 	return best
 }
 
-// decodeCost is T_T as the target runs now.
-func (pl *Planner) decodeCost() float64 { return pl.scale * pl.prof.Decode.Seconds() }
+// decodeCost is T_T as the target runs now (0 while unknown).
+func (pl *Planner) decodeCost() float64 {
+	if pl.learned != nil {
+		return pl.learned.at(1)
+	}
+	return pl.scale * pl.prof.Decode.Seconds()
+}
 
 // verifyCost is T_V(n) as the target runs now.
-func (pl *Planner) verifyCost(n int) float64 { return pl.scale * pl.profiledVerify(n) }
+func (pl *Planner) verifyCost(n int) float64 {
+	if pl.learned != nil {
+		return pl.learned.at(n)
+	}
+	return pl.scale * pl.profiledVerify(n)
+}
 
 // profiledVerify interpolates T_V(n) linearly between profiled sizes.
 func (pl *Planner) profiledVerify(n int) float64 {
@@ -145,6 +178,9 @@ func (pl *Planner) Speedup(p TreeParams) float64 {
 
 func (pl *Planner) speedup(p TreeParams) float64 {
 	cost := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
+	if cost <= 0 {
+		return 0 // nothing measured yet
+	}
 	return pl.tau(p) * pl.decodeCost() / cost
 }
 
@@ -232,6 +268,9 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 func (pl *Planner) PredictedTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if pl.decodeCost() <= 0 {
+		return 0
+	}
 	_, s := pl.bestShape()
 	return max(s, 1) / pl.decodeCost()
 }
@@ -242,6 +281,13 @@ func (pl *Planner) PredictedTokensPerSec() float64 {
 func (pl *Planner) ObserveTarget(nodes int, d time.Duration) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if pl.learned != nil {
+		pl.learned.add(nodes, d.Seconds())
+		if pl.learned.at(1); pl.learned.changed {
+			pl.bestKnown = false
+		}
+		return
+	}
 	prof := pl.prof.Decode.Seconds()
 	if nodes > 1 {
 		prof = pl.profiledVerify(nodes)
@@ -269,6 +315,9 @@ func (pl *Planner) RecallLength(n int, bar float64) int {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	rho := (pl.recallTaken + 1) / (pl.recallTried + 2)
+	if pl.decodeCost() <= 0 {
+		return 0
+	}
 	best, bestSpeed := 0, bar/pl.decodeCost()
 	tau, reach := 1.0, 1.0
 	for k := 1; k <= n; k++ {

@@ -7,49 +7,61 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/klauspost/cpuid/v2"
 
+	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/engine"
 )
 
-// profileSizes are the tree sizes whose verification cost is profiled.
-var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
+// Calibration is what predictions need of one model on this machine at a
+// number of threads: the target's costs, and a draft step's on each
+// device (a GPU's includes the round's copies over PCIe).
+type Calibration struct {
+	Threads int            `json:"threads"`
+	Profile engine.Profile `json:"profile"`
+	// DraftStep is one step of the model's DGF draft (a tree level), by
+	// device: "cpu", or the GPU's name.
+	DraftStep map[string]time.Duration `json:"draft_step"`
+	At        time.Time                `json:"at"`
+}
 
-// planner returns a planner for target: its profile (T_T and T_V(n)) comes
-// from the store when this machine profiled this model with this build of
-// these kernels and threads before, else it is measured now (about a
-// second on small models) and kept.
-func (r *Runner) planner(target *cpu.Target, threads int) (*engine.Planner, error) {
-	// The kernels' build is in the key: a new build of the same level may
-	// be faster, and its profile has to be measured anew.
-	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d|%s", cpuid.CPU.BrandName, r.model.Kernels, target.KernelBuild(),
-		threads, r.model.Fingerprint))
-	var path string
-	if r.store != nil {
-		path = r.store.ProfilePath(hex.EncodeToString(key[:12]))
+// calibrationKey names a calibration: the machine's CPU, the kernels'
+// level and build, the threads and the model. A new build of the same
+// level may be faster, and is calibrated anew.
+func calibrationKey(m *Model, threads int) string {
+	k := cpu.DefaultKernels()
+	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d|%s", cpuid.CPU.BrandName, m.Kernels, k.Build, threads, m.Fingerprint))
+	return hex.EncodeToString(key[:12])
+}
+
+// CachedCalibration is the calibration the store keeps of m at threads.
+func CachedCalibration(st *store.Store, m *Model, threads int) (Calibration, bool) {
+	var c Calibration
+	if st == nil {
+		return c, false
 	}
-	var prof engine.Profile
-	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &prof) == nil && prof.Decode > 0 && len(prof.Verify) > 0 {
-		return engine.NewPlanner(prof, r.opts.Tree.TopK), nil
+	b, err := os.ReadFile(st.ProfilePath(calibrationKey(m, threads)))
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Profile.Decode <= 0 || len(c.Profile.Verify) == 0 {
+		return Calibration{}, false
 	}
-	prompt := min(32, target.Context()/4)
-	var sizes []int
-	for _, n := range profileSizes {
-		if prompt+n <= target.Context() {
-			sizes = append(sizes, n)
-		}
+	return c, true
+}
+
+func saveCalibration(st *store.Store, m *Model, c Calibration) error {
+	return st.WriteFile(st.ProfilePath(calibrationKey(m, c.Threads)), false, func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(c)
+	})
+}
+
+// planner is the planner of a runner: from this machine's calibration of
+// the model when there is one, else one that learns the costs from the
+// run itself, so that nothing is measured before the first token.
+func (r *Runner) planner() *engine.Planner {
+	if c, ok := CachedCalibration(r.store, r.model, r.per); ok {
+		return engine.NewPlanner(c.Profile, r.opts.Tree.TopK)
 	}
-	prof, err := engine.ProfileTarget(target, prompt, min(32, target.Context()-prompt), sizes, 5)
-	if err != nil {
-		return nil, fmt.Errorf("profiling the target for the planner: %w", err)
-	}
-	if path != "" {
-		err := r.store.WriteFile(path, false, func(w io.Writer) error { return json.NewEncoder(w).Encode(prof) })
-		if err != nil {
-			r.notify(Notice{Warning: true, Text: fmt.Sprintf("the target's profile is not kept: %v", err)})
-		}
-	}
-	return engine.NewPlanner(prof, r.opts.Tree.TopK), nil
+	return engine.NewProvisionalPlanner(r.opts.Tree.TopK)
 }

@@ -92,10 +92,7 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.slots[i].drafter = dr
 	}
 	if len(d.drafters) > 0 && o.Plan {
-		if r.plan, err = r.planner(r.slots[0].target, r.per); err != nil {
-			r.Close()
-			return nil, err
-		}
+		r.plan = r.planner()
 	}
 	return r, nil
 }

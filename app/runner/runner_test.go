@@ -257,3 +257,33 @@ func TestSlotsShareWeights(t *testing.T) {
 	}
 	t.Logf("one slot %d bytes, four %d; weights %d", one, four, weights)
 }
+
+// A calibration measures the target and a draft step, is kept, and makes
+// the next runner plan from it; without one the planner learns from the
+// run, measuring nothing before the first token.
+func TestCalibration(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	o := options(t)
+	o.Threads = 1
+	r := start(t, m, o)
+	if !r.Planner().Provisional() {
+		t.Error("an uncalibrated model's planner has a profile")
+	}
+	var steps []string
+	c, err := Calibrate(m, o.Store, 1, false, func(s Step) { steps = append(steps, s.What) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Profile.Decode <= 0 || len(c.Profile.Verify) < 5 || c.DraftStep["cpu"] <= 0 || len(steps) < 3 {
+		t.Fatalf("calibration %+v, steps %v", c, steps)
+	}
+	if got, ok := CachedCalibration(o.Store, m, 1); !ok || got.Profile.Decode != c.Profile.Decode {
+		t.Fatalf("not kept: %v", ok)
+	}
+	if _, ok := CachedCalibration(o.Store, m, 2); ok {
+		t.Error("a calibration at 1 thread served for 2")
+	}
+	if r := start(t, m, o); r.Planner().Provisional() {
+		t.Error("a calibrated model's planner learns from scratch")
+	}
+}

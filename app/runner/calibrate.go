@@ -1,0 +1,136 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"dovetail/app/runner/store"
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/gpu"
+	"dovetail/models/draft"
+)
+
+// Step is where a calibration stands, for a progress bar.
+type Step struct {
+	What        string
+	Done, Total int
+}
+
+// Calibrate measures what predictions of m need on threads threads: the
+// target's T_T and T_V(n) (profileSizes, the median of five), and a step
+// of its DGF draft on the CPU and, when gpus is set and one answers, on
+// the first GPU. The result is kept in st for the planner and setup.
+func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(Step)) (Calibration, error) {
+	if progress == nil {
+		progress = func(Step) {}
+	}
+	total := 2
+	if gpus {
+		total = 3
+	}
+	c := Calibration{Threads: threads, DraftStep: map[string]time.Duration{}, At: time.Now().UTC()}
+	pool := cpu.NewPool(threads)
+	defer pool.Close()
+	progress(Step{"the target's decode and verification costs", 0, total})
+	target := cpu.NewTarget(m.Llama, pool, 0)
+	prompt := min(32, target.Context()/4)
+	var sizes []int
+	for _, n := range profileSizes {
+		if prompt+n <= target.Context() {
+			sizes = append(sizes, n)
+		}
+	}
+	var err error
+	if c.Profile, err = engine.ProfileTarget(target, prompt, min(32, target.Context()-prompt), sizes, 5); err != nil {
+		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
+	}
+	cfg := draftShape(m, st)
+	progress(Step{"a draft step on the CPU", 1, total})
+	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, gpu.NewHost(threads)); err != nil {
+		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
+	}
+	if gpus {
+		progress(Step{"a draft step on the GPU", 2, total})
+		if dev, err := gpu.NewCUDA(0); err == nil {
+			c.DraftStep[dev.Name()], err = timeDraftStep(m, cfg, dev)
+			dev.Close()
+			if err != nil {
+				return c, fmt.Errorf("calibrating %s's draft on the GPU: %w", m.Name, err)
+			}
+		} else if !errors.Is(err, gpu.ErrNoCUDA) {
+			return c, fmt.Errorf("calibrating on the GPU: %w", err)
+		}
+	}
+	progress(Step{"done", total, total})
+	if st != nil {
+		if err := saveCalibration(st, m, c); err != nil {
+			return c, fmt.Errorf("keeping the calibration: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// profileSizes are the tree sizes whose verification cost is calibrated.
+var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
+
+// draftShape is the shape of the draft m drafts with: its saved one's, the
+// embedded model's shipped one's, or a new one's.
+func draftShape(m *Model, st *store.Store) draft.Config {
+	r := &Runner{model: m, store: st, opts: Options{Notify: func(Notice) {}}}
+	if ck, _ := r.savedDraft(); ck != nil {
+		return ck.Config
+	}
+	return draft.ForTarget(m.Config(), 1, 0)
+}
+
+// calibrationTree is the tree a draft step is timed in.
+var calibrationTree = engine.TreeParams{TopK: 10, Depth: 4, Tokens: 16}
+
+// timeDraftStep times a step of an untrained draft of shape cfg on dev:
+// the median of five trees of calibrationTree after 32 positions, per
+// level, as the planner counts draft time. The weights do not matter to
+// the time; the device frees what it allocated.
+func timeDraftStep(m *Model, cfg draft.Config, dev gpu.Device) (time.Duration, error) {
+	d, err := gpu.NewDraft(dev, cfg, m.Llama)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free()
+	d.InitDayZero(1)
+	if err := d.FreezeForDrafting(); err != nil {
+		return 0, err
+	}
+	seq := d.NewSequence(256)
+	defer seq.Free()
+	dd := engine.NewDGFDrafter(seq)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 32
+	ctx := make([]int, n+1)
+	feats := make([][]float32, n)
+	for i := range ctx {
+		ctx[i] = rng.IntN(cfg.Vocab)
+	}
+	for i := range feats {
+		feats[i] = make([]float32, cfg.Hidden)
+		for j := range feats[i] {
+			feats[i][j] = float32(rng.NormFloat64())
+		}
+	}
+	dd.Prefilled(ctx[:n], feats)
+	dd.Accepted(ctx[n:], feats[:1]) // the root's feature
+	var ts []time.Duration
+	for range 6 {
+		t0 := time.Now()
+		if _, err := dd.Draft(ctx, calibrationTree); err != nil {
+			return 0, err
+		}
+		ts = append(ts, time.Since(t0))
+	}
+	ts = ts[1:] // the first pays for warming up
+	slices.Sort(ts)
+	return ts[len(ts)/2] / time.Duration(calibrationTree.Depth+1), nil
+}

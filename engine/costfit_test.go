@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// From forwards of several sizes, the fit finds the line they lie on
+// through 10% noise; from decode steps alone, a decode step and the
+// default slope.
+func TestCostFit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	c := &costFit{}
+	if c.at(1) != 0 {
+		t.Fatal("a cost before any observation")
+	}
+	for i := range 600 {
+		n := []int{1, 1, 1, 4, 8, 17}[i%6]
+		c.add(n, (0.010+0.0004*float64(n))*(0.9+0.2*rng.Float64()))
+	}
+	if a, b := c.at(0), c.at(1)-c.at(0); math.Abs(a-0.010) > 0.001 || math.Abs(b-0.0004) > 0.0001 {
+		t.Errorf("fitted T(n) = %.4f + %.5f·n, want 0.0100 + 0.00040·n", a, b)
+	}
+	d := &costFit{}
+	for range 9 {
+		d.add(1, 0.02)
+	}
+	if got := d.at(1); math.Abs(got-0.02) > 1e-9 {
+		t.Errorf("T(1) %.4f from decode steps of 0.02", got)
+	}
+	if got, want := d.at(16), 0.02*(1+defaultVerifySlope*15); math.Abs(got-want) > 1e-9 {
+		t.Errorf("T(16) %.4f before any verification, want %.4f", got, want)
+	}
+}
+
+// A planner without a profile decodes plainly until it has measured,
+// then plans like a profiled one: with cheap verification and a good
+// draft it speculates.
+func TestProvisionalPlanner(t *testing.T) {
+	pl := NewProvisionalPlanner(10)
+	if !pl.Provisional() || pl.PredictedTokensPerSec() != 0 {
+		t.Fatal("a provisional planner predicted before measuring")
+	}
+	if _, on := pl.Plan(); on {
+		t.Error("speculating before anything was measured")
+	}
+	for i := range 64 {
+		n := []int{1, 1, 8, 17}[i%4]
+		pl.ObserveTarget(n, 10*time.Millisecond+time.Duration(n)*200*time.Microsecond)
+	}
+	observeRounds(pl, ServerTree, 0.8, 100*time.Microsecond, 200)
+	p, on := pl.Plan()
+	if !on || p.Depth < 2 {
+		t.Errorf("measured cheap verification, α 0.8: plan %+v on=%v", p, on)
+	}
+	if got := pl.PredictedTokensPerSec(); got < 1/0.0102 {
+		t.Errorf("predicted %.1f tokens/s, plain decoding does %.1f", got, 1/0.0102)
+	}
+}
