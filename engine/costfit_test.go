@@ -59,3 +59,20 @@ func TestProvisionalPlanner(t *testing.T) {
 		t.Errorf("predicted %.1f tokens/s, plain decoding does %.1f", got, 1/0.0102)
 	}
 }
+
+// Predict prefers drafting only where it pays, and AlphaForTau inverts
+// the τ of a chain of acceptances.
+func TestPredict(t *testing.T) {
+	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
+	pl := NewPlanner(cheap, 10)
+	p, speed := pl.Predict(0.8, 100*time.Microsecond)
+	if p.Depth < 2 || speed < 2/0.01 {
+		t.Errorf("a good cheap draft: %+v at %.1f tokens/s", p, speed)
+	}
+	if p, speed := pl.Predict(0.8, time.Second); p != (TreeParams{}) || math.Abs(speed-100) > 1e-6 {
+		t.Errorf("a draft step of a second: %+v at %.1f tokens/s, want plain decoding's 100", p, speed)
+	}
+	if a := AlphaForTau(1+0.5+0.25+0.125, 3); math.Abs(a-0.5) > 1e-6 {
+		t.Errorf("AlphaForTau = %.4f, want 0.5", a)
+	}
+}

@@ -338,3 +338,50 @@ func (pl *Planner) ObserveRecall(n, accepted int) {
 	pl.recallTried = decay*pl.recallTried + float64(min(accepted+1, n))
 	pl.recallTaken = decay*pl.recallTaken + float64(accepted)
 }
+
+// Predict is the shape of highest predicted speed for a draft whose
+// every depth the target accepts with probability alpha and whose step
+// takes draftStep, and that speed in tokens/s: plain decoding's when no
+// shape beats it (the plan then turns drafting off). It reads the costs
+// only: what setup predicts before anything ran.
+func (pl *Planner) Predict(alpha float64, draftStep time.Duration) (TreeParams, float64) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	tt := pl.decodeCost()
+	if tt <= 0 {
+		return TreeParams{}, 0
+	}
+	best, bestSpeed := TreeParams{}, 1/tt
+	for _, p := range pl.shapes {
+		tau, reach := 1.0, 1.0
+		for d := 1; d <= min(p.Depth+1, p.Tokens); d++ {
+			reach *= alpha
+			tau += reach
+		}
+		cost := float64(p.Depth+1)*draftStep.Seconds() + pl.verifyCost(p.Tokens+1)
+		if s := tau / cost; s > bestSpeed {
+			best, bestSpeed = p, s
+		}
+	}
+	return best, bestSpeed
+}
+
+// AlphaForTau is the per-depth acceptance that gives tau tokens per round
+// in a tree depth levels deep: 1 + α + … + α^depth = tau.
+func AlphaForTau(tau float64, depth int) float64 {
+	lo, hi := 0.0, 1.0
+	for range 50 {
+		mid := (lo + hi) / 2
+		t, r := 1.0, 1.0
+		for range depth {
+			r *= mid
+			t += r
+		}
+		if t < tau {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}

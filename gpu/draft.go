@@ -360,22 +360,39 @@ func (d *Draft) FreezeForDrafting() error {
 		if err != nil {
 			continue // a row that is not whole blocks stays float32
 		}
-		if cap(vals) < p.Size() {
-			vals = make([]float32, p.Size())
-		}
-		vals = vals[:p.Size()]
-		d.Dev.Download(vals, p.W)
-		t := &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb, Data: make([]byte, p.Rows*rb)}
-		for r := range p.Rows {
-			if err := quant.QuantizeRow(quant.Q8_0, t.Row(r), vals[r*p.Cols:(r+1)*p.Cols]); err != nil {
-				return fmt.Errorf("draft %s: %w", p.Name, err)
+		t := &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb}
+		if _, counting := d.Dev.(*sizer); !counting {
+			if cap(vals) < p.Size() {
+				vals = make([]float32, p.Size())
+			}
+			vals = vals[:p.Size()]
+			d.Dev.Download(vals, p.W)
+			t.Data = make([]byte, p.Rows*rb)
+			for r := range p.Rows {
+				if err := quant.QuantizeRow(quant.Q8_0, t.Row(r), vals[r*p.Cols:(r+1)*p.Cols]); err != nil {
+					return fmt.Errorf("draft %s: %w", p.Name, err)
+				}
 			}
 		}
 		if p.Q, err = d.Dev.UploadMatrix(t); err != nil {
 			return fmt.Errorf("draft %s: %w", p.Name, err)
 		}
+		hold(d.Dev, p.Rows*rb) // the Q8_0 copy is the device's own
 	}
 	return nil
+}
+
+// hold counts n bytes a device keeps of its own beyond its buffers, where
+// it counts what it holds (the host device, and Measure's).
+func hold(d Device, n int) {
+	switch v := d.(type) {
+	case *host[float32]:
+		v.held.Add(int64(n))
+	case *host[float64]:
+		v.held.Add(int64(n))
+	case *sizer:
+		v.held += uint64(n)
+	}
 }
 
 // grads is backward's scratch for one pass of up to rows rows.

@@ -27,12 +27,24 @@ func (d *Draft) Clone(dev Device) (_ *Draft, err error) {
 	return c, c.CopyWeights(d)
 }
 
+// sibling is a new draft on d's device sharing d's frozen matrices, with
+// zero weights.
+func (d *Draft) sibling() (_ *Draft, err error) {
+	defer catchDevice(&err)
+	c := &Draft{Dev: d.Dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
+	c.bind()
+	return c, nil
+}
+
 // CopyWeights sets d's weights to src's, which must have d's shape. The
 // two may live on different devices: the values then pass through the
 // host.
 func (d *Draft) CopyWeights(src *Draft) error {
 	if src.C != d.C {
 		return fmt.Errorf("draft: copy weights of shape %+v into %+v", src.C, d.C)
+	}
+	if _, counting := d.Dev.(*sizer); counting {
+		return nil // Measure's devices hold no values
 	}
 	var tmp []float32
 	for i, p := range d.Params {
@@ -96,10 +108,14 @@ func (l *Live) Publish(src *Draft) (_ int, err error) {
 	d := l.spare
 	l.spare = nil
 	l.mu.Unlock()
-	if d != nil {
+	if d == nil {
+		// A sibling of the newest version shares its frozen matrices,
+		// which a clone of src (a shadow on another device) would upload
+		// again.
+		d, err = l.cur.Load().d.sibling()
+	}
+	if err == nil {
 		err = d.CopyWeights(src)
-	} else {
-		d, err = src.Clone(l.cur.Load().d.Dev)
 	}
 	if err == nil {
 		err = d.FreezeForDrafting()

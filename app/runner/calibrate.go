@@ -56,7 +56,7 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if gpus {
 		progress(Step{"a draft step on the GPU", 2, total})
 		if dev, err := gpu.NewCUDA(0); err == nil {
-			c.DraftStep[dev.Name()], err = timeDraftStep(m, cfg, dev)
+			c.DraftStep["cuda:0"], err = timeDraftStep(m, cfg, dev)
 			dev.Close()
 			if err != nil {
 				return c, fmt.Errorf("calibrating %s's draft on the GPU: %w", m.Name, err)
@@ -80,8 +80,7 @@ var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
 // draftShape is the shape of the draft m drafts with: its saved one's, the
 // embedded model's shipped one's, or a new one's.
 func draftShape(m *Model, st *store.Store) draft.Config {
-	r := &Runner{model: m, store: st, opts: Options{Notify: func(Notice) {}}}
-	if ck, _ := r.savedDraft(); ck != nil {
+	if ck := savedDraftOf(m, st); ck != nil {
 		return ck.Config
 	}
 	return draft.ForTarget(m.Config(), 1, 0)

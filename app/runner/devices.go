@@ -41,10 +41,11 @@ func parseDevice(spec string) (kind string, ordinal int, err error) {
 	return "", 0, fmt.Errorf("device %q: want auto, cpu or cuda[:N]", spec)
 }
 
-// draftDevices are where a DGF draft drafts and trains.
+// draftDevices are where a DGF draft drafts and trains: on a GPU, two
+// streams of their own, so that training never queues in front of
+// drafting; on the CPU, host devices of their own threads.
 type draftDevices struct {
-	drafter, trainer gpu.Device
-	onGPU            bool
+	drafter, trainer gpu.Device // trainer nil: no adaptation
 }
 
 func (d draftDevices) close() {
@@ -56,59 +57,43 @@ func (d draftDevices) close() {
 	}
 }
 
-// openDraftDevices opens where a DGF draft of shape c runs, as spec says:
-// auto (the first CUDA GPU when there is one, the draft is large enough to
-// gain from it, and need(true) fits in its free memory; else the CPU),
-// cpu, or cuda[:N]. The drafter and the trainer get devices of their own:
-// on a GPU two streams, so that training never queues in front of
-// drafting; on the CPU the drafter uses draftThreads (the target's: they
-// take turns) and the trainer trainerThreads of its own. Under auto, a GPU
-// that fails to start or has too little memory is a notice, and the CPU
-// is used.
-func openDraftDevices(spec string, c draft.Config, draftThreads, trainerThreads int, need func(onGPU bool) uint64, notify func(Notice)) (draftDevices, error) {
-	host := draftDevices{drafter: gpu.NewHost(draftThreads), trainer: gpu.NewHost(trainerThreads)}
+// openGPU opens the GPU spec names for a draft: under auto the first one,
+// or nil when there is none (a notice when one failed to start); under
+// cuda[:N] that one, or an error; under cpu none.
+func openGPU(spec string, notify func(Notice)) (gpu.Device, error) {
 	kind, ordinal, err := parseDevice(spec)
-	if err != nil {
-		return draftDevices{}, err
-	}
-	if kind == "cpu" || kind == "auto" && c.Hidden*c.Vocab < gpuMinHead {
-		return host, nil
+	if err != nil || kind == "cpu" {
+		return nil, err
 	}
 	d, err := gpu.NewCUDA(ordinal)
-	var t gpu.Device
-	if err == nil {
-		if t, err = gpu.NewCUDA(ordinal); err != nil {
-			d.Close()
-		}
+	switch {
+	case err == nil:
+		return d, nil
+	case kind == "cuda":
+		return nil, fmt.Errorf("device %s: %w", spec, err)
+	case !errors.Is(err, gpu.ErrNoCUDA):
+		notify(Notice{Warning: true, Text: fmt.Sprintf("drafting on the CPU: the GPU did not start: %v", err)})
 	}
-	if err != nil {
-		if kind == "cuda" {
-			return draftDevices{}, fmt.Errorf("device %s: %w", spec, err)
-		}
-		if !errors.Is(err, gpu.ErrNoCUDA) {
-			notify(Notice{Warning: true, Text: fmt.Sprintf("drafting on the CPU: the GPU did not start: %v", err)})
-		}
-		return host, nil
-	}
-	free, _ := d.MemInfo()
-	if n := need(true); kind == "auto" && free < n {
-		notify(Notice{Warning: true, Text: fmt.Sprintf("drafting on the CPU: %s has %d MiB free, the draft and its trainer need %d MiB",
-			d.Name(), free>>20, n>>20)})
-		d.Close()
-		t.Close()
-		return host, nil
-	}
-	return draftDevices{drafter: d, trainer: t, onGPU: true}, nil
+	return nil, nil
 }
 
 // TrainDevice opens where a draft of shape c trains offline (distill): as
 // spec says, auto choosing a CUDA GPU when there is one and the draft is
 // large enough to gain from it; on the CPU with threads threads.
 func TrainDevice(spec string, c draft.Config, threads int, notify func(Notice)) (gpu.Device, error) {
-	devs, err := openDraftDevices(spec, c, threads, 1, func(bool) uint64 { return 0 }, notify)
+	kind, _, err := parseDevice(spec)
 	if err != nil {
 		return nil, err
 	}
-	devs.trainer.Close()
-	return devs.drafter, nil
+	if kind == "cpu" || kind == "auto" && c.Hidden*c.Vocab < gpuMinHead {
+		return gpu.NewHost(threads), nil
+	}
+	d, err := openGPU(spec, notify)
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return gpu.NewHost(threads), nil
+	}
+	return d, nil
 }

@@ -180,88 +180,84 @@ func (r *Runner) savedDraft() (*draft.Checkpoint, string) {
 	return ck, "embedded:" + assets.DefaultDraftName
 }
 
-// openDGF runs a DGF draft (ck nil: a new one) on the device the options
-// name, adapting unless adaptation is off, within the memory budget.
+// openDGF runs a DGF draft (ck nil: a new one) where it fits best within
+// the memory budget (placeDraft), on the device the options allow,
+// adapting unless adaptation is off or its trainer does not fit.
 func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error {
 	o := r.opts
 	cfg := draft.ForTarget(r.model.Config(), 1, 0)
 	if ck != nil {
 		cfg = ck.Config
 	}
-	adapt := o.Adapt.Mode != engine.AdaptOff
-	measure := func(onGPU, learn bool) (gpu.Footprint, error) {
-		var l *gpu.Learn
-		if learn {
-			c := o.Adapt.Engine
-			l = &gpu.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
-		}
-		return gpu.Measure(cfg, r.model.Llama, onGPU, r.ctx, len(r.slots), l, onGPU)
-	}
-	need := func(onGPU bool) uint64 {
-		fp, err := measure(onGPU, adapt)
-		if err != nil {
-			return ^uint64(0)
-		}
-		return fp.Draft + fp.Trainer
-	}
-	devs, err := openDraftDevices(o.Device, cfg, r.per, o.Adapt.Threads, need, r.notify)
-	if err != nil {
-		return err
-	}
-	b, err := r.dgfBudget(devs, measure, adapt)
-	if err != nil {
-		devs.close()
-		return err
-	}
-	if adapt && !b.fits() {
-		if ck == nil {
-			devs.close()
-			r.notify(Notice{Warning: true, Text: fmt.Sprintf("no draft: a new one needs its trainer, and %s does not fit in %s", b, HumanBytes(b.Available))})
-			return nil
-		}
-		adapt = false
-		if b, err = r.dgfBudget(devs, measure, false); err != nil {
-			devs.close()
+	kind, ordinal, _ := parseDevice(o.Device)
+	var gdev gpu.Device
+	if large := cfg.Hidden*cfg.Vocab >= gpuMinHead; large || kind == "cuda" {
+		var err error
+		if gdev, err = openGPU(o.Device, r.notify); err != nil {
 			return err
 		}
-		r.notify(Notice{Warning: true, Text: "adaptation off: the draft's trainer does not fit in the memory available"})
 	}
-	if !b.fits() {
-		devs.close()
-		r.notify(Notice{Warning: true, Text: fmt.Sprintf("drafting off: the draft does not fit in the memory available (%s)", b)})
+	q := draftRequest{base: r.budget, cfg: cfg, m: r.model.Llama, ctx: r.ctx, seqs: len(r.slots),
+		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: kind == "cuda", onCPU: kind == "cpu", needLearn: ck == nil}
+	if o.Adapt.Mode != engine.AdaptOff {
+		c := o.Adapt.Engine
+		q.learn = &gpu.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
+	}
+	if gdev != nil {
+		free, _ := gdev.MemInfo()
+		q.room = &gpuRoom{name: gdev.Name(), free: free}
+	}
+	p, ok, err := placeDraft(q)
+	if err != nil || !ok {
+		if gdev != nil {
+			gdev.Close()
+		}
+		switch {
+		case err != nil:
+			return err
+		case q.onGPU:
+			return fmt.Errorf("device %s: %s has %s free, too little for the draft", o.Device, q.room.name, HumanBytes(q.room.free))
+		}
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("drafting off: no draft fits in the memory available beside the model (%s available)", HumanBytes(r.budget.Available))})
 		return nil
 	}
-	r.budget = b
-	return r.startDGF(d, devs, cfg, ck, where, adapt)
-}
-
-// dgfBudget is the runner's budget with a DGF draft placed on devs.
-func (r *Runner) dgfBudget(devs draftDevices, measure func(onGPU, learn bool) (gpu.Footprint, error), adapt bool) (Budget, error) {
-	fp, err := measure(devs.onGPU, adapt)
+	if n := placeNotice(p, q.learn != nil, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
+		r.notify(Notice{Warning: true, Text: n})
+	}
+	devs, err := openPlaced(p, gdev, ordinal, r.per, o.Adapt.Threads)
 	if err != nil {
-		return Budget{}, err
+		return err
 	}
-	b := r.budget
-	b.add("draft", deviceLabel(devs.drafter), fp.Draft)
-	if adapt {
-		b.add("trainer", deviceLabel(devs.trainer), fp.Trainer)
-		b.add("adaptation", "cpu", r.opts.Adapt.Engine.HostBytes())
-	}
-	if devs.onGPU {
-		b.GPUFree, _ = devs.drafter.MemInfo()
-		if b.GPU() > b.GPUFree {
-			return b, fmt.Errorf("%s has %s free; the draft needs %s (%s)", devs.drafter.Name(), HumanBytes(b.GPUFree), HumanBytes(b.GPU()), b)
-		}
-	}
-	return b, nil
+	r.budget = p.budget
+	return r.startDGF(d, devs, cfg, ck, where, p.learn)
 }
 
-// deviceLabel is "cpu" for the host, else the GPU's name.
-func deviceLabel(d gpu.Device) string {
-	if gpu.OnHost(d) {
-		return "cpu"
+// openPlaced opens the devices of a placement: gdev (opened, or nil) for
+// drafting on the GPU, a second stream of it for training there, host
+// devices otherwise. gdev is closed when unused.
+func openPlaced(p draftPlace, gdev gpu.Device, ordinal, draftThreads, trainThreads int) (draftDevices, error) {
+	var devs draftDevices
+	if p.draftGPU {
+		devs.drafter = gdev
+	} else {
+		if gdev != nil {
+			gdev.Close()
+		}
+		devs.drafter = gpu.NewHost(draftThreads)
 	}
-	return d.Name()
+	switch {
+	case !p.learn:
+	case p.trainGPU:
+		t, err := gpu.NewCUDA(ordinal)
+		if err != nil {
+			devs.close()
+			return devs, err
+		}
+		devs.trainer = t
+	default:
+		devs.trainer = gpu.NewHost(trainThreads)
+	}
+	return devs, nil
 }
 
 // startDGF allocates the draft and its sequences (and its adaptation).

@@ -23,7 +23,7 @@ type Calibration struct {
 	Threads int            `json:"threads"`
 	Profile engine.Profile `json:"profile"`
 	// DraftStep is one step of the model's DGF draft (a tree level), by
-	// device: "cpu", or the GPU's name.
+	// device: "cpu" or "cuda:0".
 	DraftStep map[string]time.Duration `json:"draft_step"`
 	At        time.Time                `json:"at"`
 }

@@ -1,0 +1,213 @@
+package runner
+
+import (
+	"fmt"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+
+	"dovetail/app/runner/probe"
+	"dovetail/app/runner/store"
+	"dovetail/cpu"
+	"dovetail/engine"
+	"dovetail/gpu"
+	"dovetail/models/draft"
+)
+
+// Placement is where a model's work runs.
+type Placement struct {
+	Threads int `json:"threads"`
+	// DraftDevice and TrainerDevice are "cpu", a GPU's name, or "none".
+	DraftDevice   string            `json:"draft_device"`
+	TrainerDevice string            `json:"trainer_device"`
+	GPULayers     int               `json:"gpu_layers"`
+	Ctx           int               `json:"ctx"`
+	Tree          engine.TreeParams `json:"tree"`
+	// Device is the draft's device as an option (cpu, cuda:N).
+	Device string `json:"device"`
+}
+
+// Prediction is a model's predicted decode speed, tokens/s: the target
+// alone, with its draft as it is today, and a range for the draft's
+// acceptance.
+type Prediction struct {
+	Plain     float64 `json:"plain_tokens_per_s"`
+	WithDraft float64 `json:"tokens_per_s"`
+	Low       float64 `json:"low"`
+	High      float64 `json:"high"`
+	// Tau is the tokens per round the prediction assumes.
+	Tau float64 `json:"tau"`
+}
+
+// Verdicts of a fit.
+const (
+	FitsGPU    = "all on GPU"
+	FitsPartly = "partly on GPU"
+	FitsCPU    = "CPU only"
+	NoFit      = "will not fit"
+)
+
+// Fit is how a model fits this machine.
+type Fit struct {
+	Model     string     `json:"model"`
+	Path      string     `json:"path"`
+	Placement Placement  `json:"placement"`
+	Budget    Budget     `json:"-"`
+	Verdict   string     `json:"fit"`
+	Reason    string     `json:"reason"`
+	Predicted Prediction `json:"predicted"`
+}
+
+// minCtx is the smallest context a fit shrinks to before it gives up.
+const minCtx = 512
+
+// maxDefaultCtx caps the context a fit chooses: the cache of a long one
+// costs memory most requests never use.
+const maxDefaultCtx = 8192
+
+// PlanFit places m on the machine the probe describes: threads on the
+// physical cores, the longest context (up to maxDefaultCtx) whose cache
+// fits, the draft and its trainer on a GPU with room for them and a head
+// large enough to gain, else on the CPU, without its trainer, or not at
+// all, as memory allows; and predicts the speed from cal (nil: no speeds).
+func PlanFit(m *Model, machine probe.Report, cal *Calibration, st *store.Store) Fit {
+	f := Fit{Model: m.Name, Path: m.Path}
+	threads := max(1, machine.CPU.Cores)
+	ctx := min(m.Config().ContextLength, maxDefaultCtx)
+	avail := machine.Memory.AvailableBytes
+	var b Budget
+	for {
+		b = targetBudget(m, ctx, threads, avail)
+		if b.fits() || ctx <= minCtx {
+			break
+		}
+		ctx = max(ctx/2, min(minCtx, m.Config().ContextLength))
+	}
+	f.Placement = Placement{Threads: threads, Ctx: ctx, DraftDevice: "none", TrainerDevice: "none", Device: "cpu"}
+	if !b.fits() {
+		f.Budget, f.Verdict = b, NoFit
+		f.Reason = fmt.Sprintf("the weights and a cache of %d positions need %s; %s is available", ctx, HumanBytes(b.CPU()), HumanBytes(avail))
+		return f
+	}
+	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, st, machine)
+	f.Placement.Tree = engine.ServerTree
+	var tree engine.TreeParams
+	if f.Predicted, tree = predict(m, cal, f.Placement, st); tree != (engine.TreeParams{}) {
+		f.Placement.Tree = tree
+	}
+	return f
+}
+
+// targetBudget counts the target at ctx.
+func targetBudget(m *Model, ctx, threads int, avail uint64) Budget {
+	fp := cpu.MeasureTarget(m.Llama, ctx, threads)
+	b := Budget{Available: avail}
+	b.add("weights", "cpu", fp.Weights)
+	b.add("rope table", "cpu", fp.Tables)
+	b.add("kv cache", "cpu", fp.KV)
+	b.add("scratch", "cpu", fp.Scratch)
+	return b
+}
+
+// fitDraft places the draft beside the target as runner.New would on
+// the machine the probe describes, and says how it fits.
+func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.Report) (Budget, string, string) {
+	ck := savedDraftOf(m, st)
+	cfg := draft.ForTarget(m.Config(), 1, 0)
+	if ck != nil {
+		cfg = ck.Config
+	}
+	a := DefaultAdapt()
+	q := draftRequest{base: b, cfg: cfg, m: m.Llama, ctx: p.Ctx, seqs: 1, hostBytes: a.Engine.HostBytes(), needLearn: ck == nil,
+		learn: &gpu.Learn{Config: trainConfig(a, true), MaxRows: learnRows(a.Engine), MaxLen: learnLen(a.Engine), EvalDepth: learnDepth}}
+	why := "no NVIDIA GPU"
+	if len(machine.GPUs) > 0 {
+		g := machine.GPUs[0]
+		q.room = &gpuRoom{name: g.Name, free: g.VRAMFreeBytes}
+		why = g.Name + " is not used"
+		if cfg.Hidden*cfg.Vocab < gpuMinHead {
+			why = "the draft is too small to gain from " + g.Name
+		}
+	}
+	pl, ok, err := placeDraft(q)
+	switch {
+	case err != nil:
+		return b, FitsCPU, err.Error()
+	case !ok:
+		return b, FitsCPU, "no draft fits in memory beside the target: the target alone on the CPU"
+	}
+	p.DraftDevice = side(pl.draftGPU, q.room)
+	if pl.draftGPU {
+		p.Device = "cuda:0"
+	}
+	if pl.learn {
+		p.TrainerDevice = side(pl.trainGPU, q.room)
+	}
+	if pl.draftGPU {
+		return pl.budget, FitsPartly, fmt.Sprintf("the target on the CPU (its layers on the GPU are not supported yet); the draft on %s, its trainer on %s",
+			p.DraftDevice, p.TrainerDevice)
+	}
+	if n := placeNotice(pl, true, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
+		why = n
+	}
+	return pl.budget, FitsCPU, fmt.Sprintf("%s; the draft on the CPU, its trainer on %s", why, p.TrainerDevice)
+}
+
+// savedDraftOf is the draft --draft auto would load for m (nil: none).
+func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
+	r := &Runner{model: m, store: st, opts: Options{Notify: func(Notice) {}}}
+	ck, _ := r.savedDraft()
+	return ck
+}
+
+// predict is the speed of the placement from the calibration: the target
+// alone, and with the draft at the acceptance its saved τ history says
+// (median, and 10th to 90th percentile), or, without one, a prior (half,
+// between a quarter and three quarters); and the tree it predicts best.
+func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, engine.TreeParams) {
+	if cal == nil || cal.Profile.Decode <= 0 {
+		return Prediction{}, engine.TreeParams{}
+	}
+	pl := engine.NewPlanner(cal.Profile, engine.ServerTree.TopK)
+	plain := 1 / cal.Profile.Decode.Seconds()
+	out := Prediction{Plain: plain, WithDraft: plain, Low: plain, High: plain, Tau: 1}
+	step, ok := cal.DraftStep[p.Device]
+	if p.DraftDevice == "none" || !ok {
+		return out, engine.TreeParams{}
+	}
+	depth := engine.ServerTree.Depth + 1
+	lo, mid, hi := 0.25, 0.5, 0.75
+	if h := tauHistory(m, st); len(h) > 0 {
+		lo = engine.AlphaForTau(stat.Quantile(0.1, stat.Empirical, h, nil), depth)
+		mid = engine.AlphaForTau(stat.Quantile(0.5, stat.Empirical, h, nil), depth)
+		hi = engine.AlphaForTau(stat.Quantile(0.9, stat.Empirical, h, nil), depth)
+	}
+	var tree engine.TreeParams
+	tree, out.WithDraft = pl.Predict(mid, step)
+	_, out.Low = pl.Predict(lo, step)
+	_, out.High = pl.Predict(hi, step)
+	// Probes keep acceptance measured while drafting is off: a few
+	// percent of the time.
+	out.Low = max(out.Low, 0.95*plain)
+	if tree != (engine.TreeParams{}) {
+		t, r := 1.0, 1.0
+		for range min(tree.Depth+1, tree.Tokens) {
+			r *= mid
+			t += r
+		}
+		out.Tau = t
+	}
+	return out, tree
+}
+
+// tauHistory is the τ the target's saved draft measured at each
+// publication, sorted.
+func tauHistory(m *Model, st *store.Store) []float64 {
+	ck := savedDraftOf(m, st)
+	if ck == nil {
+		return nil
+	}
+	h := store.ParseFloats(ck.Meta[store.MetaTauHistory])
+	slices.Sort(h)
+	return h
+}

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"fmt"
+
+	"dovetail/gpu"
+	"dovetail/models"
+	"dovetail/models/draft"
+)
+
+// gpuRoom is a GPU a draft may go to: its name and free memory.
+type gpuRoom struct {
+	name string
+	free uint64
+}
+
+// draftPlace is where a DGF draft drafts and trains, and the budget with
+// them placed.
+type draftPlace struct {
+	draftGPU, trainGPU, learn bool
+	budget                    Budget
+}
+
+// draftRequest is what a placement of a draft is asked for.
+type draftRequest struct {
+	base  Budget // the target's
+	cfg   draft.Config
+	m     *models.Llama
+	ctx   int
+	seqs  int
+	learn *gpu.Learn // nil: the draft does not adapt
+	// hostBytes is what adaptation holds in host memory besides the
+	// trainer (the record ring, the text memory).
+	hostBytes uint64
+	room      *gpuRoom // nil: no GPU
+	// onGPU and onCPU restrict the draft to one side (--device cuda|cpu).
+	onGPU, onCPU bool
+	// needLearn: a draft that does not learn is no use (a new one).
+	needLearn bool
+}
+
+// placeDraft puts a draft where it fits best: drafting on the GPU before
+// the CPU (a round there is far cheaper for a large draft), and learning
+// before not learning; on the GPU the trainer goes beside the draft, else
+// to the CPU. ok is false when no place fits.
+func placeDraft(q draftRequest) (draftPlace, bool, error) {
+	large := q.cfg.Hidden*q.cfg.Vocab >= gpuMinHead
+	var tries []draftPlace
+	if q.room != nil && (large || q.onGPU) && !q.onCPU {
+		tries = append(tries, draftPlace{draftGPU: true, trainGPU: true, learn: true},
+			draftPlace{draftGPU: true, learn: true}, draftPlace{draftGPU: true})
+	}
+	if !q.onGPU {
+		tries = append(tries, draftPlace{learn: true}, draftPlace{})
+	}
+	for _, t := range tries {
+		if (t.learn && q.learn == nil) || (!t.learn && q.needLearn) {
+			continue
+		}
+		var l *gpu.Learn
+		if t.learn {
+			l = q.learn
+		}
+		fp, err := gpu.Measure(q.cfg, q.m, t.draftGPU, q.ctx, q.seqs, l, t.trainGPU)
+		if err != nil {
+			return draftPlace{}, false, err
+		}
+		b := q.base
+		b.add("draft", side(t.draftGPU, q.room), fp.Draft)
+		if t.learn {
+			b.add("trainer", side(t.trainGPU, q.room), fp.Trainer)
+			b.add("adaptation", "cpu", q.hostBytes)
+		}
+		if q.room != nil {
+			b.GPUFree = q.room.free
+		}
+		if b.fits() && (q.room == nil || b.GPU() <= q.room.free) {
+			t.budget = b
+			return t, true, nil
+		}
+	}
+	return draftPlace{}, false, nil
+}
+
+// side names where a part goes: "cpu", or the GPU's name.
+func side(onGPU bool, room *gpuRoom) string {
+	if onGPU && room != nil {
+		return room.name
+	}
+	return "cpu"
+}
+
+// placeNotice says what a placement gave up, or "".
+func placeNotice(p draftPlace, learnAsked bool, room *gpuRoom, large bool) string {
+	switch {
+	case learnAsked && !p.learn:
+		return "adaptation off: the draft's trainer does not fit in the memory available"
+	case room != nil && large && !p.draftGPU:
+		return fmt.Sprintf("drafting on the CPU: %s has %s free, too little for the draft", room.name, HumanBytes(room.free))
+	case learnAsked && p.draftGPU && !p.trainGPU:
+		return fmt.Sprintf("training the draft on the CPU: %s has too little memory free for its trainer", room.name)
+	}
+	return ""
+}
