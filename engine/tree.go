@@ -10,7 +10,9 @@ import (
 // expansion rounds after the root's own top-k (so paths are at most
 // Depth+1 long), and at most Tokens nodes in all (γ).
 type TreeParams struct {
-	TopK, Depth, Tokens int
+	TopK   int `json:"top_k"`
+	Depth  int `json:"depth"`
+	Tokens int `json:"tokens"`
 }
 
 // Dovetail's settings from the paper: server and laptop.

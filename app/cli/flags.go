@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/store"
 	"dovetail/engine"
 )
 
@@ -114,4 +116,40 @@ func (f *adaptFlags) settings() (runner.Adapt, error) {
 	a.LR, a.Anchor, a.Unroll = f.lr, f.anchor, f.unroll
 	a.Engine.Steps, a.Engine.Window, a.Engine.Batch, a.Engine.Control.MinRecords, a.Engine.MinGain = f.steps, f.window, f.batch, f.minR, f.minGain
 	return a, a.Validate()
+}
+
+// applySettings starts o from the settings setup saved for m, where the
+// user gave no flag, and says which it used.
+func applySettings(c *cobra.Command, o *runner.Options, m *runner.Model) error {
+	st, err := store.Open()
+	if err != nil {
+		return nil // nowhere to read them from: the defaults stand
+	}
+	s, err := runner.LoadSettings(st)
+	if err != nil {
+		fmt.Fprintf(c.ErrOrStderr(), "warning: ignoring the settings: %v\n", err)
+		return nil
+	}
+	ms, ok := s.Models[m.Fingerprint]
+	if !ok {
+		return nil
+	}
+	fl := c.Flags()
+	flags := map[string][]string{"threads": {"threads"}, "ctx": {"ctx"}, "draft": {"draft"}, "device": {"device"},
+		"tree": {"tree-k", "tree-depth", "tree-tokens"}, "plan": {"plan"}}
+	given := func(option string) bool {
+		for _, name := range flags[option] {
+			if f := fl.Lookup(name); f != nil && f.Changed {
+				return true
+			}
+		}
+		return false
+	}
+	if used := ms.Apply(o, given); len(used) > 0 {
+		fmt.Fprintf(c.ErrOrStderr(), "settings: %s (from %s; flags override)\n", strings.Join(used, ", "), st.SettingsPath())
+	}
+	if err := o.Validate(); err != nil {
+		return usageError{fmt.Errorf("the settings in %s: %v", st.SettingsPath(), err)}
+	}
+	return nil
 }

@@ -61,6 +61,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(), newDraftsCmd())
+	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(), newDraftsCmd(),
+		newProbeCmd(), newSetupCmd())
 	return root
 }

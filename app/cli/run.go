@@ -138,6 +138,9 @@ func run(c *cobra.Command, f runFlags) error {
 		return err
 	}
 	defer m.Close()
+	if err := applySettings(c, &o, m); err != nil {
+		return err
+	}
 	r, err := runner.New(m, o)
 	if err != nil {
 		return err

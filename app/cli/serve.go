@@ -79,6 +79,9 @@ func serve(c *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer m.Close()
+	if err := applySettings(c, &o, m); err != nil {
+		return err
+	}
 	r, err := runner.New(m, o)
 	if err != nil {
 		return err

@@ -32,7 +32,9 @@ func shapeModel(t *testing.T, name string, h, layers, heads, kv, ffn, vocab, ctx
 		f.Tensors = append(f.Tensors, gguf.TensorInfo{Name: n, Type: typ, Dims: []uint64{uint64(cols), uint64(rows)}, Size: uint64(rb * rows)})
 		return &models.Tensor{Name: n, Type: typ, Rows: rows, Cols: cols, RowBytes: rb}
 	}
-	norm := func(n string) { f.Tensors = append(f.Tensors, gguf.TensorInfo{Name: n, Type: quant.F32, Size: uint64(4 * h)}) }
+	norm := func(n string) {
+		f.Tensors = append(f.Tensors, gguf.TensorInfo{Name: n, Type: quant.F32, Size: uint64(4 * h)})
+	}
 	m := &models.Llama{Config: models.Config{Arch: "llama", Hidden: h, Layers: layers, Heads: heads, KVHeads: kv, HeadDim: h / heads,
 		FFN: ffn, Vocab: vocab, ContextLength: ctx, RMSEps: 1e-5, RopeTheta: 10000, RopeDim: h / heads, RopeScale: 1}}
 	m.TokenEmbd = tensor("token_embd.weight", vocab, h)

@@ -50,6 +50,9 @@ type Options struct {
 	// Notify receives notices as they come, at open and later (a failed
 	// save on the trainer's goroutine); nil keeps them for Notices.
 	Notify func(Notice)
+	// Predicted is the decode speed setup predicted for these settings
+	// (0: none), recorded beside what the runner measures.
+	Predicted float64
 }
 
 // DefaultOptions are what `dovetail run` does without flags.

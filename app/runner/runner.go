@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
@@ -28,9 +29,11 @@ type Runner struct {
 	draft  *drafting
 	plan   *engine.Planner
 
-	mu      sync.Mutex
-	notices []Notice
-	closed  bool
+	mu        sync.Mutex
+	notices   []Notice
+	closed    bool
+	genTokens int           // generated in all, for the history
+	genTime   time.Duration // spent generating them
 }
 
 // Slot is one sequence of the runner's model with its drafter.
@@ -190,7 +193,9 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 	if req.Drafter == nil && s.drafter != nil {
 		req.Drafter, req.Tree, req.Planner = s.drafter, s.r.opts.Tree, s.r.plan
 	}
-	return engine.Generate(ctx, s.target, req, emit)
+	st, err := engine.Generate(ctx, s.target, req, emit)
+	s.r.tally(st)
+	return st, err
 }
 
 // Close stops adaptation, saves what it learned, and frees the slots and
@@ -206,6 +211,9 @@ func (r *Runner) Close() error {
 	r.mu.Unlock()
 	var err error
 	if r.draft != nil {
+		if herr := r.record(); herr != nil {
+			r.notify(Notice{Warning: true, Text: fmt.Sprintf("the speed history is not kept: %v", herr)})
+		}
 		err = r.draft.close()
 	}
 	r.closeSlots()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 
 	"dovetail/cpu"
 	"dovetail/gpu"
@@ -134,8 +135,10 @@ func noGPU(err error) Finding {
 	switch {
 	case err == nil:
 		return Finding{"no NVIDIA GPU", consequence}
+	case errors.Is(err, gpu.ErrNoCUDA) && strings.Contains(err.Error(), "libcuda.so.1 not found"):
+		return Finding{"no NVIDIA driver (libcuda.so.1 not found)", consequence}
 	case errors.Is(err, gpu.ErrNoCUDA):
-		return Finding{"no NVIDIA GPU or driver (" + err.Error() + ")", consequence}
+		return Finding{"no NVIDIA GPU (" + strings.TrimPrefix(err.Error(), gpu.ErrNoCUDA.Error()+": ") + ")", consequence}
 	}
 	return Finding{"the NVIDIA GPU did not answer (" + err.Error() + ")", consequence}
 }

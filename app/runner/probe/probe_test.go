@@ -98,3 +98,11 @@ func TestRunHere(t *testing.T) {
 		t.Error("bandwidth measured without Measure")
 	}
 }
+
+// A recorded machine's /proc: the memory the probe reports is its.
+func TestRunRecorded(t *testing.T) {
+	r := Run(Options{Root: "testdata/gpu-machine"})
+	if r.Memory.TotalBytes != 32768000*1024 || r.Memory.AvailableBytes != 20000000*1024 || r.Memory.Limited {
+		t.Errorf("memory %+v", r.Memory)
+	}
+}

@@ -84,6 +84,11 @@ func (s *Store) ProfilePath(key string) string {
 	return filepath.Join(s.cache, "profiles", key+".json")
 }
 
+// HistoryPath is a model's record of predicted and measured speeds.
+func (s *Store) HistoryPath(fp string) string {
+	return filepath.Join(s.cache, "history", fp+".jsonl")
+}
+
 // SettingsPath is the settings file that run, serve and the desktop app
 // read their defaults from.
 func (s *Store) SettingsPath() string { return filepath.Join(s.config, "settings.json") }

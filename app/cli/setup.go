@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
+	"dovetail/app/runner/probe"
+	"dovetail/app/runner/store"
+)
+
+type setupFlags struct {
+	models      []string
+	dir         string
+	yes, asJSON bool
+	recalibrate bool
+}
+
+// setupResult is one model's object in --json.
+type setupResult struct {
+	Model        string            `json:"model"`
+	Path         string            `json:"path"`
+	Source       string            `json:"source"`
+	Placement    runner.Placement  `json:"placement"`
+	Memory       memoryStats       `json:"memory"`
+	Fit          string            `json:"fit"`
+	Reason       string            `json:"reason"`
+	Predicted    runner.Prediction `json:"predicted"`
+	SettingsFile string            `json:"settings_file"`
+	Runs         int               `json:"runs"`
+	Drift        float64           `json:"measured_over_predicted,omitempty"`
+	fingerprint  string
+	settings     runner.ModelSettings
+}
+
+func newSetupCmd() *cobra.Command {
+	var f setupFlags
+	c := &cobra.Command{
+		Use:   "setup [-m MODEL ...] [--models DIR] [--yes] [--json]",
+		Short: "Find your models, calibrate this machine, and choose and save the settings that fit",
+		Long: "Probe this machine, find the models (the files and folders given with -m and --models;\n" +
+			"without them the embedded model and the GGUF files ollama and LM Studio keep), calibrate\n" +
+			"what predictions need (cached per machine and model; again when measured speeds drift\n" +
+			"more than 25% from predictions), and for each model show how it fits: memory by part and\n" +
+			"device, the verdict, the placement and the predicted speed. The chosen settings are saved\n" +
+			"to the settings file that run, serve and the desktop app start from (flags override).",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return setup(c, f) },
+	}
+	fl := c.Flags()
+	fl.StringArrayVarP(&f.models, "model", "m", nil, "a GGUF model file or a folder of them (repeatable)")
+	fl.StringVar(&f.dir, "models", "", "a folder of GGUF models")
+	fl.BoolVar(&f.yes, "yes", false, "save the settings without asking")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per model (one line each)")
+	fl.BoolVar(&f.recalibrate, "recalibrate", false, "calibrate again even where a calibration is kept")
+	return c
+}
+
+func setup(c *cobra.Command, f setupFlags) error {
+	stderr := c.ErrOrStderr()
+	st, err := store.Open()
+	if err != nil {
+		return err
+	}
+	found, err := findModels(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stderr, "probing this machine…")
+	machine := probe.Run(probe.Options{Measure: true})
+	for _, fd := range machine.Findings {
+		fmt.Fprintf(stderr, "note: %s\n", fd)
+	}
+	var results []setupResult
+	for _, d := range found {
+		res, err := setupModel(c, st, machine, d, f.recalibrate, !f.asJSON)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", d.Name, err)
+			continue
+		}
+		results = append(results, res)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("setup: no model could be set up")
+	}
+	save := f.yes || (!f.asJSON && ask(c, fmt.Sprintf("Save these settings to %s? [Y/n] ", st.SettingsPath())))
+	if save {
+		chosen := map[string]runner.ModelSettings{}
+		for i := range results {
+			if results[i].Fit != runner.NoFit {
+				chosen[results[i].fingerprint] = results[i].settings
+				results[i].SettingsFile = st.SettingsPath()
+			}
+		}
+		if err := runner.SaveSettings(st, chosen); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+		fmt.Fprintf(stderr, "saved the settings of %d model(s) to %s\n", len(chosen), st.SettingsPath())
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(c.OutOrStdout())
+		enc.SetEscapeHTML(false)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// findModels are the models to set up: those given, else the embedded
+// model and the user's ollama and LM Studio models.
+func findModels(f setupFlags) ([]discover.Model, error) {
+	p := discover.Places{Paths: f.models}
+	if f.dir != "" {
+		p.Paths = append(p.Paths, f.dir)
+	}
+	if len(p.Paths) > 0 {
+		return discover.Find(p)
+	}
+	home, _ := os.UserHomeDir()
+	found, err := discover.Find(discover.UserPlaces(home))
+	if err != nil {
+		return nil, err
+	}
+	return append([]discover.Model{{Name: "the embedded model", Source: "embedded"}}, found...), nil
+}
+
+// setupModel calibrates a model where needed, fits it and shows the fit.
+func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, d discover.Model, recalibrate, table bool) (setupResult, error) {
+	stderr := c.ErrOrStderr()
+	m, err := runner.OpenModel(d.Path)
+	if err != nil {
+		return setupResult{}, err
+	}
+	defer m.Close()
+	threads := max(1, machine.CPU.Cores)
+	h, _ := runner.History(st, m.Fingerprint)
+	ratio, runs := runner.Drift(h)
+	cal, ok := runner.CachedCalibration(st, m, threads)
+	if drifted := runs > 0 && math.Abs(ratio-1) > runner.MaxDrift; !ok || recalibrate || drifted {
+		if drifted {
+			fmt.Fprintf(stderr, "%s: measured at %.2f× the prediction over %d runs: calibrating again\n", d.Name, ratio, runs)
+		}
+		bar := newProgress(stderr, "calibrating "+m.Name, 1)
+		cal, err = runner.Calibrate(m, st, threads, len(machine.GPUs) > 0, func(s runner.Step) {
+			bar.total = s.Total
+			bar.update(s.Done, s.What)
+		})
+		bar.finish()
+		if err != nil {
+			return setupResult{}, err
+		}
+	}
+	fit := runner.PlanFit(m, machine, &cal, st)
+	res := setupResult{Model: d.Name, Path: d.Path, Source: d.Source, Placement: fit.Placement, Memory: memoryOf(fit.Budget),
+		Fit: fit.Verdict, Reason: fit.Reason, Predicted: fit.Predicted, Runs: runs, Drift: ratio,
+		fingerprint: m.Fingerprint, settings: runner.SettingsFor(fit)}
+	if d.Source == "embedded" {
+		res.Model, res.Path = m.Name+" (embedded)", ""
+	}
+	if table {
+		printFit(c.OutOrStdout(), res, fit.Budget)
+	}
+	return res, nil
+}
+
+// printFit writes a model's fit table.
+func printFit(w io.Writer, r setupResult, b runner.Budget) {
+	p, pr := r.Placement, r.Predicted
+	fmt.Fprintf(w, "\n%s  [%s]\n", r.Model, r.Source)
+	fmt.Fprintf(w, "  fit        %s: %s\n", r.Fit, r.Reason)
+	for _, part := range b.Parts {
+		fmt.Fprintf(w, "  %-10s %10s  %s\n", part.Name, runner.HumanBytes(part.Bytes), part.Device)
+	}
+	fmt.Fprintf(w, "  in all     %10s of %s available on the CPU", runner.HumanBytes(b.CPU()), runner.HumanBytes(b.Available))
+	if b.GPUFree > 0 {
+		fmt.Fprintf(w, ", %s of %s free on the GPU", runner.HumanBytes(b.GPU()), runner.HumanBytes(b.GPUFree))
+	}
+	fmt.Fprintln(w)
+	if r.Fit == runner.NoFit {
+		return
+	}
+	fmt.Fprintf(w, "  placement  %d threads, context %d, draft on %s, trainer on %s, %d target layers on the GPU, tree k %d depth %d γ %d\n",
+		p.Threads, p.Ctx, p.DraftDevice, p.TrainerDevice, p.GPULayers, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens)
+	if pr.Plain > 0 {
+		fmt.Fprintf(w, "  predicted  %.1f tokens/s alone → %.1f with the draft today (τ %.2f), %.1f–%.1f\n",
+			pr.Plain, pr.WithDraft, pr.Tau, pr.Low, pr.High)
+	}
+	if r.Runs > 0 {
+		fmt.Fprintf(w, "  measured   %.2f× the prediction over the last %d runs\n", r.Drift, r.Runs)
+	}
+}
+
+// ask asks a yes/no question on stderr, yes by default; no answer (end of
+// input) is no.
+func ask(c *cobra.Command, question string) bool {
+	fmt.Fprint(c.ErrOrStderr(), question)
+	line, err := bufio.NewReader(c.InOrStdin()).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(c.ErrOrStderr())
+		return false
+	}
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "" || a == "y" || a == "yes"
+}

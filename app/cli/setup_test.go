@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/store"
+	"dovetail/internal/golden"
+)
+
+// probe --json prints exactly one object with the fields the issue names.
+func TestProbeJSON(t *testing.T) {
+	out, errOut, code := runCLI(t, "probe", "--json", "--quick")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var r map[string]map[string]any
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if dec.More() {
+		t.Fatal("more than one object")
+	}
+	r = map[string]map[string]any{}
+	for _, k := range []string{"cpu", "memory"} {
+		var v map[string]any
+		if err := json.Unmarshal(raw[k], &v); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		r[k] = v
+	}
+	for k, fields := range map[string][]string{"cpu": {"model", "isa", "kernels", "cores", "threads"}, "memory": {"total_bytes", "available_bytes", "bandwidth_gb_s"}} {
+		for _, f := range fields {
+			if _, ok := r[k][f]; !ok {
+				t.Errorf("%s.%s missing", k, f)
+			}
+		}
+	}
+	var gpus []map[string]any
+	if err := json.Unmarshal(raw["gpus"], &gpus); err != nil || gpus == nil {
+		t.Errorf("gpus: %s (%v)", raw["gpus"], err)
+	}
+}
+
+// setup fits a model, saves its settings (--yes), prints one object per
+// model; run then starts from the settings, a flag overriding them; a
+// second setup uses the kept calibration, and one whose measurements
+// drifted from its predictions calibrates again.
+func TestSetup(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	model := golden.ModelPath("stories260K-f32.gguf")
+	out, errOut, code := runCLI(t, "setup", "-m", model, "--yes", "--json")
+	if code != 0 || !strings.Contains(errOut, "calibrating") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var res struct {
+		Model     string
+		Placement map[string]any
+		Memory    struct {
+			CPUBytes uint64 `json:"cpu_bytes"`
+			GPUBytes *uint64 `json:"gpu_bytes"`
+			Parts    []runner.Part
+		}
+		Fit       string
+		Predicted struct {
+			Plain float64 `json:"plain_tokens_per_s"`
+			With  float64 `json:"tokens_per_s"`
+			Low   float64 `json:"low"`
+			High  float64 `json:"high"`
+		}
+		SettingsFile string `json:"settings_file"`
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	n := 0
+	for sc.Scan() {
+		n++
+		if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+			t.Fatalf("%v: %s", err, sc.Text())
+		}
+	}
+	if n != 1 || res.Model != "stories260K-f32.gguf" || res.Fit != runner.FitsCPU || res.SettingsFile == "" || res.Memory.CPUBytes == 0 ||
+		res.Memory.GPUBytes == nil || len(res.Memory.Parts) < 4 || !(res.Predicted.Plain > 0 && res.Predicted.Low <= res.Predicted.With && res.Predicted.With <= res.Predicted.High) {
+		t.Fatalf("%d objects, the last %+v", n, res)
+	}
+	for _, k := range []string{"threads", "draft_device", "trainer_device", "gpu_layers", "ctx", "tree"} {
+		if _, ok := res.Placement[k]; !ok {
+			t.Errorf("placement.%s missing", k)
+		}
+	}
+	// run starts from them, and says so; a flag beats them.
+	_, errOut, code = runCLI(t, "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0")
+	if code != 0 || !strings.Contains(errOut, "settings: threads") || !strings.Contains(errOut, "ctx 128") {
+		t.Fatalf("run after setup: exit %d\n%s", code, errOut)
+	}
+	_, errOut, _ = runCLI(t, "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0", "--ctx", "64", "--draft", "none")
+	if strings.Contains(errOut, "ctx 128") || strings.Contains(errOut, "draft auto") || !strings.Contains(errOut, "settings: threads") {
+		t.Fatalf("flags did not override the settings:\n%s", errOut)
+	}
+	// The calibration is kept.
+	if _, errOut, _ = runCLI(t, "setup", "-m", model, "--yes"); strings.Contains(errOut, "calibrating") {
+		t.Errorf("calibrated again without cause:\n%s", errOut)
+	}
+	// Runs measured at half the prediction: calibrate again.
+	st, _ := store.Open()
+	m, err := runner.OpenModel(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for range 3 {
+		if err := runner.AppendRecord(st, m.Fingerprint, runner.Record{At: time.Now(), Predicted: 1000, Measured: 500, Tokens: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, errOut, _ = runCLI(t, "setup", "-m", model, "--yes"); !strings.Contains(errOut, "0.50× the prediction") || !strings.Contains(errOut, "calibrating again") {
+		t.Errorf("a drifted model was not calibrated again:\n%s", errOut)
+	}
+}
+
+// A model that does not exist is named; setup goes on with the others.
+func TestSetupBadModel(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	_, errOut, code := runCLI(t, "setup", "-m", "/nonexistent.gguf", "--yes")
+	if code == 0 || !strings.Contains(errOut, "nonexistent.gguf") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+}
