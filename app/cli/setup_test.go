@@ -64,7 +64,7 @@ func TestSetup(t *testing.T) {
 		Model     string
 		Placement map[string]any
 		Memory    struct {
-			CPUBytes uint64 `json:"cpu_bytes"`
+			CPUBytes uint64  `json:"cpu_bytes"`
 			GPUBytes *uint64 `json:"gpu_bytes"`
 			Parts    []runner.Part
 		}
