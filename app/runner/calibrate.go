@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -48,6 +49,9 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if c.Profile, err = engine.ProfileTarget(target, prompt, min(32, target.Context()-prompt), sizes, 5); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
+	if c.Plain, err = plainSpeed(target, prompt); err != nil {
+		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
+	}
 	cfg := draftShape(m, st)
 	progress(Step{"a draft step on the CPU", 1, total})
 	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, gpu.NewHost(threads)); err != nil {
@@ -72,6 +76,28 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 		}
 	}
 	return c, nil
+}
+
+// plainSpeed is greedy generation's speed through the engine, as run
+// decodes without a draft: the median of three generations of up to 64
+// tokens after prompt random tokens.
+func plainSpeed(t engine.Target, prompt int) (float64, error) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	toks := make([]int, prompt)
+	for i := range toks {
+		toks[i] = rng.IntN(t.Vocab())
+	}
+	n := min(64, t.Context()-prompt-1)
+	var speeds []float64
+	for range 3 {
+		st, err := engine.Generate(context.Background(), t, engine.Request{Prompt: toks, MaxTokens: n}, func(int) error { return nil })
+		if err != nil {
+			return 0, err
+		}
+		speeds = append(speeds, st.GenTokensPerSec())
+	}
+	slices.Sort(speeds)
+	return speeds[1], nil
 }
 
 // profileSizes are the tree sizes whose verification cost is calibrated.

@@ -169,7 +169,13 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 		return Prediction{}, engine.TreeParams{}
 	}
 	pl := engine.NewPlanner(cal.Profile, engine.ServerTree.TopK)
-	plain := 1 / cal.Profile.Decode.Seconds()
+	// A run decodes slower than the bare forward the profile times: every
+	// cost scales by the ratio, as the planner scales its profile live.
+	scale := 1.0
+	if cal.Plain > 0 {
+		scale = cal.Plain * cal.Profile.Decode.Seconds()
+	}
+	plain := scale / cal.Profile.Decode.Seconds()
 	out := Prediction{Plain: plain, WithDraft: plain, Low: plain, High: plain, Tau: 1}
 	step, ok := cal.DraftStep[p.Device]
 	if p.DraftDevice == "none" || !ok {
@@ -186,6 +192,7 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	tree, out.WithDraft = pl.Predict(mid, step)
 	_, out.Low = pl.Predict(lo, step)
 	_, out.High = pl.Predict(hi, step)
+	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*out.Low, scale*out.High
 	// Probes keep acceptance measured while drafting is off: a few
 	// percent of the time.
 	out.Low = max(out.Low, 0.95*plain)

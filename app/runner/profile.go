@@ -25,7 +25,11 @@ type Calibration struct {
 	// DraftStep is one step of the model's DGF draft (a tree level), by
 	// device: "cpu" or "cuda:0".
 	DraftStep map[string]time.Duration `json:"draft_step"`
-	At        time.Time                `json:"at"`
+	// Plain is decoding as a run does it, tokens/s: greedy generation
+	// through the engine, sampling and bookkeeping included, which on a
+	// small model cost a good share of a step.
+	Plain float64   `json:"plain_tokens_per_s"`
+	At    time.Time `json:"at"`
 }
 
 // calibrationKey names a calibration: the machine's CPU, the kernels'
