@@ -28,6 +28,10 @@ type Request struct {
 	// OnRound, when set, is called after each round's tokens were
 	// emitted: what a live view shows of speculation as it happens.
 	OnRound func(Round)
+	// OnLogprob, when set, is called with each token's Logprob just
+	// before the token is emitted, with TopLogprobs alternatives.
+	OnLogprob   func(Logprob)
+	TopLogprobs int
 }
 
 // Source says where an emitted token came from.
@@ -131,20 +135,26 @@ type emitter struct {
 	max     int
 	history []int // prompt and generated tokens
 
-	onRound func(Round)
-	drafter Drafter
+	onRound   func(Round)
+	onLogprob func(Logprob)
+	topLP     int
+	drafter   Drafter
 	start   time.Time // of generation
 	round   Round     // emitted since the last flush
 }
 
-// push emits tok unless it stops generation; done reports the end.
-func (e *emitter) push(tok int, from Source) (done bool, err error) {
+// push emits tok, chosen from the logits row, unless it stops
+// generation; done reports the end.
+func (e *emitter) push(tok int, from Source, row []float32) (done bool, err error) {
 	if e.stop != nil && e.stop(tok) {
 		e.st.StopReason = "stop"
 		return true, nil
 	}
 	e.st.GenTokens++
 	e.history = append(e.history, tok)
+	if e.onLogprob != nil {
+		e.onLogprob(logprobOf(row, tok, e.topLP))
+	}
 	if err := e.emit(tok); err != nil {
 		return true, err
 	}
@@ -234,7 +244,7 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	s := NewSampler(req.Sampler)
 	e := &emitter{st: &st, stop: req.Stop, emit: emit, max: req.MaxTokens,
 		history: append(make([]int, 0, len(req.Prompt)+256), req.Prompt...),
-		onRound: req.OnRound, drafter: req.Drafter, start: start}
+		onRound: req.OnRound, onLogprob: req.OnLogprob, topLP: max(req.TopLogprobs, 0), drafter: req.Drafter, start: start}
 	defer e.flush()
 	if room := t.Context() - len(req.Prompt); e.max <= 0 || e.max > room {
 		e.max = room
@@ -243,7 +253,7 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	if req.Drafter == nil {
 		for {
 			e.flush()
-			if done, err := e.push(tok, FromTarget); done || err != nil {
+			if done, err := e.push(tok, FromTarget, logits); done || err != nil {
 				return st, err
 			}
 			if err := ctx.Err(); err != nil {
@@ -256,18 +266,18 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 			tok = s.Sample(logits, e.history)
 		}
 	}
-	return st, speculate(ctx, t, req, s, e, tok)
+	return st, speculate(ctx, t, req, s, e, tok, logits)
 }
 
-// speculate is the decode loop with a drafter. tok, already sampled, is
-// the root of the first round.
-func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitter, tok int) error {
+// speculate is the decode loop with a drafter. tok, already sampled from
+// the logits row, is the root of the first round.
+func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitter, tok int, row []float32) error {
 	st := e.st
 	acc := newAcceptor(s)
 	var nodes, parents []int
 	for {
 		e.flush()
-		if done, err := e.push(tok, FromTarget); done || err != nil {
+		if done, err := e.push(tok, FromTarget, row); done || err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -298,7 +308,7 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 				if err != nil {
 					return err
 				}
-				tok = s.Sample(logits, e.history)
+				tok, row = s.Sample(logits, e.history), logits
 				req.Planner.ObserveTarget(1, time.Since(t0))
 				req.Drafter.Accepted([]int{root}, hidden)
 				st.PlainSteps++
@@ -370,16 +380,16 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 			}
 			req.Planner.Observe(p, depth, len(path)-1, t1.Sub(t0))
 		}
-		for _, v := range path[1:] {
+		for i, v := range path[1:] {
 			from := FromDraft
 			if recalled || tree.recalled(v-1) {
 				from = FromMemory
 			}
-			if done, err := e.push(nodes[v], from); done || err != nil {
+			if done, err := e.push(nodes[v], from, logits[path[i]]); done || err != nil {
 				return err
 			}
 		}
-		tok = next
+		tok, row = next, logits[path[len(path)-1]]
 	}
 }
 

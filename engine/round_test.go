@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -109,5 +111,57 @@ func TestOnRoundPlain(t *testing.T) {
 	}})
 	if n != len(out) {
 		t.Errorf("%d rounds for %d tokens", n, len(out))
+	}
+}
+
+// Every emitted token's logprob is the target's log softmax at its
+// position, with or without a drafter, greedy or sampled: the same numbers
+// plain decoding reports, and the ones a fresh forward over the text
+// gives.
+func TestLogprobsWithSpeculation(t *testing.T) {
+	m := load(t, "stories260K-f32.gguf")
+	defer m.Close()
+	target := cpu.NewTarget(m, pool, 0)
+	prompt := []int{1, 403, 407, 261, 378}
+	for _, sp := range []engine.SamplerParams{{}, {Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}} {
+		var plain []engine.Logprob
+		out, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
+			OnLogprob: func(lp engine.Logprob) { plain = append(plain, lp) }})
+		if len(plain) != len(out) {
+			t.Fatalf("%d logprobs for %d tokens", len(plain), len(out))
+		}
+		for _, d := range []engine.Drafter{&garbage{rng: rand.New(rand.NewPCG(1, 2))}, &engine.NgramDrafter{}} {
+			var spec []engine.Logprob
+			out2, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
+				Drafter: d, Tree: engine.LaptopTree, OnLogprob: func(lp engine.Logprob) { spec = append(spec, lp) }})
+			if !slices.Equal(out, out2) || len(spec) != len(plain) || st.Rounds == 0 {
+				t.Fatalf("%T: %d tokens, %d logprobs, %d rounds", d, len(out2), len(spec), st.Rounds)
+			}
+			for i := range plain {
+				if spec[i].Token != out[i] || math.Abs(spec[i].Logprob-plain[i].Logprob) > 2e-3 || len(spec[i].Top) != 3 ||
+					spec[i].Top[0].Token != plain[i].Top[0].Token {
+					t.Fatalf("%T, token %d: %+v, plain %+v", d, i, spec[i], plain[i])
+				}
+			}
+		}
+		// A fresh forward over prompt and output: log softmax at each.
+		ref := cpu.NewTarget(m, pool, 0)
+		for i, tok := range out {
+			ctx := append(slices.Clone(prompt), out[:i]...)
+			ref.Truncate(0)
+			logits, err := ref.Forward(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mx := slices.Max(logits)
+			var sum float64
+			for _, v := range logits {
+				sum += math.Exp(float64(v - mx))
+			}
+			want := float64(logits[tok]-mx) - math.Log(sum)
+			if math.Abs(plain[i].Logprob-want) > 2e-3 || plain[i].Logprob > 0 {
+				t.Fatalf("token %d: logprob %.5f, log softmax %.5f", i, plain[i].Logprob, want)
+			}
+		}
 	}
 }
