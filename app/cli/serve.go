@@ -8,23 +8,29 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
 	"dovetail/app/server"
 	"dovetail/engine"
 )
 
 type serveFlags struct {
 	modelFlags
-	host     string
-	port     int
-	apiKey   string
-	parallel int
-	queue    int
+	host      string
+	port      int
+	apiKey    string
+	parallel  int
+	queue     int
+	models    string
+	maxLoaded int
+	keepAlive time.Duration
+	cors      []string
 }
 
 func newServeCmd() *cobra.Command {
@@ -32,10 +38,13 @@ func newServeCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 11435]",
 		Short: "Serve an OpenAI-compatible API (chat, completions, models, health, metrics)",
-		Long: "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions and\n" +
-			"/v1/completions (streamed with \"stream\": true), GET /v1/models, /health and\n" +
-			"Prometheus /metrics. It listens on loopback only unless --host says otherwise;\n" +
-			"SIGINT or SIGTERM stops it, letting running generations finish for up to 10 s.",
+		Long: "Serve models over HTTP with OpenAI's API (POST /v1/chat/completions and /v1/completions,\n" +
+			"streamed with \"stream\": true; GET /v1/models) and ollama's (/api/chat, /api/generate,\n" +
+			"/api/tags, /api/show, /api/ps, /api/version), plus /health and Prometheus /metrics.\n" +
+			"-m serves one model; --models DIR serves every model there and the user's ollama and\n" +
+			"LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
+			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +
+			"finish for up to 10 s.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("serve: unexpected argument %q (a model file goes after -m)", args[0])}
@@ -51,6 +60,10 @@ func newServeCmd() *cobra.Command {
 	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1 requests (default: $DOVETAIL_API_KEY)")
 	fl.IntVar(&f.parallel, "parallel", 1, "sequences generated at the same time, each with its own KV cache")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
+	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's ollama and LM Studio models, by name, loading each when a request names it")
+	fl.IntVar(&f.maxLoaded, "max-loaded", 1, "with --models: models loaded at once")
+	fl.DurationVar(&f.keepAlive, "keep-alive", 5*time.Minute, "with --models: how long an idle model stays loaded (negative: forever)")
+	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API, such as http://localhost:* (repeatable; * allows every origin; default: http://localhost:* and http://127.0.0.1:*)")
 	fl.Lookup("threads").Usage = "CPU threads, split between the parallel sequences (at most the machine's logical CPUs)"
 	fl.Lookup("ctx").Usage = "context length per sequence (0: the model's)"
 	return c
@@ -74,22 +87,34 @@ func serve(c *cobra.Command, f serveFlags) error {
 		return err
 	}
 	o.Slots = f.parallel
-	m, err := openModel(c, f.model)
-	if err != nil {
-		return err
+	cfg := server.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second, CORSOrigins: f.cors}
+	var srv *server.Server
+	if f.models != "" {
+		fleet, err := serveFleet(c, f, o, func(r *runner.Runner) { srv.Forget(r) })
+		if err != nil {
+			return err
+		}
+		defer fleet.Close()
+		cfg.Models = fleet
+	} else {
+		m, err := openModel(c, f.model)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if err := applySettings(c, &o, m); err != nil {
+			return err
+		}
+		r, err := runner.New(m, o)
+		if err != nil {
+			return err
+		}
+		defer closeRunner(c, r)
+		cfg.Runner = r
+		keptOnDisk(stderr, r, o)
 	}
-	defer m.Close()
-	if err := applySettings(c, &o, m); err != nil {
-		return err
-	}
-	r, err := runner.New(m, o)
-	if err != nil {
-		return err
-	}
-	defer closeRunner(c, r)
-	srv, err := server.New(server.Config{Runner: r, APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second})
-	if err != nil {
-		return err
+	if srv, err = server.New(cfg); err != nil {
+		return usageError{fmt.Errorf("serve: %v", err)}
 	}
 	defer srv.Close()
 	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
@@ -101,15 +126,50 @@ func serve(c *cobra.Command, f serveFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	info := r.Draft()
-	fmt.Fprintf(stderr, "serving %s as %q on http://%s (%d parallel, queue %d, %d threads each, draft %s, adapt %s)\n",
-		m.Name, m.Name, ln.Addr(), r.Slots(), f.queue, r.Threads(), info.Name, info.Adapt)
-	keptOnDisk(stderr, r, o)
+	if r := cfg.Runner; r != nil {
+		info := r.Draft()
+		fmt.Fprintf(stderr, "serving %q on http://%s (%d parallel, queue %d, %d threads each, draft %s, adapt %s)\n",
+			r.Model().Name, ln.Addr(), r.Slots(), f.queue, r.Threads(), info.Name, info.Adapt)
+	} else {
+		var names []string
+		for _, e := range cfg.Models.Entries() {
+			names = append(names, e.Name)
+		}
+		fmt.Fprintf(stderr, "serving %d models on http://%s, %d loaded at a time, unloaded after %v idle: %s\n",
+			len(names), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
+	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("serve: %v", err)
 	}
 	fmt.Fprintln(stderr, "stopped")
 	return nil
+}
+
+// serveFleet gathers the models of --models (and -m, and the user's
+// ollama and LM Studio models) into a fleet that loads them on demand,
+// each with the flags' options over its own settings.
+func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
+	home, _ := os.UserHomeDir()
+	places := discover.UserPlaces(home)
+	places.Paths = []string{f.models}
+	if f.model != "" {
+		places.Paths = append(places.Paths, f.model)
+	}
+	found, err := discover.Find(places)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("serve: no GGUF model in %s", f.models)
+	}
+	return runner.NewFleet(found, runner.FleetOptions{MaxLoaded: f.maxLoaded, KeepAlive: f.keepAlive, OnUnload: onUnload,
+		Options: func(m *runner.Model) (runner.Options, error) {
+			mo := o
+			if err := applySettings(c, &mo, m); err != nil {
+				return mo, err
+			}
+			return mo, nil
+		}})
 }
 
 // keptOnDisk says what the server keeps of its requests on disk, where,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"dovetail/app/runner"
 	"dovetail/engine"
 	"dovetail/models/chat"
 )
@@ -22,11 +23,11 @@ type chatCompletion struct {
 }
 
 type chatChoice struct {
-	Index        int          `json:"index"`
-	Message      *chatContent `json:"message,omitempty"`
-	Delta        *chatContent `json:"delta,omitempty"`
-	Logprobs     any          `json:"logprobs"`
-	FinishReason *string      `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      *chatContent  `json:"message,omitempty"`
+	Delta        *chatContent  `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 type chatContent struct {
@@ -50,7 +51,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if j.prompt, e = s.chatPrompt(msgs); e != nil {
+	lease, ok := s.lease(w, r, req.Model)
+	if !ok {
+		return
+	}
+	defer lease.Release(0, false)
+	j.lease = lease
+	if j.prompt, e = chatPrompt(lease.Model(), msgs); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -58,7 +65,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.execute(w, r, j, &chatResponder{base: chatCompletion{ID: newID("chatcmpl-"), Created: now(), Model: s.model.Name, SystemFingerprint: s.fp}})
+	resp := &chatResponder{logprobs: j.logprobs, base: chatCompletion{ID: newID("chatcmpl-"), Created: now(),
+		Model: lease.Entry().Name, SystemFingerprint: systemFingerprint(lease.Model())}}
+	s.execute(w, r, j, resp, func() stream { return startSSE(w) })
 }
 
 // chatPrompt renders msgs with the model's template and tokenizes the
@@ -67,8 +76,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 // than giving the model two. Special-token texts are parsed only when a
 // real chat template wrote them: in Plain and Raw prompts they can only
 // come from the user's content.
-func (s *Server) chatPrompt(msgs []chat.Message) ([]int, *apiError) {
-	tpl := s.model.Chat
+func chatPrompt(m *runner.Model, msgs []chat.Message) ([]int, *apiError) {
+	tpl := m.Chat
 	text, err := tpl.Render(msgs, true)
 	if err != nil {
 		var te *chat.TemplateError
@@ -77,7 +86,7 @@ func (s *Server) chatPrompt(msgs []chat.Message) ([]int, *apiError) {
 		}
 		return nil, serverError(err)
 	}
-	tok := s.model.Tok
+	tok := m.Tok
 	special := tpl.Jinja() || (tpl.Family() != chat.Plain && tpl.Family() != chat.Raw)
 	if tok.AddBOS() && tok.BOS() >= 0 {
 		if bos := tok.TokenText(tok.BOS()); bos != "" && special {
@@ -89,7 +98,21 @@ func (s *Server) chatPrompt(msgs []chat.Message) ([]int, *apiError) {
 	return tok.Encode(text, true, special), nil
 }
 
-type chatResponder struct{ base chatCompletion }
+type chatResponder struct {
+	base     chatCompletion
+	logprobs bool
+}
+
+// lp is a choice's logprobs: nil when not asked for.
+func (c *chatResponder) lp(lps []tokenLogprob) *chatLogprobs {
+	if !c.logprobs {
+		return nil
+	}
+	if lps == nil {
+		lps = []tokenLogprob{}
+	}
+	return &chatLogprobs{Content: lps}
+}
 
 func (c *chatResponder) chunk(ch chatChoice) *chatCompletion {
 	out := c.base
@@ -103,8 +126,8 @@ func (c *chatResponder) first() any {
 	return c.chunk(chatChoice{Delta: &chatContent{Role: "assistant", Content: &empty}})
 }
 
-func (c *chatResponder) delta(text string) any {
-	return c.chunk(chatChoice{Delta: &chatContent{Content: &text}})
+func (c *chatResponder) delta(text string, lps []tokenLogprob) any {
+	return c.chunk(chatChoice{Delta: &chatContent{Content: &text}, Logprobs: c.lp(lps)})
 }
 
 func (c *chatResponder) last(finish string, st engine.Stats) any {
@@ -121,11 +144,13 @@ func (c *chatResponder) usage(st engine.Stats) any {
 	return &out
 }
 
-func (c *chatResponder) whole(text, finish string, st engine.Stats) any {
+func (c *chatResponder) whole(text string, lps []tokenLogprob, finish string, st engine.Stats) any {
 	out := c.base
 	out.Object = "chat.completion"
-	out.Choices = []chatChoice{{Message: &chatContent{Role: "assistant", Content: &text}, FinishReason: &finish}}
+	out.Choices = []chatChoice{{Message: &chatContent{Role: "assistant", Content: &text}, Logprobs: c.lp(lps), FinishReason: &finish}}
 	out.Usage = usageOf(st)
 	out.Dovetail = statsOf(st)
 	return &out
 }
+
+func (c *chatResponder) failed(e *apiError) any { return errorBody{Error: e} }

@@ -19,10 +19,10 @@ type textCompletion struct {
 }
 
 type textChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
+	Text         string        `json:"text"`
+	Index        int           `json:"index"`
+	Logprobs     *textLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
@@ -36,8 +36,14 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	lease, ok := s.lease(w, r, req.Model)
+	if !ok {
+		return
+	}
+	defer lease.Release(0, false)
+	j.lease = lease
 	var e *apiError
-	if j.prompt, e = s.parsePrompt(req.Prompt); e != nil {
+	if j.prompt, e = parsePrompt(lease.Model().Tok, req.Prompt); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -45,11 +51,23 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.execute(w, r, j, &textResponder{base: textCompletion{ID: newID("cmpl-"), Object: "text_completion",
-		Created: now(), Model: s.model.Name, SystemFingerprint: s.fp}})
+	resp := &textResponder{logprobs: j.logprobs, base: textCompletion{ID: newID("cmpl-"), Object: "text_completion",
+		Created: now(), Model: lease.Entry().Name, SystemFingerprint: systemFingerprint(lease.Model())}}
+	s.execute(w, r, j, resp, func() stream { return startSSE(w) })
 }
 
-type textResponder struct{ base textCompletion }
+type textResponder struct {
+	base     textCompletion
+	logprobs bool
+	offset   int // of the next text, for text_offset
+}
+
+func (c *textResponder) lp(lps []tokenLogprob) *textLogprobs {
+	if !c.logprobs {
+		return nil
+	}
+	return textLogprobsOf(lps, c.offset)
+}
 
 func (c *textResponder) with(ch textChoice) *textCompletion {
 	out := c.base
@@ -59,7 +77,11 @@ func (c *textResponder) with(ch textChoice) *textCompletion {
 
 func (c *textResponder) first() any { return nil }
 
-func (c *textResponder) delta(text string) any { return c.with(textChoice{Text: text}) }
+func (c *textResponder) delta(text string, lps []tokenLogprob) any {
+	out := c.with(textChoice{Text: text, Logprobs: c.lp(lps)})
+	c.offset += len(text)
+	return out
+}
 
 func (c *textResponder) last(finish string, st engine.Stats) any {
 	out := c.with(textChoice{FinishReason: &finish})
@@ -74,9 +96,11 @@ func (c *textResponder) usage(st engine.Stats) any {
 	return &out
 }
 
-func (c *textResponder) whole(text, finish string, st engine.Stats) any {
-	out := c.with(textChoice{Text: text, FinishReason: &finish})
+func (c *textResponder) whole(text string, lps []tokenLogprob, finish string, st engine.Stats) any {
+	out := c.with(textChoice{Text: text, Logprobs: c.lp(lps), FinishReason: &finish})
 	out.Usage = usageOf(st)
 	out.Dovetail = statsOf(st)
 	return out
 }
+
+func (c *textResponder) failed(e *apiError) any { return errorBody{Error: e} }

@@ -65,7 +65,7 @@ func TestErrors(t *testing.T) {
 		{"POST on models", "POST", "/v1/models", `{}`, auth, 405, "", "method_not_allowed", ""},
 		{"DELETE on completions", "DELETE", complURL, ``, auth, 405, "", "method_not_allowed", ""},
 		{"unknown path", "POST", "/v1/embeddings", `{}`, auth, 404, "", "not_found", ""},
-		{"root", "GET", "/", ``, nil, 404, "", "not_found", ""},
+		{"unknown path", "GET", "/v2/models", ``, nil, 404, "", "not_found", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			req, _ := http.NewRequest(c.method, ts.URL+c.path, strings.NewReader(c.body))

@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
+	"dovetail/app/runner"
 	"dovetail/engine"
 )
 
@@ -14,14 +17,26 @@ import (
 type responder interface {
 	// first is the chunk that opens a stream (nil: none).
 	first() any
-	// delta carries new text.
-	delta(text string) any
+	// delta carries new text and the logprobs of its tokens (nil: not
+	// asked for).
+	delta(text string, lps []tokenLogprob) any
 	// last carries the finish reason (and Dovetail's statistics).
 	last(finish string, st engine.Stats) any
-	// usage is the chunk stream_options.include_usage asks for.
+	// usage is the chunk stream_options.include_usage asks for (nil:
+	// none).
 	usage(st engine.Stats) any
 	// whole is the non-streaming answer.
-	whole(text, finish string, st engine.Stats) any
+	whole(text string, lps []tokenLogprob, finish string, st engine.Stats) any
+	// failed is the stream's last chunk when generation fails midway (a
+	// shutdown).
+	failed(e *apiError) any
+}
+
+// stream writes a streamed answer: server-sent events for OpenAI's API,
+// newline-delimited JSON for ollama's.
+type stream interface {
+	send(v any) error
+	done() error
 }
 
 // usageInfo is OpenAI's token accounting.
@@ -61,15 +76,37 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// execute waits for a slot, runs j and answers through resp, streaming or
-// not. Validation is done before: nothing here is the client's fault
-// except leaving.
-func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp responder) {
+// lease holds the model a request names until release, loading it if need
+// be. When it cannot, the error is answered and ok is false.
+func (s *Server) lease(w http.ResponseWriter, r *http.Request, name string) (_ *runner.Lease, ok bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.base, cancel)()
+	l, err := s.fleet.Acquire(ctx, name)
+	switch {
+	case err == nil:
+		return l, true
+	case errors.Is(err, runner.ErrNoModel):
+		writeError(w, s.unknownModel(name))
+	case s.base.Err() != nil:
+		writeError(w, errShuttingDown)
+	case r.Context().Err() != nil: // the client left while the model loaded
+	default:
+		writeError(w, serverError(fmt.Errorf("the model %s could not be loaded: %w", name, err)))
+	}
+	return nil, false
+}
+
+// execute waits for a slot of the leased model, runs j and answers
+// through resp, streaming or not. Validation is done before: nothing here
+// is the client's fault except leaving.
+func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp responder, open func() stream) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.base, cancel)()
 
-	wk, err := s.sched.acquire(ctx)
+	sched := s.scheduler(j.lease.Runner())
+	wk, err := sched.acquire(ctx)
 	switch {
 	case errors.Is(err, errNoRoom):
 		writeError(w, errQueueFull)
@@ -80,11 +117,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp re
 	case err != nil:
 		return // the client left while waiting
 	}
-	defer s.sched.release(wk)
+	defer sched.release(wk)
 
 	if !j.stream {
 		var text []byte
-		st, finish, err := s.run(ctx, wk, j, func(t string) error { text = append(text, t...); return nil })
+		st, finish, lps, err := s.run(ctx, wk, j, func(t string, _ []tokenLogprob) error { text = append(text, t...); return nil })
 		if err != nil {
 			if ctx.Err() == nil {
 				writeError(w, serverError(err))
@@ -93,52 +130,83 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp re
 			}
 			return
 		}
-		writeJSON(w, http.StatusOK, resp.whole(string(text), finish, st))
+		writeJSON(w, http.StatusOK, resp.whole(string(text), lps, finish, st))
 		return
 	}
 
-	sse := startSSE(w)
+	out := open()
 	if c := resp.first(); c != nil {
-		if sse.send(c) != nil {
+		if out.send(c) != nil {
 			return
 		}
 	}
-	st, finish, err := s.run(ctx, wk, j, func(t string) error { return sse.send(resp.delta(t)) })
+	st, finish, _, err := s.run(ctx, wk, j, func(t string, lps []tokenLogprob) error { return out.send(resp.delta(t, lps)) })
 	if err != nil {
-		if ctx.Err() == nil && r.Context().Err() == nil {
-			sse.send(errorBody{Error: serverError(err)})
+		// A client that left gets nothing; one the server leaves (a
+		// shutdown) is told, and the stream ends as streams end.
+		switch {
+		case r.Context().Err() != nil:
+		case s.base.Err() != nil:
+			out.send(resp.failed(errShuttingDown))
+			out.done()
+		default:
+			out.send(resp.failed(serverError(err)))
+			out.done()
 		}
 		return
 	}
-	if sse.send(resp.last(finish, st)) != nil {
+	if out.send(resp.last(finish, st)) != nil {
 		return
 	}
-	if j.includeUsage && sse.send(resp.usage(st)) != nil {
+	if u := resp.usage(st); j.includeUsage && u != nil && out.send(u) != nil {
 		return
 	}
-	sse.done()
+	out.done()
 }
 
 // errStopString ends generation from the emit callback.
 var errStopString = errors.New("stop string reached")
 
 // run generates on wk and hands text to onText as soon as it is final:
-// complete UTF-8, and past any point where a stop string could begin. It
-// returns the finish reason, "stop" (end-of-generation token or stop
-// string) or "length". An error from onText (the client is gone) or a
-// cancelled ctx ends generation at the next token.
-func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string) error) (engine.Stats, string, error) {
-	tok := s.model.Tok
+// complete UTF-8, and past any point where a stop string could begin,
+// with the logprobs of the tokens since the last text when the job asks
+// for them. It returns the finish reason, "stop" (end-of-generation token
+// or stop string) or "length", and every token's logprobs. An error from
+// onText (the client is gone) or a cancelled ctx ends generation at the
+// next token.
+func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string, []tokenLogprob) error) (engine.Stats, string, []tokenLogprob, error) {
+	tok := j.lease.Model().Tok
 	dec := tok.NewDecoder()
 	sm := &stopMatcher{stops: j.stops}
 	stopped := false
+	var all, pending []tokenLogprob
 	req := engine.Request{Prompt: j.prompt, MaxTokens: j.maxTokens, Sampler: j.sampler, Stop: tok.IsEOG}
+	if j.logprobs {
+		req.TopLogprobs = j.topLogprobs
+		req.OnLogprob = func(lp engine.Logprob) {
+			t := tokenLogprobOf(tok, lp)
+			all, pending = append(all, t), append(pending, t)
+		}
+	}
+	send := func(text string) error {
+		if text == "" && len(pending) == 0 {
+			return nil
+		}
+		lps := pending
+		pending = nil
+		if text == "" {
+			pending = lps // held until text goes with them
+			return nil
+		}
+		return onText(text, lps)
+	}
 	st, err := wk.slot.Generate(ctx, req, func(id int) error {
+		if j.onToken != nil {
+			j.onToken(id)
+		}
 		out, stop := sm.add(dec.Add(id))
-		if out != "" {
-			if err := onText(out); err != nil {
-				return err
-			}
+		if err := send(out); err != nil {
+			return err
 		}
 		if stop {
 			stopped = true
@@ -148,7 +216,7 @@ func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string
 	})
 	s.observe(st)
 	if err != nil && !errors.Is(err, errStopString) {
-		return st, "", err
+		return st, "", nil, err
 	}
 	finish := st.StopReason
 	if !stopped {
@@ -158,10 +226,8 @@ func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string
 		} else {
 			out += sm.flush()
 		}
-		if out != "" {
-			if err := onText(out); err != nil {
-				return st, "", err
-			}
+		if err := send(out); err != nil {
+			return st, "", nil, err
 		}
 	} else {
 		finish = "stop"
@@ -169,7 +235,7 @@ func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string
 	if finish != "stop" {
 		finish = "length"
 	}
-	return st, finish, nil
+	return st, finish, all, nil
 }
 
 func (s *Server) observe(st engine.Stats) {
@@ -189,3 +255,6 @@ func (s *Server) observe(st engine.Stats) {
 		m.draftVersion.Set(float64(st.DraftVersion))
 	}
 }
+
+// since is the nanoseconds since t (ollama reports durations so).
+func since(t time.Time) int64 { return time.Since(t).Nanoseconds() }

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"strings"
 
+	"dovetail/app/runner"
 	"dovetail/engine"
 	"dovetail/models/chat"
+	"dovetail/models/tokenizer"
 )
 
 // genRequest holds the fields of /v1/chat/completions and /v1/completions
@@ -34,17 +36,29 @@ type genRequest struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
 	N *int64 `json:"n"`
+	// Logprobs is a boolean for chat, the number of alternatives for
+	// completions; TopLogprobs is chat's number of alternatives.
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs *int64          `json:"top_logprobs"`
+	// Fields Dovetail does not implement: refused when they would change
+	// the answer (refuse).
+	unsupported
 }
 
-// job is a validated request, ready to run.
+// job is a validated request, ready to run on its leased model.
 type job struct {
 	chat         bool
+	lease        *runner.Lease
 	prompt       []int
 	maxTokens    int
 	sampler      engine.SamplerParams
 	stops        []string
 	stream       bool
 	includeUsage bool
+	logprobs     bool
+	topLogprobs  int
+	numCtx       int       // ollama's num_ctx (0: the model's context)
+	onToken      func(int) // told each emitted token (ollama's context)
 }
 
 // maxBody bounds a request body; a prompt longer than any context fits
@@ -109,15 +123,30 @@ func isNull(raw json.RawMessage) bool {
 	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }
 
+// unknownModel is the 404 of a model name no entry answers to.
+func (s *Server) unknownModel(name string) *apiError {
+	var names []string
+	for _, e := range s.fleet.Entries() {
+		names = append(names, "'"+e.Name+"'")
+	}
+	e := notFound("The model '%s' does not exist; this server runs %s.", name, strings.Join(names, ", "))
+	e.Param, e.Code = "model", "model_not_found"
+	return e
+}
+
 // parseCommon reads the fields both endpoints share.
 func (s *Server) parseCommon(req *genRequest, j *job) *apiError {
-	if !s.knowsModel(req.Model) {
-		e := notFound("The model '%s' does not exist; this server runs '%s'.", req.Model, s.model.Name)
-		e.Param, e.Code = "model", "model_not_found"
-		return e
+	if _, ok := s.fleet.Lookup(req.Model); !ok {
+		return s.unknownModel(req.Model)
 	}
 	if req.N != nil && *req.N != 1 {
 		return invalid("n", "", "Only n=1 is supported, got %d.", *req.N)
+	}
+	if e := req.refuse(j.chat); e != nil {
+		return e
+	}
+	if e := parseLogprobs(req, j); e != nil {
+		return e
 	}
 	if req.Stream != nil {
 		j.stream = *req.Stream
@@ -196,7 +225,7 @@ func (s *Server) resolveMaxTokens(req *genRequest, j *job, def int) *apiError {
 	if req.MaxCompletionTokens != nil {
 		param, lim = "max_completion_tokens", req.MaxCompletionTokens
 	}
-	ctx := s.ctxLen
+	ctx := j.lease.Runner().Context()
 	if len(j.prompt) == 0 {
 		return invalid("", "", "The prompt is empty.")
 	}
@@ -295,20 +324,20 @@ func messageText(raw json.RawMessage, param string) (string, *apiError) {
 
 // parsePrompt accepts what OpenAI accepts for a single prompt: a string, an
 // array of one string, an array of token ids, or an array of one such array.
-func (s *Server) parsePrompt(raw json.RawMessage) ([]int, *apiError) {
+func parsePrompt(tok *tokenizer.Tokenizer, raw json.RawMessage) ([]int, *apiError) {
 	if isNull(raw) {
 		return nil, invalid("prompt", "", "Missing required parameter: 'prompt'.")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return s.model.Tok.Encode(text, true, false), nil
+		return tok.Encode(text, true, false), nil
 	}
 	var texts []string
 	if json.Unmarshal(raw, &texts) == nil {
 		if len(texts) != 1 {
 			return nil, invalid("prompt", "", "Only one prompt per request is supported, got %d.", len(texts))
 		}
-		return s.model.Tok.Encode(texts[0], true, false), nil
+		return tok.Encode(texts[0], true, false), nil
 	}
 	var ids []int
 	if err := json.Unmarshal(raw, &ids); err != nil {
@@ -322,8 +351,8 @@ func (s *Server) parsePrompt(raw json.RawMessage) ([]int, *apiError) {
 		ids = nested[0]
 	}
 	for _, id := range ids {
-		if id < 0 || id >= s.model.Tok.VocabSize() {
-			return nil, invalid("prompt", "", "Token id %d is outside the vocabulary [0, %d).", id, s.model.Tok.VocabSize())
+		if id < 0 || id >= tok.VocabSize() {
+			return nil, invalid("prompt", "", "Token id %d is outside the vocabulary [0, %d).", id, tok.VocabSize())
 		}
 	}
 	return ids, nil

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -25,35 +24,39 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
 )
 
 // Config sets up a server.
 type Config struct {
-	// Runner runs the model: one slot (a sequence generating one request
-	// at a time) per parallel request, each with its drafter. Requests
-	// may name the model by its name, the base name of its file without
-	// the extension, or "default".
+	// Models are the models the server runs by name, loaded as requests
+	// name them (runner.NewFleet). Or Runner: one model, loaded already.
+	Models *runner.Fleet
 	Runner *runner.Runner
 	APIKey string // empty: no authentication
-	Queue  int    // requests that may wait for a slot (< 0: 0)
+	Queue  int    // requests that may wait for a model's slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
 	// once its context is cancelled before it cancels them (0: 10 s).
 	ShutdownTimeout time.Duration
+	// CORSOrigins are the browser origins allowed to call the API:
+	// "http://localhost:*" style patterns ("*": any port), or "*" for
+	// every origin. nil: http://localhost:* and http://127.0.0.1:*.
+	CORSOrigins []string
 }
 
 // Server answers API requests. Create it with New, run it with Serve or
-// mount Handler, and Close it afterwards; the runner is the caller's to
+// mount Handler, and Close it afterwards; the models are the caller's to
 // close after.
 type Server struct {
-	model   *runner.Model
+	fleet   *runner.Fleet
 	cfg     Config
-	ctxLen  int
-	aliases map[string]bool
-	fp      string // system_fingerprint
 	created int64
+	cors    corsPolicy
 
-	workers []*worker
-	sched   *scheduler
+	mu     sync.Mutex
+	scheds map[*runner.Runner]*scheduler // a loaded model's slots
+	queued map[*scheduler][2]int          // waiting and running, for the metrics
+
 	metrics *metrics
 	mux     map[string]route
 
@@ -71,35 +74,31 @@ type route struct {
 	public  bool // answered without the API key
 }
 
-// New serves the runner's slots.
+// New serves the models of cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Runner == nil {
+	if cfg.Models == nil && cfg.Runner == nil {
 		return nil, errors.New("server: no model")
 	}
-	m := cfg.Runner.Model()
+	if cfg.Models == nil {
+		f, err := runner.NewFleet(nil, runner.FleetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		m := cfg.Runner.Model()
+		f.Pin(discover.Model{Name: m.Name, Path: m.Path, Source: "file"}, m, cfg.Runner)
+		cfg.Models = f
+	}
 	cfg.Queue = max(cfg.Queue, 0)
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
-	s := &Server{model: m, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix()}
+	cors, err := newCORS(cfg.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{fleet: cfg.Models, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), cors: cors,
+		scheds: map[*runner.Runner]*scheduler{}, queued: map[*scheduler][2]int{}}
 	s.base, s.stop = context.WithCancel(context.Background())
-	// Clients name the model however they found it: the id /v1/models
-	// gives, the file name, or with the extension dropped.
-	s.aliases = map[string]bool{"": true, "default": true}
-	names := []string{m.Name}
-	if m.Path != "" {
-		names = append(names, m.Path, filepath.Base(m.Path))
-	}
-	for _, n := range names {
-		s.aliases[n] = true
-		s.aliases[strings.TrimSuffix(n, filepath.Ext(n))] = true
-	}
-	s.fp = "fp_dovetail_" + fingerprint(m)
-	for i := range cfg.Runner.Slots() {
-		s.workers = append(s.workers, &worker{slot: cfg.Runner.Slot(i)})
-	}
-	s.ctxLen = cfg.Runner.Context()
-	s.sched = newScheduler(s.workers, cfg.Queue, s.metrics.queue)
 	s.mux = map[string]route{
 		"/v1/chat/completions": {method: http.MethodPost, handler: s.handleChat},
 		"/v1/completions":      {method: http.MethodPost, handler: s.handleCompletions},
@@ -108,7 +107,52 @@ func New(cfg Config) (*Server, error) {
 		"/metrics": {method: http.MethodGet, public: true,
 			handler: promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
+	s.ollamaRoutes()
 	return s, nil
+}
+
+// scheduler is the slots of a loaded model's runner, made on first use.
+func (s *Server) scheduler(r *runner.Runner) *scheduler {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc := s.scheds[r]; sc != nil {
+		return sc
+	}
+	var ws []*worker
+	for i := range r.Slots() {
+		ws = append(ws, &worker{slot: r.Slot(i)})
+	}
+	var sc *scheduler
+	sc = newScheduler(ws, s.cfg.Queue, func(waiting, running int) { s.queueChanged(sc, waiting, running) })
+	s.scheds[r] = sc
+	return sc
+}
+
+// Forget drops what the server kept for a runner that is unloading
+// (runner.FleetOptions.OnUnload).
+func (s *Server) Forget(r *runner.Runner) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc := s.scheds[r]; sc != nil {
+		delete(s.queued, sc)
+	}
+	delete(s.scheds, r)
+}
+
+// queueChanged sums every model's queue for the metrics; the scheduler's
+// lock is held, never the other way round.
+func (s *Server) queueChanged(sc *scheduler, waiting, running int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.queued[sc]; !ok && waiting == 0 && running == 0 {
+		return
+	}
+	s.queued[sc] = [2]int{waiting, running}
+	var w, r int
+	for _, q := range s.queued {
+		w, r = w+q[0], r+q[1]
+	}
+	s.metrics.queue(w, r)
 }
 
 // Handler is the API, for mounting in another server or a test.
@@ -117,7 +161,13 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	defer s.active.Done()
+	if s.cors.handle(w, r) {
+		return // a preflight, answered
+	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path == "" {
+		path = "/"
+	}
 	rt, ok := s.mux[path]
 	endpoint := path
 	if !ok {
@@ -151,8 +201,6 @@ func (s *Server) authorized(r *http.Request) bool {
 	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.cfg.APIKey)) == 1
 }
-
-func (s *Server) knowsModel(name string) bool { return s.aliases[name] }
 
 // Serve answers on ln until ctx is cancelled, then shuts down gracefully:
 // it stops accepting, lets running generations finish for up to
