@@ -62,6 +62,6 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return usageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(), newDraftsCmd(),
-		newProbeCmd(), newSetupCmd())
+		newProbeCmd(), newSetupCmd(), newChatCmd())
 	return root
 }

@@ -19,15 +19,10 @@ import (
 
 type runFlags struct {
 	modelFlags
-	prompt        string
-	n             int
-	temp          float32
-	topP          float32
-	topK          int
-	minP          float32
-	repeatPenalty float32
-	seed          int64
-	json          bool
+	sampling
+	prompt string
+	n      int
+	json   bool
 }
 
 // runResult is the --json output.
@@ -89,12 +84,7 @@ func newRunCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVarP(&f.prompt, "prompt", "p", "", "prompt text (-: read it from standard input)")
 	fl.IntVarP(&f.n, "n", "n", 256, "most tokens to generate (≤ 0: until the end of the context)")
-	fl.Float32Var(&f.temp, "temp", 0.8, "temperature (0: greedy)")
-	fl.Float32Var(&f.topP, "top-p", 0.95, "nucleus sampling: keep the smallest set of tokens with this much probability (1: off)")
-	fl.IntVar(&f.topK, "top-k", 40, "keep the k most likely tokens (0: off)")
-	fl.Float32Var(&f.minP, "min-p", 0.05, "drop tokens less likely than this fraction of the most likely (0: off)")
-	fl.Float32Var(&f.repeatPenalty, "repeat-penalty", 1, "penalty for tokens among the last 64 (1: off)")
-	fl.Int64Var(&f.seed, "seed", -1, "random seed (-1: a random one)")
+	f.sampling.register(c)
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the tokens, text and speeds instead of streaming")
 	return c
 }
@@ -119,15 +109,11 @@ func run(c *cobra.Command, f runFlags) error {
 	if prompt == "" {
 		return usageError{fmt.Errorf("run: a prompt is required (-p TEXT, or -p - to read it from standard input)")}
 	}
-	seed := uint64(f.seed)
-	if f.seed < 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	params := engine.SamplerParams{Temperature: f.temp, TopK: f.topK, TopP: f.topP, MinP: f.minP,
-		RepeatPenalty: f.repeatPenalty, Seed: seed}
-	if err := params.Validate(); err != nil {
+	params, err := f.params()
+	if err != nil {
 		return usageError{fmt.Errorf("run: %v", err)}
 	}
+	seed := params.Seed
 	o, err := f.options(c.ErrOrStderr())
 	if err != nil {
 		return err

@@ -70,15 +70,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	s.execute(w, r, j, resp, func() stream { return startSSE(w) })
 }
 
-// chatPrompt renders msgs with the model's template and tokenizes the
-// text. Templates write the BOS text themselves while the tokenizer also
-// adds BOS, so a leading BOS text is dropped (as llama.cpp does) rather
-// than giving the model two. Special-token texts are parsed only when a
-// real chat template wrote them: in Plain and Raw prompts they can only
-// come from the user's content.
+// chatPrompt renders msgs with the model's template and tokenizes them
+// (runner.Model.ChatTokens); a template's refusal is the client's error.
 func chatPrompt(m *runner.Model, msgs []chat.Message) ([]int, *apiError) {
-	tpl := m.Chat
-	text, err := tpl.Render(msgs, true)
+	ids, err := m.ChatTokens(msgs)
 	if err != nil {
 		var te *chat.TemplateError
 		if errors.As(err, &te) {
@@ -86,16 +81,7 @@ func chatPrompt(m *runner.Model, msgs []chat.Message) ([]int, *apiError) {
 		}
 		return nil, serverError(err)
 	}
-	tok := m.Tok
-	special := tpl.Jinja() || (tpl.Family() != chat.Plain && tpl.Family() != chat.Raw)
-	if tok.AddBOS() && tok.BOS() >= 0 {
-		if bos := tok.TokenText(tok.BOS()); bos != "" && special {
-			for len(text) >= len(bos) && text[:len(bos)] == bos {
-				text = text[len(bos):]
-			}
-		}
-	}
-	return tok.Encode(text, true, special), nil
+	return ids, nil
 }
 
 type chatResponder struct {

@@ -31,8 +31,8 @@ import (
 
 // Message is one turn of a conversation.
 type Message struct {
-	Role    string // "system", "user", "assistant", ...
-	Content string
+	Role    string `json:"role"` // "system", "user", "assistant", ...
+	Content string `json:"content"`
 }
 
 // TemplateError is a conversation the template itself refuses (its
