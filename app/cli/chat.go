@@ -16,8 +16,8 @@ import (
 	"golang.org/x/term"
 
 	"dovetail/app/runner"
-	"dovetail/internal/atomicfile"
 	"dovetail/engine"
+	"dovetail/internal/atomicfile"
 	"dovetail/models/chat"
 )
 

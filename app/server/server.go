@@ -55,7 +55,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	scheds map[*runner.Runner]*scheduler // a loaded model's slots
-	queued map[*scheduler][2]int          // waiting and running, for the metrics
+	queued map[*scheduler][2]int         // waiting and running, for the metrics
 
 	metrics *metrics
 	mux     map[string]route
