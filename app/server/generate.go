@@ -145,10 +145,10 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp re
 		// A client that left gets nothing; one the server leaves (a
 		// shutdown) is told, and the stream ends as streams end.
 		switch {
-		case r.Context().Err() != nil:
 		case s.base.Err() != nil:
 			out.send(resp.failed(errShuttingDown))
 			out.done()
+		case r.Context().Err() != nil:
 		default:
 			out.send(resp.failed(serverError(err)))
 			out.done()

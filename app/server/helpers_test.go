@@ -70,15 +70,28 @@ func startWith(t testing.TB, cfg server.Config, m *runner.Model, o runner.Option
 		t.Fatal(err)
 	}
 	cfg.Runner = r
+	// Cleanups run last first: the server stops before the runner closes.
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
+	return startFleet(t, cfg)
+}
+
+// startFleet runs a server of cfg's models.
+func startFleet(t testing.TB, cfg server.Config) *testServer {
+	t.Helper()
+	if cfg.Queue == 0 {
+		cfg.Queue = 4
+	}
 	s, err := server.New(cfg)
 	if err != nil {
-		r.Close()
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.Close()
-		r.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,9 +105,6 @@ func startWith(t testing.TB, cfg server.Config, m *runner.Model, o runner.Option
 				t.Errorf("Serve: %v", err)
 			}
 			s.Close()
-			if err := r.Close(); err != nil {
-				t.Errorf("runner: %v", err)
-			}
 		})
 	}
 	t.Cleanup(ts.stop)

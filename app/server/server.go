@@ -79,6 +79,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Models == nil && cfg.Runner == nil {
 		return nil, errors.New("server: no model")
 	}
+	cors, err := newCORS(cfg.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Models == nil {
 		f, err := runner.NewFleet(nil, runner.FleetOptions{})
 		if err != nil {
@@ -91,10 +95,6 @@ func New(cfg Config) (*Server, error) {
 	cfg.Queue = max(cfg.Queue, 0)
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
-	}
-	cors, err := newCORS(cfg.CORSOrigins)
-	if err != nil {
-		return nil, err
 	}
 	s := &Server{fleet: cfg.Models, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), cors: cors,
 		scheds: map[*runner.Runner]*scheduler{}, queued: map[*scheduler][2]int{}}
@@ -224,7 +224,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
+		// Cancelled generations end their streams with an error event
+		// (and [DONE]) before the connections close.
 		s.stop()
+		handlersDone := make(chan struct{})
+		go func() { s.active.Wait(); close(handlersDone) }()
+		select {
+		case <-handlersDone:
+		case <-time.After(2 * time.Second):
+		}
 		hs.Close()
 	}
 	<-errc

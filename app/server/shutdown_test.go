@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"dovetail/app/runner"
 	"dovetail/app/server"
+	"dovetail/engine"
 )
 
 // openStream starts a streaming completion and returns its events as they
@@ -90,12 +92,27 @@ func TestShutdownFinishesRunning(t *testing.T) {
 	}
 }
 
+// slowDrafter drafts nothing useful, slowly: a generation that takes
+// seconds, so that a shutdown finds it running.
+type slowDrafter struct{ engine.NgramDrafter }
+
+func (d *slowDrafter) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
+	time.Sleep(20 * time.Millisecond)
+	return &engine.Tree{}, nil
+}
+
+// slowOptions run one slot with a slowDrafter and no planner.
+func slowOptions() runner.Options {
+	o := testOptions()
+	o.Threads = 1
+	o.NewDrafter = func(int) (engine.Drafter, error) { return &slowDrafter{}, nil }
+	return o
+}
+
 // Past the deadline, shutdown cancels what still runs and returns.
 func TestShutdownCancelsAfterDeadline(t *testing.T) {
 	const deadline = 50 * time.Millisecond
-	o := testOptions()
-	o.Threads = 1
-	ts := startWith(t, server.Config{ShutdownTimeout: deadline}, tinyModel(t), o)
+	ts := startWith(t, server.Config{ShutdownTimeout: deadline}, tinyModel(t), slowOptions())
 	events, hangUp := openStream(t, ts.URL, 480)
 	defer hangUp()
 	<-events
@@ -104,13 +121,41 @@ func TestShutdownCancelsAfterDeadline(t *testing.T) {
 	if took := time.Since(begin); took > deadline+2*time.Second {
 		t.Errorf("shutdown took %v with a %v deadline", took, deadline)
 	}
-	var last string
-	n := 0
+	var all []string
 	for ev := range events {
-		last = ev
-		n++
+		all = append(all, ev)
 	}
-	if last == "[DONE]" {
-		t.Logf("the generation (%d events) finished within %v; cancellation not observed", n, deadline)
+	// Cancelled, the stream still ends as streams end: an error event,
+	// then [DONE].
+	n := len(all)
+	if n < 2 || all[n-1] != "[DONE]" {
+		t.Fatalf("stream ended with %q", all[max(0, n-2):])
+	}
+	if !strings.Contains(all[n-2], `"error"`) || !strings.Contains(all[n-2], "shutting down") {
+		t.Errorf("the event before [DONE] is %s, want an error saying the server shuts down", all[n-2])
+	}
+}
+
+// ollama's streams, cancelled by a shutdown, end with an object that is
+// done and says why.
+func TestShutdownEndsOllamaStream(t *testing.T) {
+	ts := startWith(t, server.Config{ShutdownTimeout: 50 * time.Millisecond}, tinyModel(t), slowOptions())
+	resp, err := http.Post(ts.URL+"/api/generate", "application/json",
+		strings.NewReader(`{"model":"default","prompt":"Once upon a time","raw":true,"options":{"temperature":0,"num_predict":480}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first line")
+	}
+	go ts.stop()
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	if !strings.Contains(last, `"done":true`) || !strings.Contains(last, `"error"`) || !strings.Contains(last, "shutting down") {
+		t.Errorf("last line %s", last)
 	}
 }

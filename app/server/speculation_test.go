@@ -6,6 +6,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"dovetail/app/runner"
 	"dovetail/app/server"
 	"dovetail/engine"
 )
@@ -30,7 +31,12 @@ func TestSpeculationSameText(t *testing.T) {
 	o := testOptions()
 	o.Slots, o.Tree = 2, engine.LaptopTree
 	o.NewDrafter = func(int) (engine.Drafter, error) { return &versioned{closed: &closed}, nil }
-	ts := startWith(t, server.Config{}, tinyModel(t), o)
+	r, err := runner.New(tinyModel(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ts := startFleet(t, server.Config{Runner: r})
 	c := client(ts, "")
 	res, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
 		Model:       "default",
@@ -52,7 +58,7 @@ func TestSpeculationSameText(t *testing.T) {
 		t.Errorf("draft_version %v, want the drafter's 7", st.DraftVersion)
 	}
 	ts.stop()
-	if closed != 2 {
-		t.Errorf("%d of 2 drafters released", closed)
+	if err := r.Close(); err != nil || closed != 2 {
+		t.Errorf("%d of 2 drafters released (%v)", closed, err)
 	}
 }
