@@ -96,7 +96,9 @@ func TestUnsupportedFieldsRefused(t *testing.T) {
 			body = `{"prompt":"Hi","max_tokens":2,` + c.fields + "}"
 		}
 		code, b := post(t, ts.URL+c.path, body)
-		var e struct{ Error struct{ Param, Message string } }
+		var e struct {
+			Error struct{ Param, Message string }
+		}
 		json.Unmarshal(b, &e)
 		if code != 400 || e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.param) {
 			t.Errorf("%s with %s: %d %s", c.path, c.fields, code, b)

@@ -71,7 +71,12 @@ func TestOllamaClient(t *testing.T) {
 		chunks := 0
 		err = c.Chat(ctx, &api.ChatRequest{Model: "tinystories656K-Q8_0", Stream: &stream, Options: opts,
 			Messages: []api.Message{{Role: "user", Content: prompt}}},
-			func(r api.ChatResponse) error { text.WriteString(r.Message.Content); lastChat = r; chunks++; return nil })
+			func(r api.ChatResponse) error {
+				text.WriteString(r.Message.Content)
+				lastChat = r
+				chunks++
+				return nil
+			})
 		if err != nil {
 			t.Fatalf("chat (stream %v): %v", stream, err)
 		}
