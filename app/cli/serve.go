@@ -16,6 +16,7 @@ import (
 
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
+	"dovetail/app/runner/store"
 	"dovetail/app/server"
 	"dovetail/engine"
 )
@@ -137,6 +138,8 @@ func serve(c *cobra.Command, f serveFlags) error {
 		}
 		fmt.Fprintf(stderr, "serving %d models on http://%s, %d loaded at a time, unloaded after %v idle: %s\n",
 			len(names), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
+		st, _ := store.Open()
+		keptOnDiskBy(stderr, st, o.Adapt.Mode, o)
 	}
 	if err := srv.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("serve: %v", err)
@@ -175,10 +178,14 @@ func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(
 // keptOnDisk says what the server keeps of its requests on disk, where,
 // and how to turn it off.
 func keptOnDisk(w io.Writer, r *runner.Runner, o runner.Options) {
-	st := r.Store()
-	info := r.Draft()
+	keptOnDiskBy(w, r.Store(), r.Draft().Adapt, o)
+}
+
+// keptOnDiskBy says it for drafts adapting in mode, kept in st (nil:
+// nowhere).
+func keptOnDiskBy(w io.Writer, st *store.Store, mode engine.AdaptMode, o runner.Options) {
 	switch {
-	case st == nil || info.Adapt == engine.AdaptOff || !o.Adapt.Save:
+	case st == nil || mode == engine.AdaptOff || !o.Adapt.Save:
 		fmt.Fprintln(w, "keeping nothing of the requests on disk")
 	case o.Adapt.Engine.MemoryTokens > 0:
 		fmt.Fprintf(w, "keeping the adapted draft and a text memory of the requests (up to %d tokens of prompts and replies) in %s; --adapt-no-save keeps nothing, --adapt-memory 0 keeps no text\n",
