@@ -132,6 +132,8 @@ type AdaptStats struct {
 	Mode              string
 	Version           int // the kept version
 	Collecting        bool
+	Training          bool // a training run is under way
+	Paused            bool // SetPaused: records are kept, nothing trains
 	Records           int // positions held
 	Branches          int // rejected nodes held
 	Remembered        int // tokens in the text memory
@@ -159,6 +161,7 @@ type Adapter struct {
 	st        AdaptStats
 	err       error
 	started   bool
+	paused    bool
 	rng       *rand.Rand
 	wake      chan struct{}
 	stop      chan struct{}
@@ -249,6 +252,21 @@ func (a *Adapter) Stats() AdaptStats {
 	}
 	s.TauHistory = append([]float64(nil), a.st.TauHistory...)
 	return s
+}
+
+// SetPaused pauses training (records are still kept; a run under way
+// finishes) or resumes it.
+func (a *Adapter) SetPaused(p bool) {
+	a.mu.Lock()
+	a.paused = p
+	a.st.Paused = p
+	a.mu.Unlock()
+	if !p {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // SetTauHistory starts the τ history (from a saved draft).
@@ -349,15 +367,20 @@ func (a *Adapter) train() {
 		}
 		for {
 			a.mu.Lock()
-			ready := a.ctl.ShouldTrain(a.fresh)
+			ready := !a.paused && a.ctl.ShouldTrain(a.fresh)
 			if ready {
 				a.fresh = 0
 			}
+			a.st.Training = ready
 			a.mu.Unlock()
 			if !ready {
 				break
 			}
-			if err := a.run(); err != nil {
+			err := a.run()
+			a.mu.Lock()
+			a.st.Training = false
+			a.mu.Unlock()
+			if err != nil {
 				if !errors.Is(err, errStopped) {
 					a.fail(fmt.Errorf("adaptation: %w", err))
 				}

@@ -228,3 +228,40 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 			st[1].Rounds, st[1].Recalled, st[1].PlainSteps)
 	}
 }
+
+// A paused adapter keeps recording but trains nothing; resumed, it trains
+// again.
+func TestAdaptPause(t *testing.T) {
+	m := load(t, "stories260K-f32.gguf")
+	defer m.Close()
+	live, l, a := adaptSetup(t, m, fastAdapt(engine.AdaptBackground), gpu.DefaultTrainConfig())
+	defer live.Close()
+	defer l.Free()
+	target := cpu.NewTarget(m, pool, 0)
+	seq := live.NewSequence(0)
+	defer seq.Free()
+	d := a.Drafter(engine.NewDGFDrafter(seq))
+	a.SetPaused(true)
+	a.Start()
+	decode := func() {
+		for range 6 {
+			generate(t, target, engine.Request{Prompt: []int{1, 403, 407}, MaxTokens: 40, Drafter: d, Tree: engine.LaptopTree})
+		}
+	}
+	decode()
+	time.Sleep(100 * time.Millisecond)
+	if st := a.Stats(); st.Runs != 0 || st.Records == 0 || !st.Paused {
+		t.Fatalf("paused: %+v", st)
+	}
+	a.SetPaused(false)
+	deadline := time.Now().Add(20 * time.Second)
+	for a.Stats().Runs == 0 && time.Now().Before(deadline) {
+		decode()
+	}
+	if st := a.Stats(); st.Runs == 0 || st.Paused {
+		t.Errorf("resumed: %+v", st)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -244,10 +244,32 @@ func (a *adaptive) saveDraft() error {
 	if err := a.store.MakeDir(a.store.DraftsDir(), true); err != nil {
 		return fmt.Errorf("adapted draft not saved: %w", err)
 	}
+	// The version it replaces stays restorable (Store.Restore).
+	if err := os.Rename(path, a.store.PrevPath(a.fp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("adapted draft not saved: keeping the previous one: %w", err)
+	}
 	if err := ck.WriteFile(path); err != nil {
 		return fmt.Errorf("adapted draft not saved: %w", err)
 	}
 	a.savedVer, a.lastSave = v, time.Now()
+	return nil
+}
+
+// clearMemory forgets the remembered text, here and on disk.
+func (a *adaptive) clearMemory() error {
+	m := a.adapter.Memory()
+	if m == nil {
+		return nil
+	}
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
+	m.Reset()
+	a.memorySaved = m.Appended()
+	if a.memoryFile != "" {
+		if err := os.Remove(a.memoryFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	return nil
 }
 

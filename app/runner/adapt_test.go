@@ -163,3 +163,44 @@ func TestAdaptNoSave(t *testing.T) {
 		t.Errorf("saved %v (%v) with saving off", ds, err)
 	}
 }
+
+// A newer adapted draft keeps the one it replaces restorable; the text
+// memory clears here and on disk; learning pauses and resumes.
+func TestAdaptControls(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	o := options(t)
+	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, engine.LaptopTree
+	r := start(t, m, o)
+	adaptUntilPublished(t, r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(o.Store.DraftPath(m.Fingerprint))
+	r = start(t, m, o)
+	before := r.draft.adaptive.learner.Version()
+	for i := 0; i < 60 && r.draft.adaptive.learner.Version() == before; i++ {
+		greedy(t, r, "Once upon a time, a little boy", 48)
+	}
+	r.PauseLearning(true)
+	if st, ok := r.Adaptation(); !ok || !st.Paused {
+		t.Errorf("not paused: %+v", st)
+	}
+	if err := r.ClearMemory(); err != nil || r.draft.adaptive.adapter.Memory().Len() != 0 {
+		t.Fatalf("clear: %v, %d tokens left", err, r.draft.adaptive.adapter.Memory().Len())
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(o.Store.MemoryPath(m.Fingerprint)); err == nil {
+		t.Error("a cleared memory was saved again")
+	}
+	if prev, err := os.ReadFile(o.Store.PrevPath(m.Fingerprint)); err != nil || !bytes.Equal(prev, first) {
+		t.Fatalf("the replaced draft was not kept: %v", err)
+	}
+	if err := o.Store.Restore(m.Fingerprint); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := os.ReadFile(o.Store.DraftPath(m.Fingerprint)); !bytes.Equal(now, first) {
+		t.Error("restore did not bring the earlier draft back")
+	}
+}

@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -175,6 +178,28 @@ func (r *Runner) Adaptation() (st engine.AdaptStats, ok bool) {
 		return st, false
 	}
 	return r.draft.adaptive.adapter.Stats(), true
+}
+
+// PauseLearning pauses (or resumes) the trainer of an adapting draft;
+// drafting and the text memory go on.
+func (r *Runner) PauseLearning(p bool) {
+	if r.draft != nil && r.draft.adaptive != nil {
+		r.draft.adaptive.adapter.SetPaused(p)
+	}
+}
+
+// ClearMemory forgets the text memory of the model, here and on disk.
+func (r *Runner) ClearMemory() error {
+	if r.draft != nil && r.draft.adaptive != nil {
+		return r.draft.adaptive.clearMemory()
+	}
+	if r.store == nil {
+		return nil
+	}
+	if err := os.Remove(r.store.MemoryPath(r.model.Fingerprint)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // Store is where the runner keeps its files (nil: nowhere).

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -33,8 +34,11 @@ type Config struct {
 	// name them (runner.NewFleet). Or Runner: one model, loaded already.
 	Models *runner.Fleet
 	Runner *runner.Runner
-	APIKey string // empty: no authentication
-	Queue  int    // requests that may wait for a model's slot (< 0: 0)
+	// ReserveSlots leaves Runner's first slots to the caller (the desktop
+	// app chats on slot 0 while the server answers on the others).
+	ReserveSlots int
+	APIKey       string // empty: no authentication
+	Queue        int    // requests that may wait for a model's slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
 	// once its context is cancelled before it cancels them (0: 10 s).
 	ShutdownTimeout time.Duration
@@ -79,6 +83,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Models == nil && cfg.Runner == nil {
 		return nil, errors.New("server: no model")
 	}
+	if cfg.Runner != nil && (cfg.ReserveSlots < 0 || cfg.ReserveSlots >= cfg.Runner.Slots()) {
+		return nil, fmt.Errorf("server: %d of %d slots reserved leave none to serve", cfg.ReserveSlots, cfg.Runner.Slots())
+	}
 	cors, err := newCORS(cfg.CORSOrigins)
 	if err != nil {
 		return nil, err
@@ -119,7 +126,11 @@ func (s *Server) scheduler(r *runner.Runner) *scheduler {
 		return sc
 	}
 	var ws []*worker
-	for i := range r.Slots() {
+	from := 0
+	if r == s.cfg.Runner {
+		from = s.cfg.ReserveSlots
+	}
+	for i := from; i < r.Slots(); i++ {
 		ws = append(ws, &worker{slot: r.Slot(i)})
 	}
 	var sc *scheduler
