@@ -134,9 +134,9 @@ type AdaptStats struct {
 	Collecting        bool
 	Training          bool // a training run is under way
 	Paused            bool // SetPaused: records are kept, nothing trains
-	Records           int // positions held
-	Branches          int // rejected nodes held
-	Remembered        int // tokens in the text memory
+	Records           int  // positions held
+	Branches          int  // rejected nodes held
+	Remembered        int  // tokens in the text memory
 	Runs, Published   int
 	ShortTau, LongTau float64     // EMAs of measured τ
 	Shadow, Kept      draft.Score // the last comparison's

@@ -139,8 +139,8 @@ type emitter struct {
 	onLogprob func(Logprob)
 	topLP     int
 	drafter   Drafter
-	start   time.Time // of generation
-	round   Round     // emitted since the last flush
+	start     time.Time // of generation
+	round     Round     // emitted since the last flush
 }
 
 // push emits tok, chosen from the logits row, unless it stops

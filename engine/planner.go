@@ -385,3 +385,14 @@ func AlphaForTau(tau float64, depth int) float64 {
 	}
 	return (lo + hi) / 2
 }
+
+// DecodeTokensPerSec is plain decoding's speed as the planner sees the
+// target run now (0 while unmeasured): what a speedup is measured against.
+func (pl *Planner) DecodeTokensPerSec() float64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if c := pl.decodeCost(); c > 0 {
+		return 1 / c
+	}
+	return 0
+}

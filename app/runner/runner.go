@@ -223,6 +223,13 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 	return st, err
 }
 
+// Plain runs req on the slot without any drafter: the target alone, what
+// speculative output must equal.
+func (s *Slot) Plain(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
+	req.Drafter, req.Planner = nil, nil
+	return engine.Generate(ctx, s.target, req, emit)
+}
+
 // Close stops adaptation, saves what it learned, and frees the slots and
 // drafters. Errors are what could not be saved. Closing twice does
 // nothing.

@@ -93,6 +93,10 @@ func (s *Store) HistoryPath(fp string) string {
 // read their defaults from.
 func (s *Store) SettingsPath() string { return filepath.Join(s.config, "settings.json") }
 
+// AppSettingsPath is the desktop app's own settings (the API server,
+// presets, views).
+func (s *Store) AppSettingsPath() string { return filepath.Join(s.config, "desktop.json") }
+
 // ConversationsDir holds the desktop app's conversations.
 func (s *Store) ConversationsDir() string { return filepath.Join(s.data, "conversations") }
 

@@ -1,0 +1,210 @@
+package desktop
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
+	"dovetail/app/runner/probe"
+	"dovetail/app/runner/store"
+	"dovetail/engine"
+)
+
+// Options say how the app starts.
+type Options struct {
+	Store     *store.Store // nil: the user's
+	SkipSetup bool         // start with the defaults, not the setup wizard
+	Model     string       // a model file to open ("": the last one, or the embedded one)
+	// Places are where models are looked for (nil: the user's files,
+	// ollama's and LM Studio's).
+	Places *discover.Places
+	// Probe reads the machine (nil: probe.Run, measuring bandwidth).
+	Probe func() probe.Report
+	// NewDrafter, when set, drafts instead of the model's own drafter (a
+	// drafter whose proposals a test knows).
+	NewDrafter func(slot int) (engine.Drafter, error)
+}
+
+// App is the desktop app: its window, the model it runs, the chat, the
+// speed and learning view and the settings.
+type App struct {
+	fy    fyne.App
+	win   fyne.Window
+	o     Options
+	st    *store.Store
+	sess  *session
+	convs conversations
+
+	mu      sync.Mutex
+	prefs   Prefs
+	models  []discover.Model // what the picker offers
+	notices []runner.Notice
+
+	chat     *chatView
+	learn    *learnView
+	settings *settingsView
+	tabs     *container.AppTabs
+	wizard   *wizard
+}
+
+// New builds the app's window on fy.
+func New(fy fyne.App, o Options) (*App, error) {
+	st := o.Store
+	if st == nil {
+		var err error
+		if st, err = store.Open(); err != nil {
+			return nil, err
+		}
+	}
+	a := &App{fy: fy, o: o, st: st, sess: &session{st: st}, convs: conversations{st}, prefs: loadPrefs(st)}
+	if o.Probe == nil {
+		a.o.Probe = func() probe.Report { return probe.Run(probe.Options{Measure: true}) }
+	}
+	a.win = fy.NewWindow("Dovetail")
+	a.win.Resize(fyne.NewSize(1100, 760))
+	a.chat = newChatView(a)
+	a.learn = newLearnView(a)
+	a.settings = newSettingsView(a)
+	a.tabs = container.NewAppTabs(
+		container.NewTabItem("Chat", a.chat.content),
+		container.NewTabItem("Speed and learning", a.learn.content),
+		container.NewTabItem("Settings", a.settings.content))
+	a.tabs.OnSelected = func(t *container.TabItem) {
+		if t.Content == a.learn.content {
+			a.learn.refresh()
+		}
+	}
+	a.win.SetMainMenu(fyne.NewMainMenu(fyne.NewMenu("Dovetail",
+		fyne.NewMenuItem("New chat", a.chat.newConversation),
+		fyne.NewMenuItem("Re-tune…", a.showWizard))))
+	a.win.SetContent(a.tabs)
+	a.win.SetOnClosed(func() { a.sess.close() })
+	a.findModels()
+	return a, nil
+}
+
+// Window is the app's window.
+func (a *App) Window() fyne.Window { return a.win }
+
+// Start shows the setup wizard on a first start (no settings saved yet),
+// else loads the model and focuses the message box.
+func (a *App) Start() {
+	if _, err := os.Stat(a.st.SettingsPath()); errors.Is(err, fs.ErrNotExist) && !a.o.SkipSetup {
+		a.showWizard()
+		return
+	}
+	path := a.o.Model
+	if path == "" {
+		path = a.prefs.Model
+	}
+	a.chat.loadModel(path)
+	a.win.Canvas().Focus(a.chat.input)
+}
+
+// Close closes the model; the window closes with the app.
+func (a *App) Close() error { return a.sess.close() }
+
+// findModels lists what the picker offers: the embedded model, the model
+// given, the last one, and the user's models.
+func (a *App) findModels() {
+	found := []discover.Model{{Name: "TinyStories-656K (embedded)", Source: "embedded"}}
+	places := a.o.Places
+	if places == nil {
+		home, _ := os.UserHomeDir()
+		p := discover.UserPlaces(home)
+		places = &p
+	}
+	pl := *places
+	for _, extra := range []string{a.o.Model, a.prefs.Model, a.prefs.Folder} {
+		if extra != "" {
+			pl.Paths = append(pl.Paths, extra)
+		}
+	}
+	more, err := discover.Find(pl)
+	if err != nil { // a path that went away: the rest stand
+		pl.Paths = nil
+		more, _ = discover.Find(pl)
+	}
+	found = append(found, more...)
+	a.mu.Lock()
+	a.models = found
+	a.mu.Unlock()
+}
+
+// addModelPath adds a file or folder to what the picker offers.
+func (a *App) addModelPath(path string) ([]discover.Model, error) {
+	ms, err := discover.Find(discover.Places{Paths: []string{path}})
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := map[string]bool{}
+	for _, m := range a.models {
+		seen[filepath.Clean(m.Path)] = true
+	}
+	for _, m := range ms {
+		if !seen[filepath.Clean(m.Path)] {
+			a.models = append(a.models, m)
+		}
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		a.prefs.Folder = path
+		savePrefs(a.st, a.prefs)
+	}
+	return ms, nil
+}
+
+// modelList is what the picker offers.
+func (a *App) modelList() []discover.Model {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]discover.Model(nil), a.models...)
+}
+
+// currentPrefs and setPrefs read and save the app's settings.
+func (a *App) currentPrefs() Prefs {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.prefs
+	p.Presets = map[string]Preset{}
+	for k, v := range a.prefs.Presets {
+		p.Presets[k] = v
+	}
+	return p
+}
+
+func (a *App) setPrefs(p Prefs) error {
+	a.mu.Lock()
+	a.prefs = p
+	a.mu.Unlock()
+	return savePrefs(a.st, p)
+}
+
+// notify keeps a runner's notice for the status line.
+func (a *App) notify(n runner.Notice) {
+	a.mu.Lock()
+	a.notices = append(a.notices, n)
+	a.mu.Unlock()
+	fyne.Do(func() { a.chat.showNotice(n) })
+}
+
+// showWizard puts the setup wizard in the window; it comes back to the
+// tabs when done or cancelled.
+func (a *App) showWizard() {
+	a.wizard = newWizard(a, func() {
+		a.wizard = nil
+		a.win.SetContent(a.tabs)
+		a.findModels()
+		a.chat.refreshPicker()
+	})
+	a.win.SetContent(a.wizard.content)
+	a.wizard.start()
+}

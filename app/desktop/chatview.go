@@ -1,0 +1,579 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"dovetail/app/runner"
+)
+
+// frameInterval bounds how often a streaming message is redrawn: tokens
+// arrive faster than anyone reads them, and every redraw re-parses the
+// message's markdown.
+const frameInterval = 33 * time.Millisecond
+
+// chatView is the chat: conversations on the left, the model picker and
+// sampling on top, the messages, the message box and the status line.
+type chatView struct {
+	a       *App
+	content fyne.CanvasObject
+
+	list     *widget.List
+	convList []*Conversation
+	conv     *Conversation
+
+	picker   *widget.Select
+	loading  *widget.ProgressBarInfinite
+	problem  *widget.Label
+	system   *widget.Entry
+	sampling map[string]*widget.Entry
+	hl       *widget.Check
+
+	messages *fyne.Container
+	scroll   *container.Scroll
+	views    []*messageView
+	input    *messageEntry
+	send     *widget.Button
+	stop     *widget.Button
+	status   *widget.Label
+	ctxBar   *widget.ProgressBar
+
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	busy      bool
+	editAt    int // the message being edited: resending replaces it and what follows (-1: none)
+	pending   *reply
+	scheduled bool
+	lastDraw  time.Time
+	frames    []time.Duration // between redraws while streaming, for measurements
+	loadingOn bool
+}
+
+func newChatView(a *App) *chatView {
+	c := &chatView{a: a, editAt: -1, sampling: map[string]*widget.Entry{}}
+	c.list = widget.NewList(func() int { return len(c.convList) },
+		func() fyne.CanvasObject { return widget.NewLabel("conversation") },
+		func(i widget.ListItemID, o fyne.CanvasObject) { o.(*widget.Label).SetText(c.convList[i].Title) })
+	c.list.OnSelected = func(i widget.ListItemID) {
+		if i < len(c.convList) && !c.isBusy() {
+			c.open(c.convList[i])
+		}
+	}
+	newChat := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newConversation)
+	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteConversation)
+	left := container.NewBorder(newChat, del, nil, nil, c.list)
+
+	c.picker = widget.NewSelect(nil, func(string) {})
+	c.picker.PlaceHolder = "Choose a model"
+	openFile := widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), c.openFileDialog)
+	c.loading = widget.NewProgressBarInfinite()
+	c.loading.Hide()
+	c.problem = widget.NewLabel("")
+	c.problem.Importance = widget.DangerImportance
+	c.problem.Wrapping = fyne.TextWrapWord
+	c.problem.Hide()
+	top := container.NewVBox(container.NewBorder(nil, nil, widget.NewLabel("Model"), openFile, c.picker), c.loading, c.problem,
+		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingPanel())))
+
+	c.messages = container.NewVBox()
+	c.scroll = container.NewVScroll(c.messages)
+	c.input = newMessageEntry(c.sendMessage)
+	c.input.SetMinRowsVisible(3)
+	c.send = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), c.sendMessage)
+	c.send.Importance = widget.HighImportance
+	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
+	c.stop.Disable()
+	c.status = widget.NewLabel("no model loaded")
+	c.status.Wrapping = fyne.TextWrapWord
+	c.ctxBar = widget.NewProgressBar()
+	c.ctxBar.TextFormatter = func() string { return c.contextText() }
+	c.hl = widget.NewCheck("Show where each token came from", c.setHighlight)
+	c.hl.SetChecked(a.currentPrefs().Highlight)
+	bottom := container.NewVBox(
+		container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input),
+		container.NewBorder(nil, nil, c.hl, nil, legend()), c.ctxBar, c.status)
+	center := container.NewBorder(top, bottom, nil, nil, c.scroll)
+	split := container.NewHSplit(left, center)
+	split.Offset = 0.2
+	c.content = split
+	c.refreshPicker()
+	c.reloadList()
+	c.newConversation()
+	return c
+}
+
+// samplingPanel is the system prompt and the sampling settings, kept per
+// model.
+func (c *chatView) samplingPanel() fyne.CanvasObject {
+	c.system = widget.NewMultiLineEntry()
+	c.system.SetPlaceHolder("System prompt (empty: none)")
+	c.system.SetMinRowsVisible(2)
+	c.system.OnChanged = func(s string) {
+		if c.conv != nil {
+			c.conv.System = s
+		}
+		c.savePreset()
+	}
+	form := widget.NewForm(widget.NewFormItem("System", c.system))
+	for _, f := range []string{"temperature", "top_k", "top_p", "min_p", "repeat_penalty"} {
+		e := widget.NewEntry()
+		e.OnChanged = func(string) { c.savePreset() }
+		c.sampling[f] = e
+		form.Append(strings.ReplaceAll(f, "_", " "), e)
+	}
+	c.showPreset(defaultPreset)
+	return form
+}
+
+// preset is what the panel says, its bad numbers replaced by defaults.
+func (c *chatView) preset() Preset {
+	p := defaultPreset
+	f32 := func(k string, dst *float32) {
+		if v, err := strconv.ParseFloat(strings.TrimSpace(c.sampling[k].Text), 32); err == nil {
+			*dst = float32(v)
+		}
+	}
+	f32("temperature", &p.Temperature)
+	f32("top_p", &p.TopP)
+	f32("min_p", &p.MinP)
+	f32("repeat_penalty", &p.RepeatPenalty)
+	if v, err := strconv.Atoi(strings.TrimSpace(c.sampling["top_k"].Text)); err == nil {
+		p.TopK = v
+	}
+	p.System = c.system.Text
+	return p
+}
+
+func (c *chatView) showPreset(p Preset) {
+	vals := map[string]string{"temperature": fmt.Sprint(p.Temperature), "top_k": fmt.Sprint(p.TopK), "top_p": fmt.Sprint(p.TopP),
+		"min_p": fmt.Sprint(p.MinP), "repeat_penalty": fmt.Sprint(p.RepeatPenalty)}
+	for k, e := range c.sampling {
+		e.OnChanged, e.Text = nil, vals[k]
+		e.Refresh()
+		e.OnChanged = func(string) { c.savePreset() }
+	}
+	c.system.OnChanged = nil
+	c.system.SetText(p.System)
+	c.system.OnChanged = func(s string) {
+		if c.conv != nil {
+			c.conv.System = s
+		}
+		c.savePreset()
+	}
+}
+
+// savePreset keeps the panel's settings as the loaded model's preset.
+func (c *chatView) savePreset() {
+	_, m := c.a.sess.loaded()
+	if m == nil {
+		return
+	}
+	p := c.a.currentPrefs()
+	p.Presets[m.Fingerprint] = c.preset()
+	c.a.setPrefs(p)
+}
+
+// refreshPicker offers the models found.
+func (c *chatView) refreshPicker() {
+	var names []string
+	for _, m := range c.a.modelList() {
+		names = append(names, m.Name)
+	}
+	sel := c.picker.Selected
+	c.picker.OnChanged = nil
+	c.picker.Options = names
+	c.picker.Selected = sel
+	c.picker.Refresh()
+	c.picker.OnChanged = func(name string) {
+		for _, m := range c.a.modelList() {
+			if m.Name == name {
+				c.loadModel(m.Path)
+			}
+		}
+	}
+}
+
+// openFileDialog adds a model file from a file chooser.
+func (c *chatView) openFileDialog() {
+	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
+		if err != nil || r == nil {
+			return
+		}
+		path := r.URI().Path()
+		r.Close()
+		if _, err := c.a.addModelPath(path); err != nil {
+			c.showProblem(err)
+			return
+		}
+		c.refreshPicker()
+		c.loadModel(path)
+	}, c.a.win)
+	d.Show()
+}
+
+// loadModel loads a model in the background, with progress, and says
+// plainly what went wrong.
+func (c *chatView) loadModel(path string) {
+	if c.isBusy() {
+		c.stopGenerating()
+	}
+	c.mu.Lock()
+	if c.loadingOn {
+		c.mu.Unlock()
+		return
+	}
+	c.loadingOn = true
+	c.mu.Unlock()
+	c.loading.Show()
+	c.problem.Hide()
+	c.send.Disable()
+	c.status.SetText("loading " + displayName(path) + "…")
+	prefs := c.a.currentPrefs()
+	go func() {
+		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify})
+		fyne.Do(func() {
+			c.mu.Lock()
+			c.loadingOn = false
+			c.mu.Unlock()
+			c.loading.Hide()
+			c.send.Enable()
+			if err != nil {
+				c.showProblem(fmt.Errorf("%s could not be loaded: %v", displayName(path), err))
+				c.status.SetText("no model loaded")
+				return
+			}
+			c.loaded(path)
+		})
+	}()
+}
+
+// loading reports a model load under way.
+func (c *chatView) isLoading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loadingOn
+}
+
+func displayName(path string) string {
+	if path == "" {
+		return "the embedded model"
+	}
+	return path
+}
+
+// loaded shows a freshly loaded model: its name, its preset, the status.
+func (c *chatView) loaded(path string) {
+	_, m := c.a.sess.loaded()
+	p := c.a.currentPrefs()
+	p.Model = path
+	c.a.setPrefs(p)
+	c.a.win.SetTitle("Dovetail — " + m.Name)
+	for _, e := range c.a.modelList() {
+		if e.Path == path && c.picker.Selected != e.Name {
+			c.picker.OnChanged, c.picker.Selected = nil, e.Name
+			c.picker.Refresh()
+			c.refreshPicker()
+		}
+	}
+	if pr, ok := p.Presets[m.Fingerprint]; ok {
+		c.showPreset(pr)
+	} else {
+		c.showPreset(defaultPreset)
+	}
+	if c.conv != nil && c.conv.System != "" {
+		c.system.SetText(c.conv.System)
+	}
+	c.updateStatus(nil)
+	c.a.learn.refresh()
+	c.a.settings.refresh()
+}
+
+func (c *chatView) showProblem(err error) {
+	c.problem.SetText(err.Error())
+	c.problem.Show()
+}
+
+// showNotice shows a runner's warning.
+func (c *chatView) showNotice(n runner.Notice) {
+	if n.Warning {
+		c.problem.SetText(n.String())
+		c.problem.Show()
+	}
+}
+
+// newConversation starts an empty chat.
+func (c *chatView) newConversation() {
+	if c.isBusy() {
+		return
+	}
+	c.open(&Conversation{ID: newID(), System: c.system.Text})
+	c.list.UnselectAll()
+}
+
+// open shows a conversation.
+func (c *chatView) open(conv *Conversation) {
+	c.conv = conv
+	c.editAt = -1
+	c.views = nil
+	c.messages.Objects = nil
+	for i := range conv.Messages {
+		c.addView(i)
+	}
+	c.messages.Refresh()
+	if conv.System != "" || len(conv.Messages) > 0 {
+		c.system.OnChanged = nil
+		c.system.SetText(conv.System)
+		c.system.OnChanged = func(s string) { c.conv.System = s; c.savePreset() }
+	}
+	c.updateStatus(nil)
+	c.scroll.ScrollToBottom()
+}
+
+// addView shows message i.
+func (c *chatView) addView(i int) *messageView {
+	m := &c.conv.Messages[i]
+	var edit, regen func()
+	if m.Role == "user" {
+		edit = func() { c.edit(i) }
+	} else {
+		regen = func() { c.regenerate(i) }
+	}
+	v := newMessageView(m, c.hl.Checked, c.copy, edit, regen)
+	c.views = append(c.views, v)
+	c.messages.Add(v)
+	return v
+}
+
+func (c *chatView) copy(text string) {
+	c.a.fy.Clipboard().SetContent(text)
+}
+
+func (c *chatView) setHighlight(on bool) {
+	p := c.a.currentPrefs()
+	p.Highlight = on
+	c.a.setPrefs(p)
+	for _, v := range c.views {
+		v.highlight = on
+		v.update(false)
+	}
+}
+
+func (c *chatView) reloadList() {
+	c.convList = c.a.convs.list()
+	c.list.Refresh()
+}
+
+func (c *chatView) deleteConversation() {
+	if c.conv == nil || c.isBusy() {
+		return
+	}
+	c.a.convs.remove(c.conv.ID)
+	c.reloadList()
+	c.newConversation()
+}
+
+func (c *chatView) isBusy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.busy
+}
+
+// sendMessage sends the message box's text, or, while a message is being
+// edited, replaces that message and what followed it.
+func (c *chatView) sendMessage() {
+	text := strings.TrimSpace(c.input.Text)
+	if text == "" || c.isBusy() || c.isLoading() {
+		return
+	}
+	if r, _ := c.a.sess.loaded(); r == nil {
+		c.showProblem(fmt.Errorf("no model is loaded: choose one above"))
+		return
+	}
+	if c.editAt >= 0 {
+		c.conv.Messages = c.conv.Messages[:c.editAt]
+		c.editAt = -1
+		c.open(c.conv)
+	}
+	c.input.SetText("")
+	c.conv.Messages = append(c.conv.Messages, Message{Role: "user", Content: text, At: time.Now().UTC()})
+	c.addView(len(c.conv.Messages) - 1)
+	c.generate()
+}
+
+// edit puts message i in the message box; sending replaces it.
+func (c *chatView) edit(i int) {
+	if c.isBusy() {
+		return
+	}
+	c.editAt = i
+	c.input.SetText(c.conv.Messages[i].Content)
+	c.a.win.Canvas().Focus(c.input)
+}
+
+// regenerate answers again in place of the reply at i.
+func (c *chatView) regenerate(i int) {
+	if c.isBusy() || i != len(c.conv.Messages)-1 {
+		return
+	}
+	c.conv.Messages = c.conv.Messages[:i]
+	c.open(c.conv)
+	c.generate()
+}
+
+// generate streams a reply to the conversation.
+func (c *chatView) generate() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.busy, c.cancel, c.frames, c.lastDraw = true, cancel, nil, time.Time{}
+	c.mu.Unlock()
+	c.send.Disable()
+	c.stop.Enable()
+	msgs := append([]Message(nil), c.conv.Messages...)
+	c.conv.Messages = append(c.conv.Messages, Message{Role: "assistant", At: time.Now().UTC()})
+	v := c.addView(len(c.conv.Messages) - 1)
+	v.update(true)
+	c.scroll.ScrollToBottom()
+	system, preset, seed := c.system.Text, c.preset(), uint64(time.Now().UnixNano())
+	go c.a.sess.generate(ctx, system, msgs, preset, seed, func(r reply) { c.deliver(v, r) })
+}
+
+// deliver hands a reply to the UI: at most one redraw per frameInterval,
+// and always the last.
+func (c *chatView) deliver(v *messageView, r reply) {
+	c.mu.Lock()
+	c.pending = &r
+	due := r.done || time.Since(c.lastDraw) >= frameInterval
+	if c.scheduled || !due {
+		c.mu.Unlock()
+		return
+	}
+	c.scheduled = true
+	c.mu.Unlock()
+	fyne.Do(func() { c.draw(v) })
+}
+
+// draw shows the newest reply, on the UI's goroutine.
+func (c *chatView) draw(v *messageView) {
+	c.mu.Lock()
+	r := c.pending
+	c.scheduled = false
+	now := time.Now()
+	if !c.lastDraw.IsZero() {
+		c.frames = append(c.frames, now.Sub(c.lastDraw))
+	}
+	c.lastDraw = now
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	m := v.msg
+	m.Content, m.Segments = r.text, r.segments
+	st := r.stats
+	m.Stats = &st
+	if r.err != nil {
+		m.Error = r.err.Error()
+	}
+	v.update(!r.done)
+	c.updateStatus(&st)
+	if !r.done {
+		c.scroll.ScrollToBottom()
+		return
+	}
+	c.mu.Lock()
+	c.busy, c.cancel = false, nil
+	c.mu.Unlock()
+	c.send.Enable()
+	c.stop.Disable()
+	if err := c.a.convs.save(c.conv); err != nil {
+		c.showProblem(fmt.Errorf("the conversation is not saved: %v", err))
+	}
+	c.reloadList()
+	c.a.learn.refresh()
+	c.scroll.ScrollToBottom()
+}
+
+// stopGenerating stops the reply under way.
+func (c *chatView) stopGenerating() {
+	c.mu.Lock()
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// contextText is the context meter's words.
+func (c *chatView) contextText() string {
+	if c.conv == nil {
+		return ""
+	}
+	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
+	return fmt.Sprintf("context %d of %d tokens", used, total)
+}
+
+// updateStatus says how the model runs and how the last reply went.
+func (c *chatView) updateStatus(st *MsgStats) {
+	r, m := c.a.sess.loaded()
+	if r == nil {
+		return
+	}
+	if c.conv != nil {
+		used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
+		c.ctxBar.Max = float64(max(total, 1))
+		c.ctxBar.SetValue(float64(used))
+	}
+	info := r.Draft()
+	parts := []string{}
+	if st != nil {
+		parts = append(parts, fmt.Sprintf("%.1f tokens/s", st.TokensPerSec))
+		if st.FirstTokenMs > 0 {
+			parts = append(parts, fmt.Sprintf("first token %.0f ms", st.FirstTokenMs))
+		}
+	}
+	parts = append(parts, fmt.Sprintf("%s on the CPU (%d threads)", m.Name, r.Threads()))
+	draft := "no draft"
+	if info.Name != "none" {
+		draft = "draft " + info.Name
+		if info.Device != "" {
+			draft += " on " + info.Device
+		}
+	}
+	parts = append(parts, draft, trainerState(r))
+	c.status.SetText(strings.Join(parts, " · "))
+}
+
+// trainerState is the trainer's state in words.
+func trainerState(r *runner.Runner) string {
+	st, ok := r.Adaptation()
+	switch {
+	case !ok:
+		return "not learning"
+	case st.Paused:
+		return fmt.Sprintf("learning paused (version %d)", st.Version)
+	case st.Training:
+		return fmt.Sprintf("training (version %d)", st.Version)
+	case st.Published > 0:
+		return fmt.Sprintf("published version %d", st.Version)
+	case st.Collecting:
+		return "collecting what the model writes"
+	}
+	return fmt.Sprintf("draft version %d", st.Version)
+}
+
+// frameTimes are the intervals between redraws of the last streamed
+// reply.
+func (c *chatView) frameTimes() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.frames...)
+}

@@ -1,0 +1,185 @@
+package desktop
+
+import (
+	"fmt"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/widget"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/store"
+)
+
+// learnView is speed and learning: τ and tokens/s over the requests with
+// the draft's versions marked, the trainer's state, the text memory, and
+// the saved drafts with a rollback.
+type learnView struct {
+	a       *App
+	content fyne.CanvasObject
+
+	tau, speed *lineChart
+	trainer    *widget.Label
+	pause      *widget.Button
+	memory     *widget.Label
+	clear      *widget.Button
+	memOff     *widget.Check
+	drafts     *widget.Label
+	rollback   *widget.Button
+	problem    *widget.Label
+}
+
+func newLearnView(a *App) *learnView {
+	l := &learnView{a: a, tau: newLineChart("τ, tokens per round"), speed: newLineChart("tokens/s"),
+		trainer: widget.NewLabel("no model loaded"), memory: widget.NewLabel(""), drafts: widget.NewLabel(""),
+		problem: widget.NewLabel("")}
+	l.trainer.Wrapping = fyne.TextWrapWord
+	l.drafts.Wrapping = fyne.TextWrapWord
+	l.problem.Importance = widget.DangerImportance
+	l.problem.Hide()
+	l.pause = widget.NewButton("Pause learning", l.togglePause)
+	l.clear = widget.NewButton("Clear the text memory", l.clearMemory)
+	l.memOff = widget.NewCheck("Text memory off", l.setMemoryOff)
+	l.memOff.Checked = a.currentPrefs().MemoryOff
+	l.rollback = widget.NewButton("Roll back to the previous draft", l.rollBack)
+	charts := container.NewGridWithColumns(2, l.tau, l.speed)
+	l.content = container.NewVScroll(container.NewVBox(
+		charts,
+		widget.NewLabel("Orange lines: a new draft version took over."),
+		widget.NewCard("Trainer", "", container.NewVBox(l.trainer, l.pause)),
+		widget.NewCard("Text memory", "verified text whose continuations every draft tree proposes",
+			container.NewVBox(l.memory, container.NewHBox(l.clear, l.memOff))),
+		widget.NewCard("Saved drafts", "", container.NewVBox(l.drafts, l.rollback)),
+		l.problem))
+	return l
+}
+
+// refresh shows the charts and the state as they are now.
+func (l *learnView) refresh() {
+	h := l.a.sess.history()
+	var tau, speed []float64
+	var markers []int
+	for i, s := range h {
+		tau, speed = append(tau, s.Tau), append(speed, s.TokensPerSec)
+		if i > 0 && s.DraftVersion != h[i-1].DraftVersion {
+			markers = append(markers, i)
+		}
+	}
+	l.tau.set(tau, markers)
+	l.speed.set(speed, markers)
+	r, m := l.a.sess.loaded()
+	if r == nil {
+		l.trainer.SetText("no model loaded")
+		return
+	}
+	st, ok := r.Adaptation()
+	if !ok {
+		l.trainer.SetText(fmt.Sprintf("The draft (%s) does not adapt.", r.Draft().Name))
+		l.pause.Disable()
+	} else {
+		l.pause.Enable()
+		l.pause.SetText("Pause learning")
+		if st.Paused {
+			l.pause.SetText("Resume learning")
+		}
+		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %d training runs, %d published; %d positions held for training; τ now %.2f (long-run %.2f).",
+			trainerState(r), st.Version, st.Runs, st.Published, st.Records, st.ShortTau, st.LongTau))
+		l.memory.SetText(fmt.Sprintf("%d tokens remembered", st.Remembered))
+	}
+	if !ok {
+		l.memory.SetText("no text memory: the draft does not adapt")
+	}
+	l.showDrafts(m)
+}
+
+// showDrafts lists the saved drafts, the loaded model's first.
+func (l *learnView) showDrafts(m *runner.Model) {
+	ds, err := l.a.st.Drafts()
+	if err != nil {
+		l.drafts.SetText(err.Error())
+		return
+	}
+	var lines []string
+	prev := false
+	for _, d := range ds {
+		mark := ""
+		if d.Fingerprint == m.Fingerprint {
+			mark, prev = " (this model)", d.Prev
+		}
+		if d.Err != nil {
+			lines = append(lines, fmt.Sprintf("%s: unreadable: %v", d.Fingerprint, d.Err))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s%s: version %s, τ history %s, memory %s", orNone(d.Target), mark, orNone(d.Version),
+			orNone(store.FormatFloats(d.TauHistory)), runner.HumanBytes(uint64(d.Memory))))
+	}
+	if len(lines) == 0 {
+		lines = []string{"none yet: drafts are saved as they adapt"}
+	}
+	l.drafts.SetText(strings.Join(lines, "\n"))
+	if prev {
+		l.rollback.Enable()
+	} else {
+		l.rollback.Disable()
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (l *learnView) togglePause() {
+	r, _ := l.a.sess.loaded()
+	if r == nil {
+		return
+	}
+	st, _ := r.Adaptation()
+	r.PauseLearning(!st.Paused)
+	l.refresh()
+}
+
+func (l *learnView) clearMemory() {
+	r, _ := l.a.sess.loaded()
+	if r == nil {
+		return
+	}
+	if err := r.ClearMemory(); err != nil {
+		l.showProblem(err)
+	}
+	l.refresh()
+}
+
+// setMemoryOff turns the text memory off or on: the model loads again.
+func (l *learnView) setMemoryOff(off bool) {
+	p := l.a.currentPrefs()
+	if p.MemoryOff == off {
+		return
+	}
+	p.MemoryOff = off
+	l.a.setPrefs(p)
+	l.a.chat.loadModel(p.Model)
+}
+
+// rollBack makes the draft the last save replaced the model's again, and
+// loads the model with it.
+func (l *learnView) rollBack() {
+	_, m := l.a.sess.loaded()
+	if m == nil {
+		return
+	}
+	// The running draft would save over the rollback at its close.
+	l.a.sess.close()
+	if err := l.a.st.Restore(m.Fingerprint); err != nil {
+		l.showProblem(err)
+	}
+	l.a.chat.loadModel(l.a.currentPrefs().Model)
+}
+
+func (l *learnView) showProblem(err error) {
+	l.problem.SetText(err.Error())
+	l.problem.Show()
+}

@@ -1,0 +1,72 @@
+package desktop
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+
+	"dovetail/app/runner/store"
+)
+
+// Prefs are the app's own settings, beside the per-model settings setup
+// saves.
+type Prefs struct {
+	APIServer  bool   `json:"api_server"`
+	APIAddress string `json:"api_address"`
+	Threads    int    `json:"threads,omitempty"` // 0: the model's settings
+	Ctx        int    `json:"ctx,omitempty"`     // 0: the model's settings
+	Highlight  bool   `json:"highlight"`
+	MemoryOff  bool   `json:"memory_off"`
+	Model      string `json:"model,omitempty"` // the last model's path ("": the embedded one)
+	Folder     string `json:"folder,omitempty"`
+	// Presets are each model's system prompt and sampling, by fingerprint.
+	Presets map[string]Preset `json:"presets,omitempty"`
+}
+
+// Preset is a model's system prompt and sampling.
+type Preset struct {
+	System        string  `json:"system"`
+	Temperature   float32 `json:"temperature"`
+	TopK          int     `json:"top_k"`
+	TopP          float32 `json:"top_p"`
+	MinP          float32 `json:"min_p"`
+	RepeatPenalty float32 `json:"repeat_penalty"`
+}
+
+// defaultPreset is what run does by default.
+var defaultPreset = Preset{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1}
+
+func defaultPrefs() Prefs {
+	return Prefs{APIAddress: "127.0.0.1:11435", Highlight: true, Presets: map[string]Preset{}}
+}
+
+// loadPrefs reads the app's settings; none, or a damaged file (set
+// aside), gives the defaults.
+func loadPrefs(st *store.Store) Prefs {
+	p := defaultPrefs()
+	b, err := os.ReadFile(st.AppSettingsPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return p
+	}
+	if err != nil || json.Unmarshal(b, &p) != nil {
+		st.SetAside(st.AppSettingsPath())
+		return defaultPrefs()
+	}
+	if p.Presets == nil {
+		p.Presets = map[string]Preset{}
+	}
+	if p.APIAddress == "" {
+		p.APIAddress = defaultPrefs().APIAddress
+	}
+	return p
+}
+
+func savePrefs(st *store.Store, p Prefs) error {
+	return st.WriteFile(st.AppSettingsPath(), false, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	})
+}

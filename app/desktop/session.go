@@ -1,0 +1,326 @@
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/store"
+	"dovetail/app/server"
+	"dovetail/engine"
+	"dovetail/models/chat"
+)
+
+// session is the model the app runs: opened, placed and ready to chat.
+// Loading and generating run off the UI's goroutine; the session's state
+// is read under its lock.
+type session struct {
+	st *store.Store
+
+	mu       sync.Mutex
+	model    *runner.Model
+	run      *runner.Runner
+	settings []string // the settings setup chose that this load used
+	requests []requestStat
+	srv      *server.Server
+	srvStop  func()
+	srvAddr  string
+	srvErr   error
+}
+
+// requestStat is one reply, for the speed and learning charts.
+type requestStat struct {
+	At           time.Time
+	Tau          float64
+	TokensPerSec float64
+	DraftVersion int
+}
+
+// loadOptions say how the session loads a model.
+type loadOptions struct {
+	path       string // "": the embedded model
+	prefs      Prefs
+	newDrafter func(slot int) (engine.Drafter, error) // tests: a drafter of their own
+	notify     func(runner.Notice)
+}
+
+// load opens and places a model in place of the current one: its settings
+// from setup, the app's preferences over them. It blocks; call it off the
+// UI goroutine.
+func (s *session) load(o loadOptions) error {
+	s.close()
+	m, err := runner.OpenModel(o.path)
+	if err != nil {
+		return err
+	}
+	opts := runner.DefaultOptions()
+	opts.Store, opts.Notify, opts.NewDrafter = s.st, o.notify, o.newDrafter
+	var used []string
+	if set, err := runner.LoadSettings(s.st); err == nil {
+		if ms, ok := set.Models[m.Fingerprint]; ok {
+			used = ms.Apply(&opts, func(string) bool { return false })
+		}
+	}
+	if o.prefs.Threads > 0 {
+		opts.Threads = o.prefs.Threads
+	}
+	if o.prefs.Ctx > 0 {
+		opts.Ctx = o.prefs.Ctx
+	}
+	if o.prefs.MemoryOff {
+		opts.Adapt.Engine.MemoryTokens = 0
+	}
+	if o.prefs.APIServer {
+		opts.Slots = 2 // one for the window, one for the API
+	}
+	r, err := runner.New(m, opts)
+	if err != nil && opts.Slots > 1 {
+		opts.Slots = 1 // the API server is the first to give way
+		r, err = runner.New(m, opts)
+	}
+	if err != nil {
+		m.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.model, s.run, s.settings, s.requests = m, r, used, nil
+	s.mu.Unlock()
+	if o.prefs.APIServer {
+		s.serve(o.prefs.APIAddress)
+	}
+	return nil
+}
+
+// loaded is the runner and model, nil before a load.
+func (s *session) loaded() (*runner.Runner, *runner.Model) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run, s.model
+}
+
+// close stops the API server and closes the runner and the model.
+func (s *session) close() error {
+	s.stopServing()
+	s.mu.Lock()
+	r, m := s.run, s.model
+	s.run, s.model = nil, nil
+	s.mu.Unlock()
+	var err error
+	if r != nil {
+		err = r.Close()
+	}
+	if m != nil {
+		m.Close()
+	}
+	return err
+}
+
+// serve starts the API server in process on addr (loopback by default),
+// answering on the runner's second slot.
+func (s *session) serve(addr string) {
+	s.stopServing()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.srvErr = nil
+	if s.run == nil {
+		return
+	}
+	if s.run.Slots() < 2 {
+		s.srvErr = errors.New("no room in memory for a second sequence")
+		return
+	}
+	srv, err := server.New(server.Config{Runner: s.run, ReserveSlots: 1, Queue: 16})
+	if err != nil {
+		s.srvErr = err
+		return
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		s.srvErr = err
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	s.srv, s.srvAddr = srv, ln.Addr().String()
+	s.srvStop = func() { cancel(); <-done; srv.Close() }
+}
+
+// serving is the API server's address ("" when off) and why it is not
+// running when it should.
+func (s *session) serving() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return "", s.srvErr
+	}
+	return s.srvAddr, nil
+}
+
+func (s *session) stopServing() {
+	s.mu.Lock()
+	stop := s.srvStop
+	s.srv, s.srvStop, s.srvAddr = nil, nil, ""
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// reply is what a generation hands the chat as it goes.
+type reply struct {
+	segments []Segment
+	text     string
+	stats    MsgStats
+	done     bool
+	err      error
+}
+
+// generate answers conv's messages on the window's slot, calling update
+// with the reply so far after every round and once done. ctx stops it.
+func (s *session) generate(ctx context.Context, system string, msgs []Message, p Preset, seed uint64, update func(reply)) {
+	r, m := s.loaded()
+	if r == nil {
+		update(reply{done: true, err: errors.New("no model is loaded")})
+		return
+	}
+	var cm []chat.Message
+	if system != "" {
+		cm = append(cm, chat.Message{Role: "system", Content: system})
+	}
+	for _, x := range msgs {
+		cm = append(cm, chat.Message{Role: x.Role, Content: x.Content})
+	}
+	prompt, err := m.ChatTokens(cm)
+	if err == nil && len(prompt) >= r.Context() {
+		err = fmt.Errorf("the conversation has %d tokens; the context holds %d: start a new chat", len(prompt), r.Context())
+	}
+	if err != nil {
+		update(reply{done: true, err: err})
+		return
+	}
+	params := engine.SamplerParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP, RepeatPenalty: p.RepeatPenalty, Seed: seed}
+	if err := params.Validate(); err != nil {
+		update(reply{done: true, err: err})
+		return
+	}
+	dec := m.Tok.NewDecoder()
+	var rep reply
+	var text strings.Builder
+	start := time.Now()
+	first := time.Duration(0)
+	req := engine.Request{Prompt: prompt, Sampler: params, Stop: m.Tok.IsEOG,
+		OnRound: func(rd engine.Round) {
+			for i, tok := range rd.Tokens {
+				piece := dec.Add(tok)
+				text.WriteString(piece)
+				rep.segments = appendSegment(rep.segments, piece, rd.Sources[i])
+			}
+			if first == 0 {
+				first = time.Since(start)
+			}
+			rep.text, rep.stats.TokensPerSec, rep.stats.Tau, rep.stats.DraftVersion = text.String(), rd.TokensPerSec, rd.Tau, rd.DraftVersion
+			update(rep)
+		}}
+	st, err := r.Slot(0).Generate(ctx, req, func(int) error { return nil })
+	if tail := dec.Flush(); tail != "" {
+		text.WriteString(tail)
+		rep.segments = appendSegment(rep.segments, tail, engine.FromTarget)
+	}
+	rep.text, rep.done = text.String(), true
+	rep.stats = MsgStats{Tokens: st.GenTokens, TokensPerSec: st.GenTokensPerSec(), FirstTokenMs: float64(first.Microseconds()) / 1000,
+		Rounds: st.Rounds, Tau: st.Tau(), DraftVersion: st.DraftVersion, Stopped: ctx.Err() != nil}
+	if plain := s.plainSpeed(); plain > 0 && rep.stats.TokensPerSec > 0 {
+		rep.stats.Speedup = rep.stats.TokensPerSec / plain
+	}
+	if err != nil && ctx.Err() == nil {
+		rep.err = err
+	}
+	if st.GenTokens > 0 {
+		s.mu.Lock()
+		s.requests = append(s.requests, requestStat{At: time.Now(), Tau: st.Tau(), TokensPerSec: st.GenTokensPerSec(), DraftVersion: st.DraftVersion})
+		s.mu.Unlock()
+	}
+	update(rep)
+}
+
+// plainSpeed is the target alone's speed: calibrated, or as the planner
+// measured it (0: unknown).
+func (s *session) plainSpeed() float64 {
+	r, m := s.loaded()
+	if r == nil {
+		return 0
+	}
+	if c, ok := runner.CachedCalibration(s.st, m, r.Threads()); ok && c.Plain > 0 {
+		return c.Plain
+	}
+	if p := r.Planner(); p != nil {
+		return p.DecodeTokensPerSec()
+	}
+	return 0
+}
+
+// appendSegment adds a piece of text from src, joining it to the last
+// segment when that came from the same source.
+func appendSegment(segs []Segment, piece string, src engine.Source) []Segment {
+	if piece == "" {
+		return segs
+	}
+	if n := len(segs); n > 0 && segs[n-1].Source == src {
+		segs[n-1].Text += piece
+		return segs
+	}
+	return append(segs, Segment{Text: piece, Source: src})
+}
+
+// history is the replies so far, for the charts.
+func (s *session) history() []requestStat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]requestStat(nil), s.requests...)
+}
+
+// contextUse is the tokens the conversation takes and the context.
+func (s *session) contextUse(system string, msgs []Message) (used, total int) {
+	r, m := s.loaded()
+	if r == nil {
+		return 0, 0
+	}
+	var cm []chat.Message
+	if system != "" {
+		cm = append(cm, chat.Message{Role: "system", Content: system})
+	}
+	for _, x := range msgs {
+		cm = append(cm, chat.Message{Role: x.Role, Content: x.Content})
+	}
+	ids, _ := m.ChatTokens(cm)
+	return len(ids), r.Context()
+}
+
+// checkLossless generates greedily with the draft and with the target
+// alone and reports whether the two are the same, and both texts.
+func (s *session) checkLossless(ctx context.Context, prompt string, n int) (same bool, spec, plain string, err error) {
+	r, m := s.loaded()
+	if r == nil {
+		return false, "", "", errors.New("no model is loaded")
+	}
+	ids := m.Tok.Encode(prompt, true, false)
+	var a, b []int
+	req := engine.Request{Prompt: ids, MaxTokens: n, Stop: m.Tok.IsEOG}
+	if _, err := r.Slot(0).Generate(ctx, req, func(t int) error { a = append(a, t); return nil }); err != nil {
+		return false, "", "", err
+	}
+	if _, err := r.Slot(0).Plain(ctx, req, func(t int) error { b = append(b, t); return nil }); err != nil {
+		return false, "", "", err
+	}
+	same = len(a) == len(b)
+	for i := 0; same && i < len(a); i++ {
+		same = a[i] == b[i]
+	}
+	return same, m.Tok.Decode(a), m.Tok.Decode(b), nil
+}
