@@ -104,8 +104,8 @@ func (a *App) Start() {
 	if path == "" {
 		path = a.prefs.Model
 	}
-	a.chat.loadModel(path)
 	a.win.Canvas().Focus(a.chat.input)
+	a.chat.loadModel(path)
 }
 
 // Close closes the model; the window closes with the app.

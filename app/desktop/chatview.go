@@ -242,9 +242,12 @@ func (c *chatView) loadModel(path string) {
 	go func() {
 		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify})
 		fyne.Do(func() {
-			c.mu.Lock()
-			c.loadingOn = false
-			c.mu.Unlock()
+			// Done last: whoever waits for the load sees all of it.
+			defer func() {
+				c.mu.Lock()
+				c.loadingOn = false
+				c.mu.Unlock()
+			}()
 			c.loading.Hide()
 			c.send.Enable()
 			if err != nil {
@@ -489,9 +492,6 @@ func (c *chatView) draw(v *messageView) {
 		c.scroll.ScrollToBottom()
 		return
 	}
-	c.mu.Lock()
-	c.busy, c.cancel = false, nil
-	c.mu.Unlock()
 	c.send.Enable()
 	c.stop.Disable()
 	if err := c.a.convs.save(c.conv); err != nil {
@@ -500,6 +500,10 @@ func (c *chatView) draw(v *messageView) {
 	c.reloadList()
 	c.a.learn.refresh()
 	c.scroll.ScrollToBottom()
+	// Done last: whoever waits for the reply sees all of it.
+	c.mu.Lock()
+	c.busy, c.cancel = false, nil
+	c.mu.Unlock()
 }
 
 // stopGenerating stops the reply under way.

@@ -123,7 +123,7 @@ func (w *wizard) busy() bool {
 }
 
 // background runs work off the UI goroutine with Next held back; then
-// shows what it did.
+// shows what it did, or the problem says why it failed.
 func (w *wizard) background(work func() error, then func()) {
 	w.mu.Lock()
 	w.working = true
@@ -132,15 +132,16 @@ func (w *wizard) background(work func() error, then func()) {
 	go func() {
 		err := work()
 		fyne.Do(func() {
-			w.mu.Lock()
-			w.working = false
-			w.mu.Unlock()
 			w.next.Enable()
 			if err != nil {
 				w.showProblem(err)
+			} else {
+				then()
 			}
-			then()
 			w.body.Refresh()
+			w.mu.Lock()
+			w.working = false
+			w.mu.Unlock()
 		})
 	}()
 }
