@@ -5,7 +5,7 @@ BIN     := bin
 PROMPT  ?= Once upon a time
 FUZZTIME ?= 60s
 
-.PHONY: build run test bench fuzz clean kernels ptx
+.PHONY: build desktop screenshots run test bench fuzz clean kernels ptx
 
 # Kernel libraries: cpu/kernels/c/*.c compiled once per ISA level of the host
 # architecture into cpu/kernels/lib, where //go:embed picks them up (see
@@ -56,15 +56,35 @@ gpu/cuda/kernels.ptx: gpu/cuda/kernels.cu
 build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail
 
+# The desktop app (fyne: cgo, and the X11 and OpenGL headers, see the
+# README's prerequisites). Without animations: fyne's fading text cursor
+# repaints the whole window every frame while the message box has focus,
+# on the CPUs the model runs on when no GPU draws (docs/measurements).
+DESKTOP_TAGS := no_animations
+desktop: kernels
+	$(GO) build -tags $(DESKTOP_TAGS) -o $(BIN)/dovetail-desktop ./app/dovetail-desktop
+
+# docs/screenshots: the desktop app's tour in a real window on a virtual X
+# server (xvfb-run, xwd), from a fresh home: the embedded model, no
+# settings of the user's.
+TOURHOME = $(abspath $(BIN))/tour-home
+screenshots: desktop
+	rm -rf $(TOURHOME) && mkdir -p $(TOURHOME)
+	HOME=$(TOURHOME) XDG_CONFIG_HOME=$(TOURHOME)/config XDG_DATA_HOME=$(TOURHOME)/data \
+	XDG_CACHE_HOME=$(TOURHOME)/cache FYNE_SCALE=1 \
+	xvfb-run -a -s "-screen 0 1280x900x24" $(BIN)/dovetail-desktop --screenshots docs/screenshots
+
 run: build
 	$(BIN)/dovetail run -p "$(PROMPT)" -n 200
 
-# The adaptation loop swaps draft weights under a decoding goroutine, and
-# the runner's slots draft side by side: their tests also run under the
-# race detector (needs cgo, which the kernels' C compiler provides).
+# The adaptation loop swaps draft weights under a decoding goroutine, the
+# runner's slots draft side by side, and the desktop app loads and
+# generates off its UI goroutine: their tests also run under the race
+# detector (needs cgo, which the kernels' C compiler provides).
 test: kernels
 	$(GO) test ./...
 	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine ./gpu ./app/runner
+	CGO_ENABLED=1 $(GO) test -race ./app/desktop
 
 bench: kernels
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./quant/ ./cpu/ ./cpu/kernels/

@@ -110,6 +110,9 @@ func TestChatSendAndReload(t *testing.T) {
 	if !strings.HasPrefix(a.win.Title(), "Dovetail — ") {
 		t.Errorf("window title %q", a.win.Title())
 	}
+	if len(a.chat.loading.Objects) != 0 {
+		t.Error("the progress bar stays in the window after the load: it animates, hidden or not")
+	}
 	greedy(a)
 	want, _, _ := plainReply(t, "Once upon a time")
 	got := send(t, a, "Once upon a time")
@@ -347,5 +350,37 @@ func TestChatContextFull(t *testing.T) {
 	got := send(t, a, long)
 	if !strings.Contains(got.Error, "the context holds") {
 		t.Fatalf("reply to an overlong message: %+v", got)
+	}
+}
+
+// A sampling number that is not one is named and nothing is sent; max
+// tokens bounds the reply; the panel's values are the model's preset,
+// back after a reload.
+func TestChatSampling(t *testing.T) {
+	st := store.At(t.TempDir())
+	a := started(t, Options{Store: st})
+	a.chat.sampling["temperature"].SetText("hot")
+	a.chat.input.SetText("Once upon a time")
+	a.chat.sendMessage()
+	if len(a.chat.conv.Messages) != 0 || !strings.Contains(a.chat.problem.Text, `temperature must be a number, not "hot"`) {
+		t.Fatalf("%d messages, problem %q", len(a.chat.conv.Messages), a.chat.problem.Text)
+	}
+	a.chat.sampling["temperature"].SetText("0.8")
+	a.chat.sampling["top_p"].SetText("2")
+	a.chat.sendMessage()
+	if len(a.chat.conv.Messages) != 0 || !strings.Contains(a.chat.problem.Text, "top-p 2 out of range") {
+		t.Fatalf("top p 2: %d messages, problem %q", len(a.chat.conv.Messages), a.chat.problem.Text)
+	}
+	a.chat.sampling["top_p"].SetText("0.95")
+	greedy(a)
+	a.chat.sampling["max_tokens"].SetText("5")
+	a.chat.system.SetText("Be brief.")
+	if got := send(t, a, "Once upon a time"); got.Stats.Tokens != 5 || !a.chat.problem.Hidden {
+		t.Fatalf("max tokens 5: %d tokens, problem %q", got.Stats.Tokens, a.chat.problem.Text)
+	}
+	a.Close()
+	b := started(t, Options{Store: st})
+	if p, err := b.chat.preset(); err != nil || p.MaxTokens != 5 || p.Temperature != 0 || p.System != "Be brief." {
+		t.Errorf("after a reload the panel says %+v, %v", p, err)
 	}
 }

@@ -3,6 +3,7 @@ package desktop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +19,10 @@ import (
 )
 
 // frameInterval bounds how often a streaming message is redrawn: tokens
-// arrive faster than anyone reads them, and every redraw re-parses the
-// message's markdown.
-const frameInterval = 33 * time.Millisecond
+// arrive faster than anyone reads them, every redraw re-lays the message
+// out, and every frame repaints the whole window on the CPUs the model
+// decodes on when the GPU does not draw (docs/measurements: issue 19).
+const frameInterval = 100 * time.Millisecond
 
 // chatView is the chat: conversations on the left, the model picker and
 // sampling on top, the messages, the message box and the status line.
@@ -33,7 +35,7 @@ type chatView struct {
 	conv     *Conversation
 
 	picker   *widget.Select
-	loading  *widget.ProgressBarInfinite
+	loading  *fyne.Container // an infinite progress bar while a model loads
 	problem  *widget.Label
 	system   *widget.Entry
 	sampling map[string]*widget.Entry
@@ -76,8 +78,7 @@ func newChatView(a *App) *chatView {
 	c.picker = widget.NewSelect(nil, func(string) {})
 	c.picker.PlaceHolder = "Choose a model"
 	openFile := widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), c.openFileDialog)
-	c.loading = widget.NewProgressBarInfinite()
-	c.loading.Hide()
+	c.loading = container.NewStack()
 	c.problem = widget.NewLabel("")
 	c.problem.Importance = widget.DangerImportance
 	c.problem.Wrapping = fyne.TextWrapWord
@@ -97,7 +98,7 @@ func newChatView(a *App) *chatView {
 	c.status.Wrapping = fyne.TextWrapWord
 	c.ctxBar = widget.NewProgressBar()
 	c.ctxBar.TextFormatter = func() string { return c.contextText() }
-	c.hl = widget.NewCheck("Show where each token came from", c.setHighlight)
+	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
 	bottom := container.NewVBox(
 		container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input),
@@ -125,38 +126,51 @@ func (c *chatView) samplingPanel() fyne.CanvasObject {
 		c.savePreset()
 	}
 	form := widget.NewForm(widget.NewFormItem("System", c.system))
-	for _, f := range []string{"temperature", "top_k", "top_p", "min_p", "repeat_penalty"} {
+	for _, f := range samplingFields {
 		e := widget.NewEntry()
 		e.OnChanged = func(string) { c.savePreset() }
 		c.sampling[f] = e
 		form.Append(strings.ReplaceAll(f, "_", " "), e)
 	}
+	c.sampling["max_tokens"].SetPlaceHolder("0: to the end of the context")
 	c.showPreset(defaultPreset)
 	return form
 }
 
-// preset is what the panel says, its bad numbers replaced by defaults.
-func (c *chatView) preset() Preset {
-	p := defaultPreset
-	f32 := func(k string, dst *float32) {
-		if v, err := strconv.ParseFloat(strings.TrimSpace(c.sampling[k].Text), 32); err == nil {
+// samplingFields are the panel's numbers, in its order.
+var samplingFields = []string{"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens"}
+
+// preset is what the panel says, or which number is not one.
+func (c *chatView) preset() (Preset, error) {
+	p := Preset{System: c.system.Text}
+	floats := map[string]*float32{"temperature": &p.Temperature, "top_p": &p.TopP, "min_p": &p.MinP, "repeat_penalty": &p.RepeatPenalty}
+	ints := map[string]*int{"top_k": &p.TopK, "max_tokens": &p.MaxTokens}
+	for _, k := range samplingFields {
+		text := strings.TrimSpace(c.sampling[k].Text)
+		name := strings.ReplaceAll(k, "_", " ")
+		if dst, ok := floats[k]; ok {
+			v, err := strconv.ParseFloat(text, 32)
+			if err != nil {
+				return p, fmt.Errorf("%s must be a number, not %q", name, text)
+			}
 			*dst = float32(v)
+			continue
 		}
+		if text == "" && k == "max_tokens" {
+			continue
+		}
+		v, err := strconv.Atoi(text)
+		if err != nil || v < 0 {
+			return p, fmt.Errorf("%s must be a whole number, 0 or more, not %q", name, text)
+		}
+		*ints[k] = v
 	}
-	f32("temperature", &p.Temperature)
-	f32("top_p", &p.TopP)
-	f32("min_p", &p.MinP)
-	f32("repeat_penalty", &p.RepeatPenalty)
-	if v, err := strconv.Atoi(strings.TrimSpace(c.sampling["top_k"].Text)); err == nil {
-		p.TopK = v
-	}
-	p.System = c.system.Text
-	return p
+	return p, nil
 }
 
 func (c *chatView) showPreset(p Preset) {
 	vals := map[string]string{"temperature": fmt.Sprint(p.Temperature), "top_k": fmt.Sprint(p.TopK), "top_p": fmt.Sprint(p.TopP),
-		"min_p": fmt.Sprint(p.MinP), "repeat_penalty": fmt.Sprint(p.RepeatPenalty)}
+		"min_p": fmt.Sprint(p.MinP), "repeat_penalty": fmt.Sprint(p.RepeatPenalty), "max_tokens": fmt.Sprint(p.MaxTokens)}
 	for k, e := range c.sampling {
 		e.OnChanged, e.Text = nil, vals[k]
 		e.Refresh()
@@ -178,8 +192,12 @@ func (c *chatView) savePreset() {
 	if m == nil {
 		return
 	}
+	pr, err := c.preset()
+	if err != nil { // kept once it reads
+		return
+	}
 	p := c.a.currentPrefs()
-	p.Presets[m.Fingerprint] = c.preset()
+	p.Presets[m.Fingerprint] = pr
 	c.a.setPrefs(p)
 }
 
@@ -234,7 +252,7 @@ func (c *chatView) loadModel(path string) {
 	}
 	c.loadingOn = true
 	c.mu.Unlock()
-	c.loading.Show()
+	c.showLoading(true)
 	c.problem.Hide()
 	c.send.Disable()
 	c.status.SetText("loading " + displayName(path) + "…")
@@ -248,7 +266,7 @@ func (c *chatView) loadModel(path string) {
 				c.loadingOn = false
 				c.mu.Unlock()
 			}()
-			c.loading.Hide()
+			c.showLoading(false)
 			c.send.Enable()
 			if err != nil {
 				c.showProblem(fmt.Errorf("%s could not be loaded: %v", displayName(path), err))
@@ -260,7 +278,22 @@ func (c *chatView) loadModel(path string) {
 	}()
 }
 
-// loading reports a model load under way.
+// showLoading puts an infinite progress bar on screen, or takes it off.
+// Off screen it is not merely hidden: fyne's infinite bar starts animating
+// when it is first laid out, hidden or not, and an animation repaints the
+// window every frame.
+func (c *chatView) showLoading(on bool) {
+	for _, o := range c.loading.Objects {
+		o.(*widget.ProgressBarInfinite).Stop()
+	}
+	c.loading.Objects = nil
+	if on {
+		c.loading.Objects = []fyne.CanvasObject{widget.NewProgressBarInfinite()}
+	}
+	c.loading.Refresh()
+}
+
+// isLoading reports a model load under way.
 func (c *chatView) isLoading() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -402,6 +435,15 @@ func (c *chatView) sendMessage() {
 		c.showProblem(fmt.Errorf("no model is loaded: choose one above"))
 		return
 	}
+	preset, err := c.preset()
+	if err == nil {
+		err = preset.params(0).Validate()
+	}
+	if err != nil {
+		c.showProblem(fmt.Errorf("sampling: %v", err))
+		return
+	}
+	c.problem.Hide()
 	if c.editAt >= 0 {
 		c.conv.Messages = c.conv.Messages[:c.editAt]
 		c.editAt = -1
@@ -410,7 +452,7 @@ func (c *chatView) sendMessage() {
 	c.input.SetText("")
 	c.conv.Messages = append(c.conv.Messages, Message{Role: "user", Content: text, At: time.Now().UTC()})
 	c.addView(len(c.conv.Messages) - 1)
-	c.generate()
+	c.generate(preset)
 }
 
 // edit puts message i in the message box; sending replaces it.
@@ -428,13 +470,18 @@ func (c *chatView) regenerate(i int) {
 	if c.isBusy() || i != len(c.conv.Messages)-1 {
 		return
 	}
+	preset, err := c.preset()
+	if err != nil {
+		c.showProblem(fmt.Errorf("sampling: %v", err))
+		return
+	}
 	c.conv.Messages = c.conv.Messages[:i]
 	c.open(c.conv)
-	c.generate()
+	c.generate(preset)
 }
 
 // generate streams a reply to the conversation.
-func (c *chatView) generate() {
+func (c *chatView) generate(preset Preset) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
 	c.busy, c.cancel, c.frames, c.lastDraw = true, cancel, nil, time.Time{}
@@ -446,7 +493,7 @@ func (c *chatView) generate() {
 	v := c.addView(len(c.conv.Messages) - 1)
 	v.update(true)
 	c.scroll.ScrollToBottom()
-	system, preset, seed := c.system.Text, c.preset(), uint64(time.Now().UnixNano())
+	system, seed := c.system.Text, uint64(time.Now().UnixNano())
 	go c.a.sess.generate(ctx, system, msgs, preset, seed, func(r reply) { c.deliver(v, r) })
 }
 
@@ -572,6 +619,19 @@ func trainerState(r *runner.Runner) string {
 		return "collecting what the model writes"
 	}
 	return fmt.Sprintf("draft version %d", st.Version)
+}
+
+// redraws describes the intervals between redraws of the last streamed
+// reply.
+func (c *chatView) redraws() string {
+	f := c.frameTimes()
+	if len(f) == 0 {
+		return "drawn once"
+	}
+	slices.Sort(f)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return fmt.Sprintf("%d redraws, interval median %.1f ms, p95 %.1f ms, max %.1f ms",
+		len(f)+1, ms(f[len(f)/2]), ms(f[len(f)*95/100]), ms(f[len(f)-1]))
 }
 
 // frameTimes are the intervals between redraws of the last streamed

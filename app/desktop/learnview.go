@@ -58,16 +58,8 @@ func newLearnView(a *App) *learnView {
 // refresh shows the charts and the state as they are now.
 func (l *learnView) refresh() {
 	h := l.a.sess.history()
-	var tau, speed []float64
-	var markers []int
-	for i, s := range h {
-		tau, speed = append(tau, s.Tau), append(speed, s.TokensPerSec)
-		if i > 0 && s.DraftVersion != h[i-1].DraftVersion {
-			markers = append(markers, i)
-		}
-	}
-	l.tau.set(tau, markers)
-	l.speed.set(speed, markers)
+	l.tau.set(series(h, func(s requestStat) (float64, bool) { return s.Tau, s.Tau > 0 }))
+	l.speed.set(series(h, func(s requestStat) (float64, bool) { return s.TokensPerSec, true }))
 	r, m := l.a.sess.loaded()
 	if r == nil {
 		l.trainer.SetText("no model loaded")
@@ -91,6 +83,23 @@ func (l *learnView) refresh() {
 		l.memory.SetText("no text memory: the draft does not adapt")
 	}
 	l.showDrafts(m)
+}
+
+// series is the value of each request that has one (τ: those that
+// drafted), and the points where the draft's version changed.
+func series(h []requestStat, value func(requestStat) (float64, bool)) (vals []float64, markers []int) {
+	last := -1
+	for _, s := range h {
+		v, ok := value(s)
+		if !ok {
+			continue
+		}
+		if last >= 0 && s.DraftVersion != last {
+			markers = append(markers, len(vals))
+		}
+		vals, last = append(vals, v), s.DraftVersion
+	}
+	return vals, markers
 }
 
 // showDrafts lists the saved drafts, the loaded model's first.

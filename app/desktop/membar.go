@@ -66,7 +66,8 @@ func (l *shareLayout) Layout(objs []fyne.CanvasObject, s fyne.Size) {
 		if !ok {
 			continue
 		}
-		w := s.Width * sh.bytes / l.total
+		// At least a sliver: a part too small for its share still shows.
+		w := max(s.Width*sh.bytes/l.total, 3)
 		sh.Move(fyne.NewPos(x, 0))
 		sh.Resize(fyne.NewSize(w, s.Height))
 		x += w

@@ -22,9 +22,9 @@ var sourceColors = map[engine.Source]fyne.ThemeColorName{
 
 // sourceNames are the legend's words.
 var sourceNames = map[engine.Source]string{
-	engine.FromTarget: "the target's own tokens",
-	engine.FromDraft:  "drafted and accepted",
-	engine.FromMemory: "recalled from the text memory",
+	engine.FromTarget: "the target's own",
+	engine.FromDraft:  "drafted, accepted",
+	engine.FromMemory: "recalled from memory",
 }
 
 // messageView shows one message: who wrote it, its text (markdown, or

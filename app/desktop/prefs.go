@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"dovetail/app/runner/store"
+	"dovetail/engine"
 )
 
 // Prefs are the app's own settings, beside the per-model settings setup
@@ -33,6 +34,12 @@ type Preset struct {
 	TopP          float32 `json:"top_p"`
 	MinP          float32 `json:"min_p"`
 	RepeatPenalty float32 `json:"repeat_penalty"`
+	MaxTokens     int     `json:"max_tokens"` // 0: to the end of the context
+}
+
+// params are the preset's sampling with seed.
+func (p Preset) params(seed uint64) engine.SamplerParams {
+	return engine.SamplerParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP, RepeatPenalty: p.RepeatPenalty, Seed: seed}
 }
 
 // defaultPreset is what run does by default.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -204,7 +205,7 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 		update(reply{done: true, err: err})
 		return
 	}
-	params := engine.SamplerParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, MinP: p.MinP, RepeatPenalty: p.RepeatPenalty, Seed: seed}
+	params := p.params(seed)
 	if err := params.Validate(); err != nil {
 		update(reply{done: true, err: err})
 		return
@@ -214,7 +215,7 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 	var text strings.Builder
 	start := time.Now()
 	first := time.Duration(0)
-	req := engine.Request{Prompt: prompt, Sampler: params, Stop: m.Tok.IsEOG,
+	req := engine.Request{Prompt: prompt, Sampler: params, Stop: m.Tok.IsEOG, MaxTokens: p.MaxTokens,
 		OnRound: func(rd engine.Round) {
 			for i, tok := range rd.Tokens {
 				piece := dec.Add(tok)
@@ -302,25 +303,36 @@ func (s *session) contextUse(system string, msgs []Message) (used, total int) {
 	return len(ids), r.Context()
 }
 
-// checkLossless generates greedily with the draft and with the target
-// alone and reports whether the two are the same, and both texts.
-func (s *session) checkLossless(ctx context.Context, prompt string, n int) (same bool, spec, plain string, err error) {
+// check is what a lossless check found: whether the texts are the same,
+// both, and the speculative run's rounds.
+type check struct {
+	same        bool
+	spec, plain string
+	rounds      int
+	tau         float64
+}
+
+// checkLossless generates greedily with the draft proposing every round
+// (no planner to skip it) and with the target alone, and compares.
+func (s *session) checkLossless(ctx context.Context, prompt string, n int) (check, error) {
 	r, m := s.loaded()
 	if r == nil {
-		return false, "", "", errors.New("no model is loaded")
+		return check{}, errors.New("no model is loaded")
+	}
+	slot := r.Slot(0)
+	if slot.Drafter() == nil {
+		return check{}, errors.New("this model runs without a draft: there is nothing to check")
 	}
 	ids := m.Tok.Encode(prompt, true, false)
 	var a, b []int
-	req := engine.Request{Prompt: ids, MaxTokens: n, Stop: m.Tok.IsEOG}
-	if _, err := r.Slot(0).Generate(ctx, req, func(t int) error { a = append(a, t); return nil }); err != nil {
-		return false, "", "", err
+	req := engine.Request{Prompt: ids, MaxTokens: n, Stop: m.Tok.IsEOG, Drafter: slot.Drafter(), Tree: r.Tree()}
+	st, err := slot.Generate(ctx, req, func(t int) error { a = append(a, t); return nil })
+	if err != nil {
+		return check{}, err
 	}
-	if _, err := r.Slot(0).Plain(ctx, req, func(t int) error { b = append(b, t); return nil }); err != nil {
-		return false, "", "", err
+	if _, err := slot.Plain(ctx, req, func(t int) error { b = append(b, t); return nil }); err != nil {
+		return check{}, err
 	}
-	same = len(a) == len(b)
-	for i := 0; same && i < len(a); i++ {
-		same = a[i] == b[i]
-	}
-	return same, m.Tok.Decode(a), m.Tok.Decode(b), nil
+	c := check{same: slices.Equal(a, b), spec: m.Tok.Decode(a), plain: m.Tok.Decode(b), rounds: st.Rounds, tau: st.Tau()}
+	return c, nil
 }

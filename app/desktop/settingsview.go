@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -30,6 +31,9 @@ type settingsView struct {
 	prompt    *widget.Entry
 	check     *widget.Button
 	result    *widget.Label
+
+	mu       sync.Mutex
+	checking bool
 }
 
 func newSettingsView(a *App) *settingsView {
@@ -130,23 +134,36 @@ func (s *settingsView) applyChanges() {
 
 // checkLossless runs the check in the background.
 func (s *settingsView) checkLossless() {
+	s.mu.Lock()
+	s.checking = true
+	s.mu.Unlock()
 	s.check.Disable()
 	s.result.SetText("generating with the draft and without…")
 	prompt := s.prompt.Text
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		same, spec, plain, err := s.a.sess.checkLossless(ctx, prompt, 64)
+		c, err := s.a.sess.checkLossless(ctx, prompt, 64)
 		fyne.Do(func() {
 			s.check.Enable()
 			switch {
 			case err != nil:
 				s.result.SetText("the check did not run: " + err.Error())
-			case same:
-				s.result.SetText("The same text, token for token: " + spec)
+			case c.same:
+				s.result.SetText(fmt.Sprintf("The same text, token for token, over %d speculative rounds (τ %.2f): %s", c.rounds, c.tau, c.spec))
 			default:
-				s.result.SetText("DIFFERENT.\nWith the draft: " + spec + "\nThe target alone: " + plain)
+				s.result.SetText("DIFFERENT.\nWith the draft: " + c.spec + "\nThe target alone: " + c.plain)
 			}
+			s.mu.Lock()
+			s.checking = false
+			s.mu.Unlock()
 		})
 	}()
+}
+
+// isChecking reports a lossless check under way.
+func (s *settingsView) isChecking() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checking
 }

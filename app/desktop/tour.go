@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -18,11 +19,15 @@ import (
 
 // Tour drives the app through its views and writes a screenshot of each
 // to dir: the setup wizard's fit, a chat with a reply streamed, the speed
-// and learning view. It runs on its own goroutine in a real window, and
+// and learning view. It says on stderr how often each reply was redrawn
+// as it streamed. It runs on its own goroutine in a real window, and
 // calls done with its error.
 func (a *App) Tour(dir string, prompts []string, done func(error)) {
 	go func() { done(a.tour(dir, prompts)) }()
 }
+
+// tourTokens bounds the tour's replies: a screenful.
+const tourTokens = 160
 
 func (a *App) tour(dir string, prompts []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -67,11 +72,13 @@ func (a *App) tour(dir string, prompts []string) error {
 	if err := waitFor("the model", func() bool { r, _ := a.sess.loaded(); return r != nil && !a.chat.isLoading() }); err != nil {
 		return err
 	}
-	for _, p := range prompts {
+	fyne.DoAndWait(func() { a.chat.sampling["max_tokens"].SetText(strconv.Itoa(tourTokens)) })
+	for i, p := range prompts {
 		fyne.DoAndWait(func() { a.chat.input.SetText(p); a.chat.sendMessage() })
 		if err := waitFor("the reply", func() bool { return !a.chat.isBusy() }); err != nil {
 			return err
 		}
+		fmt.Fprintf(os.Stderr, "tour: reply %d: %s\n", i+1, a.chat.redraws())
 	}
 	if err := shot("chat.png"); err != nil {
 		return err

@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -85,20 +86,23 @@ func (w *wizard) show(i int) {
 		w.back.Enable()
 	}
 	w.next.SetText("Next")
+	// A step that works in the background starts it last: the UI is
+	// not touched here once it runs.
 	switch i {
 	case 0:
 		w.probeStep()
 	case 1:
 		w.modelsStep()
+		w.body.Refresh()
 	case 2:
 		w.calibrationStep()
 	case 3:
 		w.fitStep()
 	case 4:
-		w.speedStep()
 		w.next.SetText("Save these settings")
+		w.speedStep()
+		w.body.Refresh()
 	}
-	w.body.Refresh()
 }
 
 func (w *wizard) forward() {
@@ -129,8 +133,12 @@ func (w *wizard) background(work func() error, then func()) {
 	w.working = true
 	w.mu.Unlock()
 	w.next.Disable()
+	w.body.Refresh()
 	go func() {
 		err := work()
+		// The models a step opened are closed: their memory goes back to
+		// the system now, not after the chosen model has loaded beside it.
+		debug.FreeOSMemory()
 		fyne.Do(func() {
 			w.next.Enable()
 			if err != nil {
@@ -174,14 +182,14 @@ func (w *wizard) probeStep() {
 
 // checklist is the probe's report as ticks and warnings.
 func checklist(r probe.Report) []fyne.CanvasObject {
-	ok := func(text string) fyne.CanvasObject {
-		return container.NewHBox(widget.NewIcon(theme.ConfirmIcon()), widget.NewLabel(text))
-	}
-	warn := func(text string) fyne.CanvasObject {
+	// Wrapped, so that a long line does not widen the window.
+	line := func(icon fyne.Resource, text string) fyne.CanvasObject {
 		l := widget.NewLabel(text)
 		l.Wrapping = fyne.TextWrapWord
-		return container.NewBorder(nil, nil, widget.NewIcon(theme.WarningIcon()), nil, l)
+		return container.NewBorder(nil, nil, widget.NewIcon(icon), nil, l)
 	}
+	ok := func(text string) fyne.CanvasObject { return line(theme.ConfirmIcon(), text) }
+	warn := func(text string) fyne.CanvasObject { return line(theme.WarningIcon(), text) }
 	c := r.CPU
 	out := []fyne.CanvasObject{
 		ok(fmt.Sprintf("CPU: %s, %d cores, %d threads; the %s kernels run (%s)", c.Model, c.Cores, c.Threads, c.Kernels, strings.Join(c.ISA, " "))),
@@ -211,7 +219,7 @@ func (w *wizard) modelsStep() {
 	w.mu.Lock()
 	if w.found == nil {
 		w.found = w.a.modelList()
-		w.chosen[0] = true // the embedded model, to start with
+		w.chosen[w.startWith()] = true
 	}
 	found := append([]discover.Model(nil), w.found...)
 	w.mu.Unlock()
@@ -242,6 +250,17 @@ func (w *wizard) modelsStep() {
 		w.show(1)
 	})
 	w.body.Add(container.NewBorder(nil, nil, nil, add, path))
+}
+
+// startWith is the model chosen to start with: the one the app was
+// started with, else the embedded one.
+func (w *wizard) startWith() int {
+	for i, m := range w.found {
+		if m.Path != "" && m.Path == w.a.o.Model {
+			return i
+		}
+	}
+	return 0
 }
 
 func sizeOf(m discover.Model) string {
@@ -360,8 +379,10 @@ func fitCard(f fitted, machine probe.Report) fyne.CanvasObject {
 		if p.GPULayers > 0 {
 			layers = fmt.Sprintf("%d target layers on the GPU", p.GPULayers)
 		}
-		box.Add(widget.NewLabel(fmt.Sprintf("%d CPU threads · %s · draft on %s · trainer on %s · context %d · tree k %d, depth %d, γ %d",
-			p.Threads, layers, p.DraftDevice, p.TrainerDevice, p.Ctx, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens)))
+		l := widget.NewLabel(fmt.Sprintf("%d CPU threads · %s · draft on %s · trainer on %s · context %d · tree k %d, depth %d, γ %d",
+			p.Threads, layers, p.DraftDevice, p.TrainerDevice, p.Ctx, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens))
+		l.Wrapping = fyne.TextWrapWord
+		box.Add(l)
 	}
 	return widget.NewCard(f.entry.Name, "", box)
 }
@@ -411,6 +432,7 @@ func (w *wizard) save() {
 func (w *wizard) finish() {
 	step := w.step
 	w.done()
+	w.a.win.Canvas().Focus(w.a.chat.input)
 	if step < len(wizardSteps)-1 {
 		// An empty settings file: the next start does not ask again.
 		if err := runner.SaveSettings(w.a.st, nil); err != nil {
@@ -418,5 +440,4 @@ func (w *wizard) finish() {
 		}
 		w.a.chat.loadModel(w.a.currentPrefs().Model)
 	}
-	w.a.win.Canvas().Focus(w.a.chat.input)
 }

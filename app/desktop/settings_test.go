@@ -1,0 +1,113 @@
+package desktop
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"fyne.io/fyne/v2/test"
+
+	"dovetail/app/runner/store"
+)
+
+// A bad number is refused in words naming it and nothing is saved; good
+// ones are kept and the model loads again with them.
+func TestSettingsThreadsAndContext(t *testing.T) {
+	st := store.At(t.TempDir())
+	a := started(t, Options{Store: st})
+	s := a.settings
+	s.threads.SetText("many")
+	test.Tap(s.apply)
+	if s.problem.Hidden || !strings.Contains(s.problem.Text, `threads must be a whole number`) || !strings.Contains(s.problem.Text, `"many"`) {
+		t.Fatalf("problem %q", s.problem.Text)
+	}
+	if p := loadPrefs(st); p.Threads != 0 {
+		t.Fatalf("a refused value was saved: %+v", p)
+	}
+	s.threads.SetText("1")
+	s.ctx.SetText("256")
+	test.Tap(s.apply)
+	if !s.problem.Hidden {
+		t.Fatalf("good values refused: %q", s.problem.Text)
+	}
+	waitLoaded(t, a)
+	r, _ := a.sess.loaded()
+	if r.Threads() != 1 || r.Context() != 256 {
+		t.Errorf("reloaded with %d threads, context %d", r.Threads(), r.Context())
+	}
+	if p := loadPrefs(st); p.Threads != 1 || p.Ctx != 256 {
+		t.Errorf("saved %+v", p)
+	}
+	if !strings.Contains(a.chat.ctxBar.TextFormatter(), "of 256 tokens") {
+		t.Errorf("the context meter says %q", a.chat.ctxBar.TextFormatter())
+	}
+}
+
+// The API server in the app answers ollama's and OpenAI's clients on its
+// own slot while the window keeps the other; turned off it stops.
+func TestSettingsAPIServer(t *testing.T) {
+	a := started(t, Options{})
+	s := a.settings
+	s.api.SetChecked(true)
+	s.address.SetText("127.0.0.1:0")
+	test.Tap(s.apply)
+	waitLoaded(t, a)
+	addr, err := a.sess.serving()
+	if addr == "" || err != nil {
+		t.Fatalf("not serving: %v", err)
+	}
+	if !strings.Contains(s.apiStatus.Text, "serving on http://"+addr) {
+		t.Errorf("status %q", s.apiStatus.Text)
+	}
+	res, err := http.Get("http://" + addr + "/api/tags")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	_, m := a.sess.loaded()
+	if res.StatusCode != 200 || !strings.Contains(string(body), m.Name) {
+		t.Fatalf("/api/tags: %d %s", res.StatusCode, body)
+	}
+	res, err = http.Post("http://"+addr+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"default","prompt":"Once upon a time","max_tokens":8,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Choices []struct{ Text string }
+	}
+	err = json.NewDecoder(res.Body).Decode(&out)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 || len(out.Choices) != 1 || out.Choices[0].Text == "" {
+		t.Fatalf("completion: %d %v %+v", res.StatusCode, err, out)
+	}
+	send(t, a, "Once upon a time") // the window's slot still answers
+	if a.chat.conv.Messages[1].Error != "" {
+		t.Errorf("the window's reply: %s", a.chat.conv.Messages[1].Error)
+	}
+
+	s.api.SetChecked(false)
+	test.Tap(s.apply)
+	waitLoaded(t, a)
+	if addr2, _ := a.sess.serving(); addr2 != "" {
+		t.Fatalf("still serving on %s", addr2)
+	}
+	if _, err := http.Get("http://" + addr + "/api/tags"); err == nil {
+		t.Error("the old address still answers")
+	}
+}
+
+// The lossless check generates with the draft drafting every round and
+// without, and says they are the same.
+func TestSettingsLosslessCheck(t *testing.T) {
+	a := started(t, Options{})
+	s := a.settings
+	test.Tap(s.check)
+	waitFor(t, "the check's end", func() bool { return !s.isChecking() })
+	if !strings.HasPrefix(s.result.Text, "The same text, token for token, over ") || strings.Contains(s.result.Text, "over 0 ") {
+		t.Fatalf("check: %q", s.result.Text)
+	}
+}
