@@ -42,6 +42,9 @@ type App struct {
 	sess  *session
 	convs conversations
 
+	closeOnce sync.Once
+	closeErr  error
+
 	mu      sync.Mutex
 	prefs   Prefs
 	models  []discover.Model // what the picker offers
@@ -85,7 +88,7 @@ func New(fy fyne.App, o Options) (*App, error) {
 		fyne.NewMenuItem("New chat", a.chat.newConversation),
 		fyne.NewMenuItem("Re-tune…", a.showWizard))))
 	a.win.SetContent(a.tabs)
-	a.win.SetOnClosed(func() { a.sess.close() })
+	a.win.SetOnClosed(func() { a.Close() })
 	a.findModels()
 	return a, nil
 }
@@ -108,8 +111,13 @@ func (a *App) Start() {
 	a.chat.loadModel(path)
 }
 
-// Close closes the model; the window closes with the app.
-func (a *App) Close() error { return a.sess.close() }
+// Close stops a reply under way, saves the conversation, and closes the
+// model, which saves its draft; the window closes with the app. Closing
+// again does nothing more.
+func (a *App) Close() error {
+	a.closeOnce.Do(func() { a.closeErr = a.chat.shutdown() })
+	return a.closeErr
+}
 
 // findModels lists what the picker offers: the embedded model, the model
 // given, the last one, and the user's models.

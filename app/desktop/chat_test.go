@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"fyne.io/fyne/v2"
 	fynedesktop "fyne.io/fyne/v2/driver/desktop"
@@ -135,7 +136,8 @@ func TestChatSendAndReload(t *testing.T) {
 	if a.chat.send.Disabled() || !a.chat.stop.Disabled() {
 		t.Errorf("after the reply: send disabled %v, stop disabled %v", a.chat.send.Disabled(), a.chat.stop.Disabled())
 	}
-	if !strings.Contains(a.chat.status.Text, "tokens/s") || !strings.Contains(a.chat.status.Text, "on the CPU") {
+	if st := a.chat.status.Text; !strings.Contains(st, "tokens/s") || !strings.Contains(st, "first token") || !strings.Contains(st, "on the CPU") ||
+		!strings.Contains(st, "draft dgf:") || !strings.Contains(st, "trainer on ") {
 		t.Errorf("status %q", a.chat.status.Text)
 	}
 	if len(a.chat.convList) != 1 || a.chat.convList[0].Title != "Once upon a time" {
@@ -382,5 +384,33 @@ func TestChatSampling(t *testing.T) {
 	b := started(t, Options{Store: st})
 	if p, err := b.chat.preset(); err != nil || p.MaxTokens != 5 || p.Temperature != 0 || p.System != "Be brief." {
 		t.Errorf("after a reload the panel says %+v, %v", p, err)
+	}
+}
+
+// Closing the window stops the reply under way, waits for it (no
+// generation outlives the model), keeps what it had in the saved
+// conversation, and closes the model.
+func TestCloseStopsAndSaves(t *testing.T) {
+	st := store.At(t.TempDir())
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	a := started(t, Options{Store: st, NewDrafter: func(int) (engine.Drafter, error) { return g, nil }})
+	a.chat.input.SetText("Once upon a time")
+	a.chat.sendMessage()
+	<-g.entered
+	id := a.chat.conv.ID
+	go func() { time.Sleep(50 * time.Millisecond); close(g.release) }()
+	a.win.Close()
+	if r, _ := a.sess.loaded(); r != nil {
+		t.Fatal("the model is still loaded after the window closed")
+	}
+	c, err := a.convs.load(id)
+	if err != nil {
+		t.Fatalf("the conversation is not saved: %v", err)
+	}
+	if len(c.Messages) != 2 || c.Messages[1].Stats == nil || !c.Messages[1].Stats.Stopped {
+		t.Fatalf("saved %+v", c.Messages)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("closing again: %v", err)
 	}
 }

@@ -55,6 +55,7 @@ type chatView struct {
 	busy      bool
 	editAt    int // the message being edited: resending replaces it and what follows (-1: none)
 	pending   *reply
+	streaming *messageView // the reply being generated
 	scheduled bool
 	lastDraw  time.Time
 	frames    []time.Duration // between redraws while streaming, for measurements
@@ -241,7 +242,12 @@ func (c *chatView) openFileDialog() {
 
 // loadModel loads a model in the background, with progress, and says
 // plainly what went wrong.
-func (c *chatView) loadModel(path string) {
+func (c *chatView) loadModel(path string) { c.reload(path, nil) }
+
+// reload loads a model in the background; prepare, when set, runs there
+// between closing the model loaded (which saves its draft) and opening
+// the next.
+func (c *chatView) reload(path string, prepare func() error) {
 	if c.isBusy() {
 		c.stopGenerating()
 	}
@@ -258,7 +264,7 @@ func (c *chatView) loadModel(path string) {
 	c.status.SetText("loading " + displayName(path) + "…")
 	prefs := c.a.currentPrefs()
 	go func() {
-		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify})
+		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify, prepare: prepare})
 		fyne.Do(func() {
 			// Done last: whoever waits for the load sees all of it.
 			defer func() {
@@ -484,13 +490,16 @@ func (c *chatView) regenerate(i int) {
 func (c *chatView) generate(preset Preset) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
-	c.busy, c.cancel, c.frames, c.lastDraw = true, cancel, nil, time.Time{}
+	c.busy, c.cancel, c.frames, c.lastDraw, c.pending = true, cancel, nil, time.Time{}, nil
 	c.mu.Unlock()
 	c.send.Disable()
 	c.stop.Enable()
 	msgs := append([]Message(nil), c.conv.Messages...)
 	c.conv.Messages = append(c.conv.Messages, Message{Role: "assistant", At: time.Now().UTC()})
 	v := c.addView(len(c.conv.Messages) - 1)
+	c.mu.Lock()
+	c.streaming = v
+	c.mu.Unlock()
 	v.update(true)
 	c.scroll.ScrollToBottom()
 	system, seed := c.system.Text, uint64(time.Now().UnixNano())
@@ -553,6 +562,29 @@ func (c *chatView) draw(v *messageView) {
 	c.mu.Unlock()
 }
 
+// shutdown stops the reply under way and closes the model (which saves
+// the draft), then saves the conversation with what the reply had: the
+// window is closing, and its loop may not draw the reply's end.
+func (c *chatView) shutdown() error {
+	c.stopGenerating()
+	err := c.a.sess.close()
+	c.mu.Lock()
+	r, v, busy := c.pending, c.streaming, c.busy
+	c.mu.Unlock()
+	if busy && r != nil && v != nil {
+		m := v.msg
+		st := r.stats
+		m.Content, m.Segments, m.Stats = r.text, r.segments, &st
+		m.Stats.Stopped = true
+	}
+	if c.conv != nil && len(c.conv.Messages) > 0 {
+		if serr := c.a.convs.save(c.conv); err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
 // stopGenerating stops the reply under way.
 func (c *chatView) stopGenerating() {
 	c.mu.Lock()
@@ -599,7 +631,11 @@ func (c *chatView) updateStatus(st *MsgStats) {
 			draft += " on " + info.Device
 		}
 	}
-	parts = append(parts, draft, trainerState(r))
+	trainer := trainerState(r)
+	if info.Trainer != "" {
+		trainer = "trainer on " + info.Trainer + ": " + trainer
+	}
+	parts = append(parts, draft, trainer)
 	c.status.SetText(strings.Join(parts, " · "))
 }
 

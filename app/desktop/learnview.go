@@ -174,18 +174,15 @@ func (l *learnView) setMemoryOff(off bool) {
 }
 
 // rollBack makes the draft the last save replaced the model's again, and
-// loads the model with it.
+// loads the model with it, in the background. The running draft is saved
+// first (at its close), so that the rollback is not saved over.
 func (l *learnView) rollBack() {
 	_, m := l.a.sess.loaded()
 	if m == nil {
 		return
 	}
-	// The running draft would save over the rollback at its close.
-	l.a.sess.close()
-	if err := l.a.st.Restore(m.Fingerprint); err != nil {
-		l.showProblem(err)
-	}
-	l.a.chat.loadModel(l.a.currentPrefs().Model)
+	fp := m.Fingerprint
+	l.a.chat.reload(l.a.currentPrefs().Model, func() error { return l.a.st.Restore(fp) })
 }
 
 func (l *learnView) showProblem(err error) {

@@ -23,9 +23,14 @@ import (
 type session struct {
 	st *store.Store
 
-	mu       sync.Mutex
-	model    *runner.Model
-	run      *runner.Runner
+	mu    sync.Mutex
+	model *runner.Model
+	run   *runner.Runner
+	// Generations under way on the runner: close cancels them (stop) and
+	// waits for them (gen) before it frees what they use.
+	stop     context.CancelFunc
+	stopped  context.Context
+	gen      sync.WaitGroup
 	settings []string // the settings setup chose that this load used
 	requests []requestStat
 	srv      *server.Server
@@ -48,6 +53,7 @@ type loadOptions struct {
 	prefs      Prefs
 	newDrafter func(slot int) (engine.Drafter, error) // tests: a drafter of their own
 	notify     func(runner.Notice)
+	prepare    func() error // run after the current model closed, before the next opens; its error is a warning
 }
 
 // load opens and places a model in place of the current one: its settings
@@ -55,6 +61,11 @@ type loadOptions struct {
 // UI goroutine.
 func (s *session) load(o loadOptions) error {
 	s.close()
+	if o.prepare != nil {
+		if err := o.prepare(); err != nil && o.notify != nil { // the model loads all the same
+			o.notify(runner.Notice{Warning: true, Text: err.Error()})
+		}
+	}
 	m, err := runner.OpenModel(o.path)
 	if err != nil {
 		return err
@@ -90,6 +101,7 @@ func (s *session) load(o loadOptions) error {
 	}
 	s.mu.Lock()
 	s.model, s.run, s.settings, s.requests = m, r, used, nil
+	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.mu.Unlock()
 	if o.prefs.APIServer {
 		s.serve(o.prefs.APIAddress)
@@ -104,13 +116,33 @@ func (s *session) loaded() (*runner.Runner, *runner.Model) {
 	return s.run, s.model
 }
 
-// close stops the API server and closes the runner and the model.
+// begin registers a generation on the loaded runner: its context ends
+// with ctx or when the session closes; end must be called when it is
+// over. Without a runner it returns nil.
+func (s *session) begin(ctx context.Context) (*runner.Runner, *runner.Model, context.Context, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.run == nil {
+		return nil, nil, nil, nil
+	}
+	s.gen.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.stopped, cancel)
+	return s.run, s.model, ctx, func() { unhook(); cancel(); s.gen.Done() }
+}
+
+// close stops the API server, stops the generations under way and waits
+// for them, and closes the runner (which saves the draft) and the model.
 func (s *session) close() error {
 	s.stopServing()
 	s.mu.Lock()
-	r, m := s.run, s.model
+	r, m, stop := s.run, s.model, s.stop
 	s.run, s.model = nil, nil
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	s.gen.Wait()
 	var err error
 	if r != nil {
 		err = r.Close()
@@ -185,11 +217,12 @@ type reply struct {
 // generate answers conv's messages on the window's slot, calling update
 // with the reply so far after every round and once done. ctx stops it.
 func (s *session) generate(ctx context.Context, system string, msgs []Message, p Preset, seed uint64, update func(reply)) {
-	r, m := s.loaded()
+	r, m, ctx, end := s.begin(ctx)
 	if r == nil {
 		update(reply{done: true, err: errors.New("no model is loaded")})
 		return
 	}
+	defer end()
 	var cm []chat.Message
 	if system != "" {
 		cm = append(cm, chat.Message{Role: "system", Content: system})
@@ -315,10 +348,11 @@ type check struct {
 // checkLossless generates greedily with the draft proposing every round
 // (no planner to skip it) and with the target alone, and compares.
 func (s *session) checkLossless(ctx context.Context, prompt string, n int) (check, error) {
-	r, m := s.loaded()
+	r, m, ctx, end := s.begin(ctx)
 	if r == nil {
 		return check{}, errors.New("no model is loaded")
 	}
+	defer end()
 	slot := r.Slot(0)
 	if slot.Drafter() == nil {
 		return check{}, errors.New("this model runs without a draft: there is nothing to check")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -75,10 +76,11 @@ func (a *App) tour(dir string, prompts []string) error {
 	fyne.DoAndWait(func() { a.chat.sampling["max_tokens"].SetText(strconv.Itoa(tourTokens)) })
 	for i, p := range prompts {
 		fyne.DoAndWait(func() { a.chat.input.SetText(p); a.chat.sendMessage() })
+		lag := pingUI(func() bool { return !a.chat.isBusy() })
 		if err := waitFor("the reply", func() bool { return !a.chat.isBusy() }); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "tour: reply %d: %s\n", i+1, a.chat.redraws())
+		fmt.Fprintf(os.Stderr, "tour: reply %d: %s; the UI answered in %s\n", i+1, a.chat.redraws(), <-lag)
 	}
 	if err := shot("chat.png"); err != nil {
 		return err
@@ -113,4 +115,28 @@ func (a *App) screenshot() (image.Image, error) {
 	cut := image.NewRGBA(image.Rect(0, 0, r.Dx(), r.Dy()))
 	draw.Draw(cut, cut.Bounds(), img, r.Min, draw.Src)
 	return cut, nil
+}
+
+// pingUI asks the UI goroutine to run an empty function every 50 ms until
+// done, and says how long it took to answer: whether the window stays
+// responsive while a reply streams.
+func pingUI(done func() bool) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		var lags []time.Duration
+		for !done() {
+			t := time.Now()
+			fyne.DoAndWait(func() {})
+			lags = append(lags, time.Since(t))
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(lags) == 0 {
+			out <- "no time to ask"
+			return
+		}
+		slices.Sort(lags)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		out <- fmt.Sprintf("median %.1f ms, max %.1f ms (%d asks)", ms(lags[len(lags)/2]), ms(lags[len(lags)-1]), len(lags))
+	}()
+	return out
 }

@@ -20,7 +20,9 @@ type DraftInfo struct {
 	// file, "embedded:NAME" or "untrained"), or "custom".
 	Name   string
 	Device string // where a DGF draft runs ("" for other drafters)
-	Adapt  engine.AdaptMode
+	// Trainer is where an adapting draft's trainer runs ("": none).
+	Trainer string
+	Adapt   engine.AdaptMode
 }
 
 // drafting is what the runner built for drafting: a drafter per slot and
@@ -286,7 +288,7 @@ func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *
 		if ck == nil {
 			d.info.Name = "dgf:untrained"
 		}
-		d.info.Adapt, d.adaptive = a.Mode, ad
+		d.info.Adapt, d.adaptive, d.info.Trainer = a.Mode, ad, devs.trainer.Name()
 		for _, x := range ad.drafters {
 			d.drafters = append(d.drafters, x)
 		}
