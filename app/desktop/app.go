@@ -25,8 +25,9 @@ type Options struct {
 	// Places are where models are looked for (nil: the user's files,
 	// ollama's and LM Studio's).
 	Places *discover.Places
-	// Probe reads the machine (nil: probe.Run, measuring bandwidth).
-	Probe func() probe.Report
+	// Probe reads the machine, saying what it measures as it goes (nil:
+	// probe.Run, measuring bandwidth).
+	Probe func(progress func(step string)) probe.Report
 	// NewDrafter, when set, drafts instead of the model's own drafter (a
 	// drafter whose proposals a test knows).
 	NewDrafter func(slot int) (engine.Drafter, error)
@@ -68,7 +69,9 @@ func New(fy fyne.App, o Options) (*App, error) {
 	}
 	a := &App{fy: fy, o: o, st: st, sess: &session{st: st}, convs: conversations{st}, prefs: loadPrefs(st)}
 	if o.Probe == nil {
-		a.o.Probe = func() probe.Report { return probe.Run(probe.Options{Measure: true}) }
+		a.o.Probe = func(progress func(string)) probe.Report {
+			return probe.Run(probe.Options{Measure: true, Progress: progress})
+		}
 	}
 	a.win = fy.NewWindow("Dovetail")
 	a.win.Resize(fyne.NewSize(1100, 760))

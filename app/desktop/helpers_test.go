@@ -25,7 +25,7 @@ func newTestApp(t *testing.T, o Options) *App {
 		o.Places = &discover.Places{}
 	}
 	if o.Probe == nil {
-		o.Probe = func() probe.Report { return probe.Run(probe.Options{}) }
+		o.Probe = func(progress func(string)) probe.Report { return probe.Run(probe.Options{Progress: progress}) }
 	}
 	a, err := New(fy, o)
 	if err != nil {

@@ -162,11 +162,19 @@ func (w *wizard) showProblem(err error) {
 // probeStep checks the machine, each item ticked or said missing with
 // what follows.
 func (w *wizard) probeStep() {
-	w.body.Add(widget.NewLabel("Looking at this machine: the CPU and its kernels, the memory and its speed, the GPUs…"))
+	status := widget.NewLabel("Looking at this machine: the CPU and its kernels, the memory and its speed, the GPUs…")
+	w.body.Add(status)
 	w.progress.Show()
-	w.progress.SetValue(0.3)
+	w.progress.SetValue(0)
+	steps := 0
 	w.background(func() error {
-		r := w.a.o.Probe()
+		r := w.a.o.Probe(func(step string) {
+			fyne.Do(func() {
+				steps++
+				status.SetText(step + "…")
+				w.progress.SetValue(1 - 1/float64(steps+1)) // no total known: nearer full with each step
+			})
+		})
 		w.mu.Lock()
 		w.machine = &r
 		w.mu.Unlock()
