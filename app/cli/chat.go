@@ -104,19 +104,11 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 		return err
 	}
 	o.Greedy = params.Temperature <= 0
-	m, err := openModel(c, f.model)
+	m, r, done, err := openRunner(c, f.model, &o)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	if err := applySettings(c, &o, m); err != nil {
-		return err
-	}
-	r, err := runner.New(m, o)
-	if err != nil {
-		return err
-	}
-	defer closeRunner(c, r)
+	defer done()
 	in, restore := newLineReader(c)
 	defer restore()
 	s := &chatSession{c: c, r: r, m: m, params: params, system: f.system, in: in, out: in.writer()}

@@ -119,19 +119,11 @@ func run(c *cobra.Command, f runFlags) error {
 		return err
 	}
 	o.Greedy = params.Temperature <= 0
-	m, err := openModel(c, f.model)
+	m, r, done, err := openRunner(c, f.model, &o)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	if err := applySettings(c, &o, m); err != nil {
-		return err
-	}
-	r, err := runner.New(m, o)
-	if err != nil {
-		return err
-	}
-	defer closeRunner(c, r)
+	defer done()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -182,6 +174,22 @@ func openModel(c *cobra.Command, path string) (*runner.Model, error) {
 		fmt.Fprintln(c.ErrOrStderr(), "dovetail: "+m.KernelNotice)
 	}
 	return m, nil
+}
+
+// openRunner opens the model at path, applies its saved settings to o
+// and builds its runner; done closes both, saying what could not be saved.
+func openRunner(c *cobra.Command, path string, o *runner.Options) (m *runner.Model, r *runner.Runner, done func(), err error) {
+	if m, err = openModel(c, path); err != nil {
+		return nil, nil, nil, err
+	}
+	if err = applySettings(c, o, m); err == nil {
+		r, err = runner.New(m, *o)
+	}
+	if err != nil {
+		m.Close()
+		return nil, nil, nil, err
+	}
+	return m, r, func() { closeRunner(c, r); m.Close() }, nil
 }
 
 // closeRunner closes r, saying what could not be saved.

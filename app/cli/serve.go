@@ -98,19 +98,11 @@ func serve(c *cobra.Command, f serveFlags) error {
 		defer fleet.Close()
 		cfg.Models = fleet
 	} else {
-		m, err := openModel(c, f.model)
+		_, r, done, err := openRunner(c, f.model, &o)
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		if err := applySettings(c, &o, m); err != nil {
-			return err
-		}
-		r, err := runner.New(m, o)
-		if err != nil {
-			return err
-		}
-		defer closeRunner(c, r)
+		defer done()
 		cfg.Runner = r
 		keptOnDisk(stderr, r, o)
 	}

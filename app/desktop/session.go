@@ -223,14 +223,7 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 		return
 	}
 	defer end()
-	var cm []chat.Message
-	if system != "" {
-		cm = append(cm, chat.Message{Role: "system", Content: system})
-	}
-	for _, x := range msgs {
-		cm = append(cm, chat.Message{Role: x.Role, Content: x.Content})
-	}
-	prompt, err := m.ChatTokens(cm)
+	prompt, err := m.ChatTokens(chatMessages(system, msgs))
 	if err == nil && len(prompt) >= r.Context() {
 		err = fmt.Errorf("the conversation has %d tokens; the context holds %d: start a new chat", len(prompt), r.Context())
 	}
@@ -319,12 +312,8 @@ func (s *session) history() []requestStat {
 	return append([]requestStat(nil), s.requests...)
 }
 
-// contextUse is the tokens the conversation takes and the context.
-func (s *session) contextUse(system string, msgs []Message) (used, total int) {
-	r, m := s.loaded()
-	if r == nil {
-		return 0, 0
-	}
+// chatMessages is a conversation as the chat template reads it.
+func chatMessages(system string, msgs []Message) []chat.Message {
 	var cm []chat.Message
 	if system != "" {
 		cm = append(cm, chat.Message{Role: "system", Content: system})
@@ -332,7 +321,16 @@ func (s *session) contextUse(system string, msgs []Message) (used, total int) {
 	for _, x := range msgs {
 		cm = append(cm, chat.Message{Role: x.Role, Content: x.Content})
 	}
-	ids, _ := m.ChatTokens(cm)
+	return cm
+}
+
+// contextUse is the tokens the conversation takes and the context.
+func (s *session) contextUse(system string, msgs []Message) (used, total int) {
+	r, m := s.loaded()
+	if r == nil {
+		return 0, 0
+	}
+	ids, _ := m.ChatTokens(chatMessages(system, msgs))
 	return len(ids), r.Context()
 }
 
