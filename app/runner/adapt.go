@@ -52,11 +52,18 @@ type adaptive struct {
 	stopSaver, saverDone      chan struct{}
 }
 
+// errStopped is a background start that its runner's close stopped.
+var errStopped = errors.New("stopped")
+
 // startAdaptive runs d, loaded from ck (nil: a new, untrained draft — day
 // 0), adapting as a says on trainDev, with a sequence for each of slots;
-// it owns d from now on. where names the draft's origin.
-func startAdaptive(d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, trainDev gpu.Device, ctx, slots int,
+// it owns d from now on. where names the draft's origin. Between its
+// long steps it gives up with errStopped once stopped (nil: never) says so.
+func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, trainDev gpu.Device, ctx, slots int,
 	greedy bool, a Adapt, st *store.Store, notify func(Notice)) (*adaptive, error) {
+	if stopped == nil {
+		stopped = func() bool { return false }
+	}
 	version := 0
 	var history []float64
 	if ck == nil {
@@ -65,6 +72,10 @@ func startAdaptive(d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, t
 	} else {
 		version, _ = strconv.Atoi(ck.Meta[store.MetaVersion])
 		history = store.ParseFloats(ck.Meta[store.MetaTauHistory])
+	}
+	if stopped() {
+		d.Free()
+		return nil, errStopped
 	}
 	if err := d.FreezeForDrafting(); err != nil {
 		d.Free()
@@ -82,6 +93,10 @@ func startAdaptive(d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, t
 	c := a.Engine
 	c.Mode = a.Mode
 	c.IdleThread = a.Idle && gpu.OnHost(trainDev)
+	if stopped() {
+		ad.live.Close()
+		return nil, errStopped
+	}
 	var err error
 	if ad.learner, err = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth); err != nil {
 		ad.live.Close()

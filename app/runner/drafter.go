@@ -32,6 +32,7 @@ type drafting struct {
 	drafters []engine.Drafter
 	adaptive *adaptive
 	closers  []func() error // run in order by close
+	dayZero  *dayZero       // a new draft starting in the background (nil: none)
 }
 
 func (d *drafting) close() error {
@@ -231,6 +232,10 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 		return err
 	}
 	r.budget = p.budget
+	if ck == nil && p.learn {
+		r.startDayZero(d, devs, cfg, where, p.learn)
+		return nil
+	}
 	return r.startDGF(d, devs, cfg, ck, where, p.learn)
 }
 
@@ -264,6 +269,12 @@ func openPlaced(p draftPlace, gdev gpu.Device, ordinal, draftThreads, trainThrea
 
 // startDGF allocates the draft and its sequences (and its adaptation).
 func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapt bool) error {
+	return r.startDGFUnless(nil, d, devs, cfg, ck, where, adapt)
+}
+
+// startDGFUnless is startDGF, giving up with errStopped between its steps
+// once stopped (nil: never) says so.
+func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapt bool) error {
 	o := r.opts
 	dr, err := gpu.NewDraft(devs.drafter, cfg, r.model.Llama)
 	if err != nil {
@@ -280,7 +291,7 @@ func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *
 	d.info = DraftInfo{Name: "dgf:" + where, Device: devs.drafter.Name(), Adapt: engine.AdaptOff}
 	if adapt {
 		a := o.Adapt
-		ad, err := startAdaptive(dr, ck, where, r.model, devs.trainer, r.ctx, len(r.slots), o.Greedy, a, r.store, r.notify)
+		ad, err := startAdaptive(stopped, dr, ck, where, r.model, devs.trainer, r.ctx, len(r.slots), o.Greedy, a, r.store, r.notify)
 		if err != nil {
 			devs.close()
 			return err

@@ -54,6 +54,7 @@ func start(t testing.TB, m *Model, o Options) *Runner {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	r.WaitDraft() // a new draft drafts from the first request on
 	return r
 }
 

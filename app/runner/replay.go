@@ -100,6 +100,7 @@ func RunReplay(ctx context.Context, m *Model, p Replay, onRow func(ReplayRow)) (
 		return ReplayResult{}, err
 	}
 	defer r.Close()
+	r.WaitDraft() // a workload measures the draft from its first request
 	info := r.Draft()
 	switch {
 	case info.Name == "none", p.Draft == "auto" && info.Name == "dgf:untrained":

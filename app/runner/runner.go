@@ -32,9 +32,12 @@ type Runner struct {
 	draft  *drafting
 	plan   *engine.Planner
 
-	mu        sync.Mutex
-	notices   []Notice
-	closed    bool
+	// mu guards the slots' drafters and the draft's adaptation, which a
+	// draft starting in the background sets (dayzero.go).
+	mu            sync.Mutex
+	notices       []Notice
+	closed        bool
+	pauseLearning bool
 	genTokens int           // generated in all, for the history
 	genTime   time.Duration // spent generating them
 }
@@ -93,11 +96,14 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.closeSlots()
 		return nil, err
 	}
+	r.mu.Lock()
 	r.draft = d
 	for i, dr := range d.drafters {
 		r.slots[i].drafter = dr
 	}
-	if len(d.drafters) > 0 && o.Plan {
+	drafting := len(d.drafters) > 0 || d.dayZero != nil
+	r.mu.Unlock()
+	if drafting && o.Plan {
 		r.plan = r.planner()
 	}
 	return r, nil
@@ -163,7 +169,22 @@ func (r *Runner) Slot(i int) *Slot { return r.slots[i] }
 func (r *Runner) Budget() Budget { return r.budget }
 
 // Draft says which drafter runs, where, and how it adapts.
-func (r *Runner) Draft() DraftInfo { return r.draft.info }
+func (r *Runner) Draft() DraftInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.draft.info
+}
+
+// adaptiveDraft is the draft's adaptation, nil when it does not adapt (or
+// has not started yet).
+func (r *Runner) adaptiveDraft() *adaptive {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.draft == nil {
+		return nil
+	}
+	return r.draft.adaptive
+}
 
 // Tree is the draft tree's shape (the planner's starting point).
 func (r *Runner) Tree() engine.TreeParams { return r.opts.Tree }
@@ -174,24 +195,28 @@ func (r *Runner) Planner() *engine.Planner { return r.plan }
 // Adaptation is what online adaptation has done so far; ok is false when
 // the draft does not adapt.
 func (r *Runner) Adaptation() (st engine.AdaptStats, ok bool) {
-	if r.draft == nil || r.draft.adaptive == nil {
+	a := r.adaptiveDraft()
+	if a == nil {
 		return st, false
 	}
-	return r.draft.adaptive.adapter.Stats(), true
+	return a.adapter.Stats(), true
 }
 
 // PauseLearning pauses (or resumes) the trainer of an adapting draft;
 // drafting and the text memory go on.
 func (r *Runner) PauseLearning(p bool) {
-	if r.draft != nil && r.draft.adaptive != nil {
-		r.draft.adaptive.adapter.SetPaused(p)
+	r.mu.Lock()
+	r.pauseLearning = p // for a draft still starting
+	r.mu.Unlock()
+	if a := r.adaptiveDraft(); a != nil {
+		a.adapter.SetPaused(p)
 	}
 }
 
 // ClearMemory forgets the text memory of the model, here and on disk.
 func (r *Runner) ClearMemory() error {
-	if r.draft != nil && r.draft.adaptive != nil {
-		return r.draft.adaptive.clearMemory()
+	if a := r.adaptiveDraft(); a != nil {
+		return a.clearMemory()
 	}
 	if r.store == nil {
 		return nil
@@ -210,13 +235,17 @@ func (r *Runner) Store() *store.Store { return r.store }
 func (s *Slot) Target() engine.Target { return s.target }
 
 // Drafter is the slot's drafter, nil without one.
-func (s *Slot) Drafter() engine.Drafter { return s.drafter }
+func (s *Slot) Drafter() engine.Drafter {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.drafter
+}
 
 // Generate runs req on the slot. Unless req names a drafter of its own,
 // the slot's drafter drafts, with the runner's tree and planner.
 func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
-	if req.Drafter == nil && s.drafter != nil {
-		req.Drafter, req.Tree, req.Planner = s.drafter, s.r.opts.Tree, s.r.plan
+	if dr := s.Drafter(); req.Drafter == nil && dr != nil {
+		req.Drafter, req.Tree, req.Planner = dr, s.r.opts.Tree, s.r.plan
 	}
 	st, err := engine.Generate(ctx, s.target, req, emit)
 	s.r.tally(st)
@@ -241,6 +270,10 @@ func (r *Runner) Close() error {
 	}
 	r.closed = true
 	r.mu.Unlock()
+	if r.draft != nil && r.draft.dayZero != nil {
+		r.draft.dayZero.stop()
+		<-r.draft.dayZero.ready
+	}
 	var err error
 	if r.draft != nil {
 		if herr := r.record(); herr != nil {

@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"dovetail/engine"
+)
+
+// A new draft starts in the background: the runner says at once what it
+// will draft with, requests running while it starts give the target's own
+// output, and once it has started every slot drafts with it and adapts.
+func TestDayZeroDrafterStartsBehind(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	o := options(t)
+	o.Draft, o.Plan = "none", false
+	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 40)
+
+	o = options(t)
+	o.Plan, o.Greedy, o.Slots, o.Tree = false, true, 2, engine.LaptopTree
+	r, err := New(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if info := r.Draft(); info.Name != "dgf:untrained" || info.Adapt != engine.AdaptBackground || info.Trainer == "" {
+		t.Fatalf("while starting: %+v", info)
+	}
+	r.PauseLearning(true) // asked before the draft is there
+	var wg sync.WaitGroup
+	for i := range r.Slots() {
+		wg.Add(1)
+		go func() { // beside the start, under the race detector too
+			defer wg.Done()
+			req := engine.Request{Prompt: m.Tok.Encode("Lily and Tom", true, false), MaxTokens: 40, Stop: m.Tok.IsEOG}
+			var out []int
+			if _, err := r.Slot(i).Generate(context.Background(), req, func(tok int) error { out = append(out, tok); return nil }); err != nil {
+				t.Error(err)
+			}
+			if !slices.Equal(out, plain) {
+				t.Errorf("slot %d while the draft starts: %v, plain %v", i, out, plain)
+			}
+		}()
+	}
+	wg.Wait()
+	r.WaitDraft()
+	st, ok := r.Adaptation()
+	if !ok || !st.Paused {
+		t.Fatalf("after the start: adapting %v, paused %v", ok, st.Paused)
+	}
+	for i := range r.Slots() {
+		if r.Slot(i).Drafter() == nil {
+			t.Fatalf("slot %d has no drafter", i)
+		}
+	}
+	out, gs := greedy(t, r, "Lily and Tom", 40)
+	if !slices.Equal(out, plain) || gs.Rounds == 0 {
+		t.Errorf("with the new draft: %d rounds, %v, plain %v", gs.Rounds, out, plain)
+	}
+}
+
+// Closing a runner whose new draft may still be starting waits for the
+// start to stop (under the race detector too), and saves nothing of it.
+func TestDayZeroDrafterClosedWhileStarting(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	for range 3 {
+		o := options(t)
+		r, err := New(m, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ds, err := o.Store.Drafts(); err != nil || len(ds) != 0 {
+			t.Errorf("saved %v (%v)", ds, err)
+		}
+	}
+}
