@@ -38,8 +38,8 @@ type Runner struct {
 	notices       []Notice
 	closed        bool
 	pauseLearning bool
-	genTokens int           // generated in all, for the history
-	genTime   time.Duration // spent generating them
+	genTokens     int           // generated in all, for the history
+	genTime       time.Duration // spent generating them
 }
 
 // Slot is one sequence of the runner's model with its drafter.
