@@ -275,7 +275,17 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 	st := e.st
 	acc := newAcceptor(s)
 	var nodes, parents []int
+	// A round's time outside the forward and the draft (work), for the
+	// planner: measured from one round's start to the next's.
+	var roundStart time.Time
+	var work time.Duration
 	for {
+		if now := time.Now(); req.Planner != nil {
+			if !roundStart.IsZero() {
+				req.Planner.ObserveOverhead(now.Sub(roundStart) - work)
+			}
+			roundStart, work = now, 0
+		}
 		e.flush()
 		if done, err := e.push(tok, FromTarget, row); done || err != nil {
 			return err
@@ -309,7 +319,8 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 					return err
 				}
 				tok, row = s.Sample(logits, e.history), logits
-				req.Planner.ObserveTarget(1, time.Since(t0))
+				work = time.Since(t0)
+				req.Planner.ObserveTarget(1, work)
 				req.Drafter.Accepted([]int{root}, hidden)
 				st.PlainSteps++
 				continue
@@ -346,6 +357,7 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		path, next := acc.accept(tree, logits, e.history)
 		if req.Planner != nil {
 			req.Planner.ObserveTarget(len(nodes), time.Since(t1))
+			work = time.Since(t0)
 		}
 		if err := t.Commit(path); err != nil {
 			return err

@@ -30,7 +30,14 @@ type Planner struct {
 	// busy; and a run's steps carry costs (sampling, bookkeeping) the
 	// profile does not see.
 	scale, scaledAt float64
-	rounds          int
+	// overhead is an EMA of the seconds a round spends outside the
+	// target's forward and the draft: emitting tokens, the drafter's
+	// bookkeeping, the plan itself. Every round pays it once, a plain
+	// step as a speculative round; at small model sizes it is a large part
+	// of a step (docs/measurements).
+	overhead float64
+	overN    int
+	rounds   int
 	idle            int // rounds since the last speculative one while off
 	// The best shape until the next observation: while speculation is off
 	// Plan runs every decode step, and scoring every shape would cost a
@@ -54,6 +61,10 @@ type Planner struct {
 	// forwards cost.
 	learned *costFit
 }
+
+// coldRounds are the first speculative rounds, whose draft time counts
+// only when it is the fastest yet.
+const coldRounds = 4
 
 // decay weighs recent rounds: acceptance drifts with the text.
 const decay = 0.98
@@ -181,7 +192,37 @@ func (pl *Planner) speedup(p TreeParams) float64 {
 	if cost <= 0 {
 		return 0 // nothing measured yet
 	}
-	return pl.tau(p) * pl.decodeCost() / cost
+	return pl.tau(p) * (pl.decodeCost() + pl.overhead) / (cost + pl.overhead)
+}
+
+// stepCost is the time of a plain decode step in this run, the round's
+// overhead included (0 while unknown).
+func (pl *Planner) stepCost() float64 {
+	if tt := pl.decodeCost(); tt > 0 {
+		return tt + pl.overhead
+	}
+	return 0
+}
+
+// ObserveOverhead records the time one round spent outside the target's
+// forward and the draft. One sample is bounded by ten times the average so
+// far: a pause of the whole process must not swing the plan.
+func (pl *Planner) ObserveOverhead(d time.Duration) {
+	s := d.Seconds()
+	if s < 0 {
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.overN == 0 {
+		pl.overhead = s
+	} else {
+		pl.overhead = 0.95*pl.overhead + 0.05*min(s, 10*pl.overhead)
+	}
+	pl.overN++
+	if pl.overN%64 == 0 {
+		pl.bestKnown = false
+	}
 }
 
 // bestShape is the shape of highest predicted speedup.
@@ -224,7 +265,7 @@ const maxProbeInterval = 4096
 // speculation is off.
 func (pl *Planner) probeInterval(p TreeParams) int {
 	n := pl.ProbeEvery
-	if tt := pl.decodeCost(); tt > 0 && pl.ProbeShare > 0 {
+	if tt := pl.stepCost(); tt > 0 && pl.ProbeShare > 0 {
 		probe := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
 		n = max(n, int(math.Ceil(probe/(pl.ProbeShare*tt))))
 	}
@@ -254,9 +295,14 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 	}
 	steps := float64(p.Depth + 1)
 	t := draft.Seconds() / steps
-	if pl.rounds == 0 {
+	switch {
+	case pl.rounds == 0:
 		pl.draftT = t
-	} else {
+	case pl.rounds < coldRounds:
+		// A draft's first rounds run cold (buffers touched for the first
+		// time, threads started): the fastest so far, not their average.
+		pl.draftT = min(pl.draftT, t)
+	default:
 		pl.draftT = 0.9*pl.draftT + 0.1*t
 	}
 	pl.rounds++
@@ -268,11 +314,11 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 func (pl *Planner) PredictedTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.decodeCost() <= 0 {
+	if pl.stepCost() <= 0 {
 		return 0
 	}
 	_, s := pl.bestShape()
-	return max(s, 1) / pl.decodeCost()
+	return max(s, 1) / pl.stepCost()
 }
 
 // ObserveTarget records one target forward of this run over nodes tokens
@@ -391,7 +437,7 @@ func AlphaForTau(tau float64, depth int) float64 {
 func (pl *Planner) DecodeTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if c := pl.decodeCost(); c > 0 {
+	if c := pl.stepCost(); c > 0 {
 		return 1 / c
 	}
 	return 0

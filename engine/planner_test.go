@@ -161,3 +161,51 @@ func TestPlannerRecallLength(t *testing.T) {
 		t.Errorf("verify flat to 2 nodes, then dear: verify %d of 8, want 1", k)
 	}
 }
+
+// A round's time outside the forward and the draft counts once per round:
+// plain decoding's predicted speed includes it, and a speculative round,
+// paying it once for τ tokens, gains against plain decoding by it.
+func TestPlannerRoundOverhead(t *testing.T) {
+	prof := profileWith(time.Millisecond, func(n int) time.Duration { return time.Millisecond + time.Duration(n)*100*time.Microsecond })
+	pl := NewPlanner(prof, 10)
+	pl.ProbeShare = 0
+	if got := pl.DecodeTokensPerSec(); got < 999 || got > 1001 {
+		t.Fatalf("without overhead: %.1f tokens/s, want 1000", got)
+	}
+	p := TreeParams{TopK: 10, Depth: 1, Tokens: 2}
+	observeRounds(pl, p, 0.5, 100*time.Microsecond, 100)
+	before := pl.Speedup(p)
+	for range 200 {
+		pl.ObserveOverhead(time.Millisecond)
+	}
+	if got := pl.DecodeTokensPerSec(); got < 499 || got > 501 {
+		t.Errorf("with 1 ms a round besides: %.1f tokens/s, want 500", got)
+	}
+	if after := pl.Speedup(p); after <= before {
+		t.Errorf("speedup %.3f with the overhead, %.3f without: want higher", after, before)
+	}
+	// A pause of the whole process weighs in bounded.
+	pl.ObserveOverhead(10 * time.Second)
+	if got := pl.DecodeTokensPerSec(); got < 250 {
+		t.Errorf("one 10 s pause brought the prediction to %.1f tokens/s", got)
+	}
+}
+
+// A draft's first rounds run cold: the planner keeps the fastest of them,
+// not a cold first one, and averages from then on.
+func TestPlannerColdDraftRounds(t *testing.T) {
+	prof := profileWith(time.Millisecond, func(n int) time.Duration { return time.Millisecond })
+	pl := NewPlanner(prof, 10)
+	p := TreeParams{TopK: 10, Depth: 0, Tokens: 1}
+	pl.Observe(p, 1, 1, 40*time.Millisecond) // cold
+	pl.Observe(p, 1, 1, 100*time.Microsecond)
+	if pl.draftT > 101e-6 {
+		t.Fatalf("after a cold round and a warm one: %.1f µs a draft step", pl.draftT*1e6)
+	}
+	for range 50 {
+		pl.Observe(p, 1, 1, 200*time.Microsecond)
+	}
+	if pl.draftT < 190e-6 {
+		t.Errorf("after warm rounds of 200 µs: %.1f µs", pl.draftT*1e6)
+	}
+}

@@ -224,15 +224,20 @@ func reportRun(w io.Writer, r *runner.Runner, st engine.Stats, seed uint64) {
 	fmt.Fprintf(w, "prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s | seed %d\n",
 		st.PromptTokens, st.PromptTokensPerSec(), st.GenTokens, st.GenTokensPerSec(), seed)
 	info := r.Draft()
+	drafted := st.Rounds+st.PlainSteps+st.Recalled > 0
 	if info.Name != "none" {
 		name := info.Name
 		if info.Device != "" {
 			name += " on " + info.Device
 		}
-		fmt.Fprintf(w, "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
-			name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+		if !drafted && info.Name == "dgf:untrained" {
+			fmt.Fprintf(w, "speculative (%s): not in this request: a new draft starts once the model is idle, and learns from the requests after\n", name)
+		} else {
+			fmt.Fprintf(w, "speculative (%s): %d rounds, τ %.2f tokens/round, draft %.1f ms, verify %.1f ms\n",
+				name, st.Rounds, st.Tau(), ms(st.DraftTime), ms(st.VerifyTime))
+		}
 	}
-	if p := r.Planner(); p != nil {
+	if p := r.Planner(); p != nil && drafted {
 		fmt.Fprintf(w, "planner: predicted %.1f tokens/s, measured %.1f; %d steps decoded without a draft, %d rounds verified a remembered continuation alone\n",
 			p.PredictedTokensPerSec(), st.GenTokensPerSec(), st.PlainSteps, st.Recalled)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 
 	"dovetail/engine"
 	"dovetail/internal/osthread"
@@ -13,10 +14,12 @@ import (
 
 // dayZero starts a new, untrained draft and its trainer in the background:
 // drafting with it helps nothing before it has learned, so nothing of it
-// stands before the first token. Requests that begin before it is ready
-// decode without a draft; it takes the slots between requests. Its work
-// runs on an idle-priority thread where the system has them, so that it
-// does not slow the decoding beside it.
+// stands before the first token. It starts once no generation has run for
+// quietBefore (or after maxQuietWait, however busy the runner is): its
+// memory traffic slows decoding beside it even from an idle-priority
+// thread, which it runs on where the system has them. Requests that begin
+// before it is ready decode without a draft; it takes the slots between
+// requests.
 type dayZero struct {
 	ready chan struct{} // closed when the start has ended, well or not
 
@@ -38,7 +41,7 @@ func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, 
 		defer close(z.ready)
 		runtime.LockOSThread() // never unlocked: the idle thread exits with the goroutine
 		osthread.Idle()        // where it fails the start runs at normal priority
-		if z.stopped() {
+		if !r.waitQuiet(z) {
 			devs.close()
 			return
 		}
@@ -57,6 +60,25 @@ func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, 
 			built.close()
 		}
 	}()
+}
+
+// quietBefore is how long no generation must have run before a new draft
+// starts, and maxQuietWait how long it waits for that at most.
+const (
+	quietBefore  = 100 * time.Millisecond
+	maxQuietWait = 10 * time.Second
+)
+
+// waitQuiet waits until the runner has been quiet for quietBefore, or for
+// maxQuietWait; false when z was stopped meanwhile.
+func (r *Runner) waitQuiet(z *dayZero) bool {
+	for deadline := time.Now().Add(maxQuietWait); !r.quietFor(quietBefore) && time.Now().Before(deadline); {
+		if z.stopped() {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return !z.stopped()
 }
 
 // stop asks a start under way to give up as soon as it can.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"dovetail/engine"
 )
@@ -77,5 +78,33 @@ func TestDayZeroDrafterClosedWhileStarting(t *testing.T) {
 		if ds, err := o.Store.Drafts(); err != nil || len(ds) != 0 {
 			t.Errorf("saved %v (%v)", ds, err)
 		}
+	}
+}
+
+// A new draft waits for a quiet moment: it does not start while a
+// generation runs, and starts once none has run for a while.
+func TestDayZeroDrafterWaitsForQuiet(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	r, err := New(m, options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	req := engine.Request{Prompt: m.Tok.Encode("Lily and Tom", true, false), MaxTokens: 30, Stop: m.Tok.IsEOG}
+	started := false
+	_, err = r.Slot(0).Generate(context.Background(), req, func(int) error {
+		time.Sleep(10 * time.Millisecond) // a slow reader: the generation lasts
+		started = started || r.adaptiveDraft() != nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started {
+		t.Error("the new draft started while a generation ran")
+	}
+	r.WaitDraft()
+	if _, ok := r.Adaptation(); !ok {
+		t.Error("the new draft did not start once the runner was quiet")
 	}
 }

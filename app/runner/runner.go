@@ -38,6 +38,10 @@ type Runner struct {
 	notices       []Notice
 	closed        bool
 	pauseLearning bool
+	// Generations under way and when the last ended (at first: when New
+	// returned), for a background start that waits for a quiet moment.
+	active  int
+	lastEnd time.Time
 	genTokens     int           // generated in all, for the history
 	genTime       time.Duration // spent generating them
 }
@@ -102,6 +106,7 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.slots[i].drafter = dr
 	}
 	drafting := len(d.drafters) > 0 || d.dayZero != nil
+	r.lastEnd = time.Now() // a caller's first request comes now
 	r.mu.Unlock()
 	if drafting && o.Plan {
 		r.plan = r.planner()
@@ -244,6 +249,7 @@ func (s *Slot) Drafter() engine.Drafter {
 // Generate runs req on the slot. Unless req names a drafter of its own,
 // the slot's drafter drafts, with the runner's tree and planner.
 func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
+	defer s.r.generating()()
 	if dr := s.Drafter(); req.Drafter == nil && dr != nil {
 		req.Drafter, req.Tree, req.Planner = dr, s.r.opts.Tree, s.r.plan
 	}
@@ -255,8 +261,30 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 // Plain runs req on the slot without any drafter: the target alone, what
 // speculative output must equal.
 func (s *Slot) Plain(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
+	defer s.r.generating()()
 	req.Drafter, req.Planner = nil, nil
 	return engine.Generate(ctx, s.target, req, emit)
+}
+
+// generating counts a generation under way until the function it returns
+// is called.
+func (r *Runner) generating() func() {
+	r.mu.Lock()
+	r.active++
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.active--
+		r.lastEnd = time.Now()
+		r.mu.Unlock()
+	}
+}
+
+// quietFor reports whether no generation has run for d.
+func (r *Runner) quietFor(d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active == 0 && time.Since(r.lastEnd) >= d
 }
 
 // Close stops adaptation, saves what it learned, and frees the slots and
