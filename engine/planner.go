@@ -38,7 +38,7 @@ type Planner struct {
 	overhead float64
 	overN    int
 	rounds   int
-	idle            int // rounds since the last speculative one while off
+	idle     int // rounds since the last speculative one while off
 	// The best shape until the next observation: while speculation is off
 	// Plan runs every decode step, and scoring every shape would cost a
 	// tenth of a small model's step.

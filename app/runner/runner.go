@@ -40,10 +40,10 @@ type Runner struct {
 	pauseLearning bool
 	// Generations under way and when the last ended (at first: when New
 	// returned), for a background start that waits for a quiet moment.
-	active  int
-	lastEnd time.Time
-	genTokens     int           // generated in all, for the history
-	genTime       time.Duration // spent generating them
+	active    int
+	lastEnd   time.Time
+	genTokens int           // generated in all, for the history
+	genTime   time.Duration // spent generating them
 }
 
 // Slot is one sequence of the runner's model with its drafter.
