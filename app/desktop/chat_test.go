@@ -21,8 +21,9 @@ import (
 )
 
 // oracle drafts, as a chain, the known continuation of the sequence,
-// node wrongAt wrong; every other tree it marks as recalled from a text
-// memory. Off the known sequence it proposes nothing.
+// node wrongAt wrong; it marks every other node as recalled from a text
+// memory, starting with the first node in every other tree, so that a
+// tree or two rounds show both. Off the known sequence it proposes nothing.
 type oracle struct {
 	want       []int
 	n, wrongAt int
@@ -45,7 +46,7 @@ func (o *oracle) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
 		t.Parents = append(t.Parents, i-1)
 		t.Depths = append(t.Depths, i+1)
 		t.Scores = append(t.Scores, 0)
-		t.Recalled = append(t.Recalled, o.calls%2 == 0)
+		t.Recalled = append(t.Recalled, (i+o.calls)%2 == 0)
 	}
 	return t, nil
 }

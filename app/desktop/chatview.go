@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"dovetail/app/runner"
+	"dovetail/engine"
 )
 
 // frameInterval bounds how often a streaming message is redrawn: tokens
@@ -643,6 +644,8 @@ func (c *chatView) updateStatus(st *MsgStats) {
 func trainerState(r *runner.Runner) string {
 	st, ok := r.Adaptation()
 	switch {
+	case !ok && r.Draft().Adapt != engine.AdaptOff:
+		return "a new draft starts when the model is idle"
 	case !ok:
 		return "not learning"
 	case st.Paused:

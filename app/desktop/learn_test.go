@@ -18,6 +18,7 @@ func TestLearnView(t *testing.T) {
 	st := store.At(t.TempDir())
 	a := started(t, Options{Store: st})
 	l := a.learn
+	greedy(a) // replies of known, non-zero length
 	for _, p := range []string{"Once upon a time", "The cat", "A dog"} {
 		send(t, a, p)
 	}
