@@ -167,6 +167,60 @@ func DotQ4_KQ8_K(w, xq []byte, n int) float32 {
 	return sumf
 }
 
+// DotQ5_KQ8_K is ggml_vec_dot_q5_K_q8_K: DotQ4_KQ8_K with a fifth bit per
+// value (qh), in the same eight-lane order. Preconditions: n >= 0 is a
+// multiple of 256, w holds at least n/256*176 bytes and xq n/256*292;
+// otherwise it returns NaN.
+func DotQ5_KQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockQ5_K || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	w, xq = w[:nb*blockQ5_K], xq[:nb*blockQ8_K]
+	var sums [8]float32
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ5_K : (b+1)*blockQ5_K]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		scales, qh := wb[4:16], wb[16:48]
+		q8 := xb[4 : 4+QKK]
+		var aux32 [8]int32
+		var mins [8]int32
+		for j := range QKK / 64 {
+			ql := wb[48+32*j : 48+32*j+32]
+			sc1, m1 := scaleMinK4(2*j, scales)
+			sc2, m2 := scaleMinK4(2*j+1, scales)
+			mins[2*j], mins[2*j+1] = int32(m1), int32(m2)
+			lo := q8[64*j : 64*j+32]
+			hi := q8[64*j+32 : 64*j+64]
+			for l, q := range ql {
+				h := qh[l] >> (2 * j)
+				aux32[l&7] += int32(sc1) * int32(q&0xf|(h&1)<<4) * int32(int8(lo[l]))
+				aux32[l&7] += int32(sc2) * int32(q>>4|(h>>1&1)<<4) * int32(int8(hi[l]))
+			}
+		}
+		var sumi int32
+		for j := range QKK / 16 {
+			bsum := int16(binary.LittleEndian.Uint16(xb[4+QKK+2*j:]))
+			sumi += int32(bsum) * mins[j/2]
+		}
+		dy := q8KScale(xb)
+		d := f16At(wb) * dy
+		for l, a := range aux32 {
+			sums[l] += float32(d * float32(a))
+		}
+		dmin := f16At(wb[2:]) * dy
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}
+
 // DotQ6_KQ8_K is ggml_vec_dot_q6_K_q8_K: the dot of n values of Q6_K weights
 // w with Q8_K activations xq, with the same eight-lane accumulation as
 // DotQ4_KQ8_K. Preconditions: n >= 0 is a multiple of 256, w holds at least

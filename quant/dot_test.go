@@ -136,6 +136,7 @@ func TestDotPreconditions(t *testing.T) {
 		"DotQ4_KQ8_K bad n":     DotQ4_KQ8_K(q4k, q8k, 128),
 		"DotQ4_KQ8_K short w":   DotQ4_KQ8_K(q4k[:143], q8k, 256),
 		"DotQ6_KQ8_K short x":   DotQ6_KQ8_K(q6k, q8k[:291], 256),
+		"DotQ5_KQ8_K short w":   DotQ5_KQ8_K(make([]byte, blockQ5_K-1), q8k, 256),
 		"DotQ6_KQ8_K two block": DotQ6_KQ8_K(q6k, q8k, 512),
 	} {
 		if !isNaN(v) {
@@ -254,6 +255,84 @@ func refDotQ4_KQ8_K(n int, x, y []byte) float32 {
 	return sumf
 }
 
+// refDotQ5_KQ8_K transcribes ggml's generic ggml_vec_dot_q5_K_q8_K: the
+// values with their fifth bit unpacked to int8, then refDotQ4_KQ8_K's sums.
+func refDotQ5_KQ8_K(n int, x, y []byte) float32 {
+	const kmask1, kmask2, kmask3 = 0x3f3f3f3f, 0x0f0f0f0f, 0x03030303
+	var utmp [4]uint32
+	var aux8 [QKK]int8
+	var aux16 [8]int16
+	var sums [8]float32
+	var aux32 [8]int32
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockQ5_K:], y[i*blockQ8_K:]
+		q4, hm := bx[48:], bx[16:48]
+		q8 := by[4:]
+		aux32 = [8]int32{}
+		a := aux8[:]
+		m := byte(1)
+		for range QKK / 64 {
+			for l := range 32 {
+				a[l] = int8(q4[l] & 0xF)
+				if hm[l]&m != 0 {
+					a[l] += 16
+				}
+			}
+			a, m = a[32:], m<<1
+			for l := range 32 {
+				a[l] = int8(q4[l] >> 4)
+				if hm[l]&m != 0 {
+					a[l] += 16
+				}
+			}
+			a, m = a[32:], m<<1
+			q4 = q4[32:]
+		}
+		for k := range 3 {
+			utmp[k] = binary.LittleEndian.Uint32(bx[4+4*k:])
+		}
+		utmp[3] = ((utmp[2] >> 4) & kmask2) | (((utmp[1] >> 6) & kmask3) << 4)
+		uaux := utmp[1] & kmask1
+		utmp[1] = (utmp[2] & kmask2) | (((utmp[0] >> 6) & kmask3) << 4)
+		utmp[2] = uaux
+		utmp[0] &= kmask1
+		var sm [16]byte
+		for k := range 4 {
+			binary.LittleEndian.PutUint32(sm[4*k:], utmp[k])
+		}
+		scales, mins := sm[:8], sm[8:]
+		sumi := 0
+		for j := range QKK / 16 {
+			sumi += int(int16(binary.LittleEndian.Uint16(by[4+QKK+2*j:]))) * int(mins[j/2])
+		}
+		a = aux8[:]
+		for is := range QKK / 32 {
+			scale := int32(scales[is])
+			for range 4 {
+				for l := range 8 {
+					aux16[l] = int16(int8(q8[l])) * int16(a[l])
+				}
+				for l := range 8 {
+					aux32[l] += scale * int32(aux16[l])
+				}
+				q8, a = q8[8:], a[8:]
+			}
+		}
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(by))
+		d := f16At(bx) * dy
+		for l := range 8 {
+			sums[l] += float32(d * float32(aux32[l]))
+		}
+		dmin := f16At(bx[2:]) * dy
+		sumf -= float32(dmin * float32(sumi))
+	}
+	for l := range 8 {
+		sumf += sums[l]
+	}
+	return sumf
+}
+
 func refDotQ6_KQ8_K(n int, x, y []byte) float32 {
 	var aux8 [QKK]int8
 	var aux16 [8]int16
@@ -354,6 +433,17 @@ func TestDotInt8(t *testing.T) {
 			mag += (math.Abs(float64(f16At(blk)*float32(sc)))*15 + math.Abs(float64(f16At(blk[2:])*float32(m)))) * math.Abs(float64(xkv[i]))
 		}
 		checkIntDot(t, "DotQ4_KQ8_K", DotQ4_KQ8_K(w, xk, n), refDotQ4_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+
+		w = randomRow(r, Q5_K, n)
+		wv = dequant(t, Q5_K, w, n)
+		want, _ = dot(wv, xkv)
+		mag = 0
+		for i := range wv {
+			blk := w[i/QKK*blockQ5_K:]
+			sc, m := scaleMinK4(i%QKK/32, blk[4:16])
+			mag += (math.Abs(float64(f16At(blk)*float32(sc)))*31 + math.Abs(float64(f16At(blk[2:])*float32(m)))) * math.Abs(float64(xkv[i]))
+		}
+		checkIntDot(t, "DotQ5_KQ8_K", DotQ5_KQ8_K(w, xk, n), refDotQ5_KQ8_K(n, w, xk), want, mag, n/QKK*8)
 
 		w = randomRow(r, Q6_K, n)
 		want, mag = dot(dequant(t, Q6_K, w, n), xkv)

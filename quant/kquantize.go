@@ -221,6 +221,77 @@ func quantizeQ4_K(dst []byte, src []float32) {
 	}
 }
 
+// quantizeQ5_K is ggml's quantize_row_q5_K_ref (no importance matrix):
+// Q4_K's fit with 32 levels, the fifth bit of each value in qh (bit 2j of
+// qh[l] for value 64j+l, bit 2j+1 for value 64j+32+l).
+func quantizeQ5_K(dst []byte, src []float32) {
+	nb := len(src) / QKK
+	dst = dst[:nb*blockQ5_K]
+	var (
+		L       [QKK]uint8
+		Laux    [32]uint8
+		weights [32]float32
+		mins    [QKK / 32]float32
+		scales  [QKK / 32]float32
+		ls, lm  [QKK / 32]uint8
+	)
+	for b := range nb {
+		x := src[b*QKK : (b+1)*QKK]
+		blk := dst[b*blockQ5_K : (b+1)*blockQ5_K]
+		clear(blk[4:16]) // putScaleMinK4 ors the top bits in
+		var maxScale, maxMin float32
+		for j := range QKK / 32 {
+			xs := x[32*j : 32*j+32]
+			var sumX2 float32
+			for _, v := range xs {
+				sumX2 += float32(v * v)
+			}
+			avX := float32(math.Sqrt(float64(sumX2 / 32)))
+			for l, v := range xs {
+				weights[l] = avX + absf(v)
+			}
+			scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], Laux[:], -0.5, 0.1, 15, false)
+			maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
+		}
+		var invScale, invMin float32
+		if maxScale > 0 {
+			invScale = 63 / maxScale
+		}
+		if maxMin > 0 {
+			invMin = 63 / maxMin
+		}
+		for j := range QKK / 32 {
+			ls[j] = min(63, uint8(nearestInt(invScale*scales[j])))
+			lm[j] = min(63, uint8(nearestInt(invMin*mins[j])))
+		}
+		putScaleMinK4(blk[4:16], &ls, &lm)
+		putF16(blk, maxScale/63)
+		putF16(blk[2:], maxMin/63)
+		d, dmin := f16At(blk), f16At(blk[2:])
+		for j := range QKK / 32 {
+			sc, m := scaleMinK4(j, blk[4:16])
+			dj := d * float32(sc)
+			if dj == 0 {
+				continue // ggml keeps the first fit's quants here
+			}
+			dm := dmin * float32(m)
+			for i, v := range x[32*j : 32*j+32] {
+				L[32*j+i] = uint8(max(0, min(31, nearestInt((v+dm)/dj))))
+			}
+		}
+		qh, ql := blk[16:48], blk[48:48+QKK/2]
+		clear(qh)
+		for j := 0; j < QKK/64; j++ {
+			q := ql[32*j : 32*j+32]
+			for l := range q {
+				l1, l2 := L[64*j+l], L[64*j+32+l]
+				qh[l] |= (l1>>4)<<(2*j) | (l2>>4)<<(2*j+1)
+				q[l] = l1&0xf | (l2&0xf)<<4
+			}
+		}
+	}
+}
+
 // makeQXQuants is ggml's make_qx_quants with rmse_type 1 and no importance
 // weights, the only variant the reference quantizers use: a symmetric fit
 // x ≈ scale*(L-nmax), L in [0, 2*nmax), weighted by x², trying 19 candidate
