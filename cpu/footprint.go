@@ -53,7 +53,7 @@ func scratchBytes(c models.Config, ctx, threads int) uint64 {
 	kv := uint64(c.KVHeads * c.HeadDim)
 	wide := max(H, F)
 	floats := n*H + n*wide + 2*n*F + 2*n*kv + n*H + n*V + 2*n*H // x, xb, hb, hb2, kk, vv, hidden, logits, qAll, attOut
-	b := 4*floats + n*n                                      // and the mask
+	b := 4*floats + n*n                                         // and the mask
 	for _, t := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_K} {
 		b += uint64(kernels.ActivationBytes(t, int(n*wide)))
 	}

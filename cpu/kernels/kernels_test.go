@@ -92,7 +92,7 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 			switch t {
 			case quant.Q8_0, quant.Q4_0, quant.Q5_0:
 				putF16(blk, float32(r.NormFloat64()*0.01))
-			case quant.Q4_K, quant.Q4_1:
+			case quant.Q4_K, quant.Q5_K, quant.Q4_1:
 				putF16(blk, float32(r.NormFloat64()*0.01))
 				putF16(blk[2:], float32(r.NormFloat64()*0.01))
 			case quant.Q6_K:
@@ -139,7 +139,7 @@ func randActs(r *rand.Rand, t quant.Type, n, cols, actRowBytes int, dst []byte) 
 
 // magnitude is the sum of the absolute values of the float terms a kernel
 // may form for dot(w, a): the dequantized products for most types, but for
-// Q4_K and Q6_K the scaled quant products and the offset terms separately,
+// Q4_K, Q5_K and Q6_K the scaled quant products and the offset terms separately,
 // since kernels compute those apart and only then subtract.
 func magnitude(t quant.Type, w, a []byte, cols int) float64 {
 	deq := func(typ quant.Type, b []byte) []float32 {
@@ -153,9 +153,13 @@ func magnitude(t quant.Type, w, a []byte, cols int) float64 {
 	x := deq(ActivationType(t), a)
 	var m float64
 	switch t {
-	case quant.Q4_K:
+	case quant.Q4_K, quant.Q5_K:
+		bs, qs := 144, 16 // Q5_K: 176 bytes, the low nibbles after qh[32]
+		if t == quant.Q5_K {
+			bs, qs = 176, 48
+		}
 		for b := 0; b < cols/quant.QKK; b++ {
-			blk := w[b*144 : (b+1)*144]
+			blk := w[b*bs : (b+1)*bs]
 			d := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk))))
 			dmin := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[2:]))))
 			for i := range quant.QKK {
@@ -166,11 +170,14 @@ func magnitude(t quant.Type, w, a []byte, cols int) float64 {
 				} else {
 					sc, mn = blk[8+s]&0xf|(blk[s]>>6)<<4, blk[8+s]>>4|(blk[4+s]>>6)<<4
 				}
-				q := blk[16+32*(i/64)+i%32]
+				q := blk[qs+32*(i/64)+i%32]
 				if i%64 >= 32 {
 					q >>= 4
 				}
 				q &= 0xf
+				if t == quant.Q5_K {
+					q |= (blk[16+i%32] >> (i / 32) & 1) << 4
+				}
 				m += (d*float64(sc)*float64(q) + dmin*float64(mn)) * math.Abs(float64(x[b*quant.QKK+i]))
 			}
 		}
@@ -202,7 +209,7 @@ func chain(t quant.Type, cols int) int {
 	switch t {
 	case quant.Q8_0, quant.Q4_0:
 		return cols / 32
-	case quant.Q4_K, quant.Q6_K:
+	case quant.Q4_K, quant.Q5_K, quant.Q6_K:
 		return cols/16 + 2*cols/256
 	}
 	return cols
@@ -231,7 +238,7 @@ func matmulCases() []mmCase {
 	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.F16, quant.BF16, quant.F32} {
 		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
 	}
-	for _, t := range []quant.Type{quant.Q4_K, quant.Q6_K} {
+	for _, t := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
 	}
 	// Types without C kernels take f32 activations at every level.
@@ -498,7 +505,7 @@ func TestSiLUMul(t *testing.T) {
 func TestActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	x := randFloats(r, 3*256, 2)
-	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
+	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.F16, quant.BF16, quant.F32} {
 		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
 		if len(want) != ActivationBytes(wt, len(x)) {
 			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))

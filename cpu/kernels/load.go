@@ -23,21 +23,21 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 5
+const abiVersion = 6
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
 // purego.SyscallN passes integer registers and calling through it avoids the
 // reflection and allocation of purego.RegisterFunc on every call.
 type cLib struct {
-	quantizeQ8_0, quantizeQ8_K, toF16     uintptr
-	mmQ8_0, mmQ4_0, mmQ4_K, mmQ6_K        uintptr
-	mmF16, mmBF16, mmF32                  uintptr
-	rmsnorm, siluMul, attention, abiProbe uintptr
-	packRows, packQ8_0, packQ4_0          uintptr
-	mmPackedQ8_0, mmPackedQ4_0, amxInit   uintptr
-	poolNew, poolFree, poolMatMul         uintptr
-	poolAttention, rope                   uintptr
+	quantizeQ8_0, quantizeQ8_K, toF16      uintptr
+	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K uintptr
+	mmF16, mmBF16, mmF32                   uintptr
+	rmsnorm, siluMul, attention, abiProbe  uintptr
+	packRows, packQ8_0, packQ4_0           uintptr
+	mmPackedQ8_0, mmPackedQ4_0, amxInit    uintptr
+	poolNew, poolFree, poolMatMul          uintptr
+	poolAttention, rope                    uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -57,6 +57,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_q8_0", &l.mmQ8_0},
 		{"dt_matmul_q4_0", &l.mmQ4_0},
 		{"dt_matmul_q4_k", &l.mmQ4_K},
+		{"dt_matmul_q5_k", &l.mmQ5_K},
 		{"dt_matmul_q6_k", &l.mmQ6_K},
 		{"dt_matmul_f16", &l.mmF16},
 		{"dt_matmul_bf16", &l.mmBF16},
@@ -220,7 +221,7 @@ func call(fn uintptr, args ...uintptr) {
 // set wraps the library's functions in a Set.
 func (l *cLib) set(level string, amx bool) *Set {
 	mm := map[quant.Type]uintptr{
-		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q6_K: l.mmQ6_K,
+		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q5_K: l.mmQ5_K, quant.Q6_K: l.mmQ6_K,
 		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
 	}
 	var mmTab [quant.BF16 + 1]uintptr // indexed by type: no map lookup per call

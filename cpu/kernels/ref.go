@@ -74,6 +74,8 @@ func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi 
 				v = quant.DotQ4_0Q8_0(row, a, cols)
 			case quant.Q4_K:
 				v = quant.DotQ4_KQ8_K(row, a, cols)
+			case quant.Q5_K:
+				v = quant.DotQ5_KQ8_K(row, a, cols)
 			case quant.Q6_K:
 				v = quant.DotQ6_KQ8_K(row, a, cols)
 			case quant.F16:

@@ -20,7 +20,7 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 5
+#define DT_ABI_VERSION 6
 
 // DT_ATT_ROWS is how many rows attention computes together: its scratch
 // holds that many rows of scores (kernels.AttentionRows in Go).
@@ -45,8 +45,21 @@
 #define Q8_0_SIZE 34
 #define Q4_0_SIZE 18
 #define Q4_K_SIZE 144
+#define Q5_K_SIZE 176
 #define Q6_K_SIZE 210
 #define Q8_K_SIZE 292
+
+// scale_min_k4 unpacks the 6-bit scale and min of sub-block j of Q4_K and
+// Q5_K (ggml's get_scale_min_k4).
+DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
 
 DT_INLINE uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 DT_INLINE int32_t ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }

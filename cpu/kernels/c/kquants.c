@@ -5,17 +5,6 @@
 // per super-block.
 #include "tile512.h"
 
-// scale_min_k4 unpacks the 6-bit scale and min of sub-block j of Q4_K.
-DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
-
 #if defined(DT_AVX512)
 
 // The k-quant tiles follow tile512.h's scheme, except that the unpacked,
@@ -48,8 +37,17 @@ DT_INLINE void q4k_scales(int s, __m512i A, __m512i B, __m512i C, __m512i *sc, _
 // and reused from L1 by every row.
 #define KREG 2
 
-DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
-                         int64_t arb, float *out, int64_t ldo) {
+// k45_tile is the Q4_K tile and, with Q5 set, Q5_K's: the same header and
+// scales, the low nibbles at byte 48 rather than 16, and a fifth bit per
+// value from qh (bytes 16..47, bit 2k of qh[l] for value 64k+l, bit 2k+1
+// for value 64k+32+l), ORed in as 16 from a byte mask.
+DT_INLINE __m512i q5_high(__m512i Th, int bit) {
+	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(Th, _mm512_set1_epi8((char)(1 << bit))), _mm512_set1_epi8(16));
+}
+
+DT_INLINE void k45_tile(const int NT, const int Q5, const uint8_t *w, int64_t rb, int rows, int64_t nb,
+                        const uint8_t *act, int64_t arb, float *out, int64_t ldo) {
+	const int bsize = Q5 ? Q5_K_SIZE : Q4_K_SIZE, qoff = Q5 ? 48 : 16;
 	const uint8_t *p[16];
 	const __m512i vidx = tile_rows(w, rb, rows, p);
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -59,8 +57,8 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
-		const int64_t o = b * Q4_K_SIZE;
-		prefetch_rows(p, o, Q4_K_SIZE);
+		const int64_t o = b * bsize;
+		prefetch_rows(p, o, bsize);
 		const __m512i hdr = _mm512_i32gather_epi32(vidx, w + o, 1);
 		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
 		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdr, 16)));
@@ -70,23 +68,31 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 		__m512 t[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
+		__m512i Th[8]; // Q5_K: qh transposed, four bytes of a row per lane
+		if (Q5) transpose32(p, o + 16, Th);
 		if (NT <= KREG) {
 			#pragma GCC unroll 4
 			for (int k = 0; k < 4; k++) {
 				__m512i T[8], Wk[8], sc0, sc1, m;
-				transpose32(p, o + 16 + 32 * k, T);
+				transpose32(p, o + qoff + 32 * k, T);
 				q4k_scales(2 * k, A, B, C, &sc0, &m);
 				q4k_scales(2 * k + 1, A, B, C, &sc1, &m);
 				const __m512 f0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc0)), f1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc1));
 				#pragma GCC unroll 8
-				for (int g = 0; g < 8; g++) Wk[g] = _mm512_and_si512(T[g], m4);
+				for (int g = 0; g < 8; g++) {
+					Wk[g] = _mm512_and_si512(T[g], m4);
+					if (Q5) Wk[g] = _mm512_or_si512(Wk[g], q5_high(Th[g], 2 * k));
+				}
 				#pragma GCC unroll 4
 				for (int j = 0; j < NT; j++) {
 					__m512i S = dot8(_mm512_setzero_si512(), Wk, act + j * arb + b * Q8_K_SIZE + 4 + 64 * k);
 					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), f0, t[j]);
 				}
 				#pragma GCC unroll 8
-				for (int g = 0; g < 8; g++) Wk[g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+				for (int g = 0; g < 8; g++) {
+					Wk[g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+					if (Q5) Wk[g] = _mm512_or_si512(Wk[g], q5_high(Th[g], 2 * k + 1));
+				}
 				#pragma GCC unroll 4
 				for (int j = 0; j < NT; j++) {
 					__m512i S = dot8(_mm512_setzero_si512(), Wk, act + j * arb + b * Q8_K_SIZE + 4 + 64 * k + 32);
@@ -110,11 +116,15 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 			#pragma GCC unroll 16
 			for (int k = 0; k < 4; k++) {
 				__m512i T[8];
-				transpose32(p, o + 16 + 32 * k, T);
+				transpose32(p, o + qoff + 32 * k, T);
 				#pragma GCC unroll 16
 				for (int g = 0; g < 8; g++) {
 					W[16 * k + g] = _mm512_and_si512(T[g], m4);
 					W[16 * k + 8 + g] = _mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4);
+					if (Q5) {
+						W[16 * k + g] = _mm512_or_si512(W[16 * k + g], q5_high(Th[g], 2 * k));
+						W[16 * k + 8 + g] = _mm512_or_si512(W[16 * k + 8 + g], q5_high(Th[g], 2 * k + 1));
+					}
 				}
 			}
 			// Each sub-block's weights are loaded from the stage once and
@@ -160,6 +170,16 @@ DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
+DT_INLINE void q4_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
+                         int64_t arb, float *out, int64_t ldo) {
+	k45_tile(NT, 0, w, rb, rows, nb, act, arb, out, ldo);
+}
+
+DT_INLINE void q5_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
+                         int64_t arb, float *out, int64_t ldo) {
+	k45_tile(NT, 1, w, rb, rows, nb, act, arb, out, ldo);
 }
 
 // q6_quant builds, for half h of a Q6_K super-block, the unsigned 6-bit
@@ -295,6 +315,7 @@ typedef void (*ktile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t nb, con
 #define KTILE_FNS(name) NT_VARIANTS(KTILE_FN, ktile_fn, name, name##_tiles)
 
 KTILE_FNS(q4_k_tile)
+KTILE_FNS(q5_k_tile)
 KTILE_FNS(q6_k_tile)
 
 static void k_matmul(ktile_fn const tiles[17], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
@@ -586,6 +607,14 @@ DT_API void dt_matmul_q4_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_k(w + r * rb, act + j * arb, cols / QKK);
 #endif
 }
+
+#if defined(DT_AVX512)
+// dt_q5_k_matmul512 is Q5_K's tiles, for dt_matmul_q5_k (q5k.c).
+void dt_q5_k_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi, const uint8_t *act,
+                       int64_t arb, int64_t n, int64_t cols) {
+	k_matmul(q5_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+}
+#endif
 
 DT_API void dt_matmul_q6_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
