@@ -25,6 +25,7 @@ type dayZero struct {
 
 	mu        sync.Mutex
 	cancelled bool
+	began     time.Time // when the quiet wait ended and the start began
 }
 
 // startDayZero starts the draft of d (placed on devs) in the background.
@@ -45,6 +46,9 @@ func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, 
 			devs.close()
 			return
 		}
+		z.mu.Lock()
+		z.began = time.Now()
+		z.mu.Unlock()
 		built := &drafting{}
 		if err := r.startDGFUnless(z.stopped, built, devs, cfg, nil, where, adapt); err != nil {
 			if errors.Is(err, errStopped) {

@@ -85,26 +85,37 @@ func TestDayZeroDrafterClosedWhileStarting(t *testing.T) {
 // generation runs, and starts once none has run for a while.
 func TestDayZeroDrafterWaitsForQuiet(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
+	made := time.Now()
 	r, err := New(m, options(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	req := engine.Request{Prompt: m.Tok.Encode("Lily and Tom", true, false), MaxTokens: 30, Stop: m.Tok.IsEOG}
-	started := false
+	from := time.Now()
 	_, err = r.Slot(0).Generate(context.Background(), req, func(int) error {
 		time.Sleep(10 * time.Millisecond) // a slow reader: the generation lasts
-		started = started || r.adaptiveDraft() != nil
 		return nil
 	})
+	to := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if started {
-		t.Error("the new draft started while a generation ran")
-	}
 	r.WaitDraft()
 	if _, ok := r.Adaptation(); !ok {
-		t.Error("the new draft did not start once the runner was quiet")
+		t.Fatal("the new draft did not start once the runner was quiet")
+	}
+	// A slow machine may leave 100 ms between New and the request, and the
+	// start may then run beside it: what must not happen is a start begun
+	// while a generation ran.
+	z := r.draft.dayZero
+	z.mu.Lock()
+	began := z.began
+	z.mu.Unlock()
+	if began.After(from) && began.Before(to) {
+		t.Errorf("the new draft began %v into a generation of %v", began.Sub(from), to.Sub(from))
+	}
+	if began.Sub(made) < quietBefore {
+		t.Errorf("the new draft began %v after the runner was made, before it was quiet", began.Sub(made))
 	}
 }
