@@ -249,6 +249,37 @@ func TestDequantizeQ5_K(t *testing.T) {
 	})
 }
 
+// IQ4_XS: the 6-bit scales (four low bits in scales_l, two high in
+// scales_h), less 32, times d and the table value of each index.
+func TestDequantizeIQ4_XS(t *testing.T) {
+	b := make([]byte, blockIQ4_XS)
+	le16(b, hHalf)
+	ls := [8]int{0, 63, 32, 31, 33, 17, 48, 5}
+	var sh uint16
+	for ib, l := range ls {
+		b[4+ib/2] |= byte(l&0xf) << (4 * (ib % 2))
+		sh |= uint16(l>>4) << (2 * ib)
+	}
+	le16(b[2:], sh)
+	qs := b[8:]
+	for i := range qs {
+		qs[i] = byte(11*i + 3)
+	}
+	got := dequant(t, IQ4_XS, b, QKK)
+	expectValues(t, IQ4_XS, got, func(p int) float32 {
+		ib, j := p/32, p%32
+		q := qs[16*ib+j%16] & 0xf
+		if j >= 16 {
+			q = qs[16*ib+j%16] >> 4
+		}
+		return 0.5 * float32(ls[ib]-32) * float32(IQ4NLValues[q])
+	})
+	// Index 3 of the first byte is -65; scale 0 is -32: 0.5*-32*-65.
+	if got[0] != 1040 || got[64] != 0 {
+		t.Errorf("IQ4_XS spot values %v %v", got[0], got[64])
+	}
+}
+
 func TestDequantizeQ6_K(t *testing.T) {
 	b := make([]byte, blockQ6_K)
 	ql, qh, sc := b[:128], b[128:192], b[192:208]

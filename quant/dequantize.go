@@ -17,7 +17,7 @@ var ErrUnsupported = errors.New("unsupported tensor type")
 func CanDequantize(t Type) bool {
 	switch t {
 	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-		Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K:
+		Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
@@ -89,6 +89,10 @@ func dequantize(t Type, dst []float32, src []byte) {
 		dequantizeQ6_K(dst, src)
 	case Q8_K:
 		dequantizeQ8_K(dst, src)
+	case IQ4_NL:
+		dequantizeIQ4_NL(dst, src)
+	case IQ4_XS:
+		dequantizeIQ4_XS(dst, src)
 	}
 }
 

@@ -36,7 +36,7 @@ func randomRow(r *rand.Rand, typ Type, n int) []byte {
 			}
 		}
 		return b
-	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K:
+	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS:
 		f16s = []int{0}
 		if typ == Q4_K || typ == Q5_K {
 			f16s = []int{0, 2}
@@ -71,7 +71,7 @@ func randomFloats(r *rand.Rand, n int) []float32 {
 	return x
 }
 
-var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K}
+var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS}
 
 // TestDotRow: DotRow is documented as the float64 sum, in index order, of
 // the dequantized row times x, rounded once, so it must match that exactly.
@@ -138,6 +138,10 @@ func TestDotPreconditions(t *testing.T) {
 		"DotQ6_KQ8_K short x":   DotQ6_KQ8_K(q6k, q8k[:291], 256),
 		"DotQ5_KQ8_K short w":   DotQ5_KQ8_K(make([]byte, blockQ5_K-1), q8k, 256),
 		"DotQ6_KQ8_K two block": DotQ6_KQ8_K(q6k, q8k, 512),
+		"DotIQ4_NLQ8_0 short w": DotIQ4_NLQ8_0(make([]byte, 2*blockIQ4_NL-1), q8, 64),
+		"DotIQ4_NLQ8_0 bad n":   DotIQ4_NLQ8_0(make([]byte, 2*blockIQ4_NL), q8, 40),
+		"DotIQ4_XSQ8_K short x": DotIQ4_XSQ8_K(make([]byte, blockIQ4_XS), q8k[:291], 256),
+		"DotIQ4_XSQ8_K bad n":   DotIQ4_XSQ8_K(make([]byte, blockIQ4_XS), q8k, 128),
 	} {
 		if !isNaN(v) {
 			t.Errorf("%s = %v, want NaN", name, v)
@@ -251,6 +255,52 @@ func refDotQ4_KQ8_K(n int, x, y []byte) float32 {
 	}
 	for l := range 8 {
 		sumf += sums[l]
+	}
+	return sumf
+}
+
+// refDotIQ4_NLQ8_0 transcribes ggml's ggml_vec_dot_iq4_nl_q8_0 (its
+// scalar loop).
+func refDotIQ4_NLQ8_0(n int, x, y []byte) float32 {
+	var sumf float32
+	for ib := range n / QK {
+		bx, by := x[ib*blockIQ4_NL:], y[ib*blockQ8_0:]
+		d := f16At(by) * f16At(bx)
+		var sumi1, sumi2 int32
+		for j := range QK / 2 {
+			sumi1 += int32(int8(by[2+j])) * int32(IQ4NLValues[bx[2+j]&0xf])
+			sumi2 += int32(int8(by[2+j+QK/2])) * int32(IQ4NLValues[bx[2+j]>>4])
+		}
+		sumf += float32(d * float32(sumi1+sumi2))
+	}
+	return sumf
+}
+
+// refDotIQ4_XSQ8_K transcribes ggml's generic ggml_vec_dot_iq4_xs_q8_K:
+// the scales unpacked two at a time from a shifting scales_h.
+func refDotIQ4_XSQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for ibl := range n / QKK {
+		bx, by := x[ibl*blockIQ4_XS:], y[ibl*blockQ8_K:]
+		d4d8 := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		h := binary.LittleEndian.Uint16(bx[2:])
+		qs, q8 := bx[8:], by[4:]
+		for ib := 0; ib < QKK/32; ib += 2 {
+			ls1 := bx[4+ib/2]&0xf | byte(h<<4&0x30)
+			ls2 := bx[4+ib/2]>>4 | byte(h<<2&0x30)
+			h >>= 4
+			d1 := d4d8 * float32(int(ls1)-32)
+			d2 := d4d8 * float32(int(ls2)-32)
+			for _, dl := range []float32{d1, d2} {
+				var sumi1, sumi2 int32
+				for j := range 16 {
+					sumi1 += int32(int8(q8[j])) * int32(IQ4NLValues[qs[j]&0xf])
+					sumi2 += int32(int8(q8[j+16])) * int32(IQ4NLValues[qs[j]>>4])
+				}
+				sumf += float32(dl * float32(sumi1+sumi2))
+				qs, q8 = qs[16:], q8[32:]
+			}
+		}
 	}
 	return sumf
 }
@@ -448,6 +498,14 @@ func TestDotInt8(t *testing.T) {
 		w = randomRow(r, Q6_K, n)
 		want, mag = dot(dequant(t, Q6_K, w, n), xkv)
 		checkIntDot(t, "DotQ6_KQ8_K", DotQ6_KQ8_K(w, xk, n), refDotQ6_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+
+		w = randomRow(r, IQ4_NL, n)
+		want, mag = dot(dequant(t, IQ4_NL, w, n), x8v)
+		checkIntDot(t, "DotIQ4_NLQ8_0", DotIQ4_NLQ8_0(w, xq8, n), refDotIQ4_NLQ8_0(n, w, xq8), want, mag, n/QK)
+
+		w = randomRow(r, IQ4_XS, n)
+		want, mag = dot(dequant(t, IQ4_XS, w, n), xkv)
+		checkIntDot(t, "DotIQ4_XSQ8_K", DotIQ4_XSQ8_K(w, xk, n), refDotIQ4_XSQ8_K(n, w, xk), want, mag, n/QKK*8)
 	}
 }
 
@@ -474,11 +532,14 @@ func TestNoAllocs(t *testing.T) {
 	}
 	w8, w4 := randomRow(r, Q8_0, n), randomRow(r, Q4_0, n)
 	w4k, w6k := randomRow(r, Q4_K, n), randomRow(r, Q6_K, n)
+	wnl, wxs := randomRow(r, IQ4_NL, n), randomRow(r, IQ4_XS, n)
 	for name, f := range map[string]func(){
 		"DotQ8_0":     func() { DotQ8_0(w8, xq8, n) },
 		"DotQ4_0Q8_0": func() { DotQ4_0Q8_0(w4, xq8, n) },
 		"DotQ4_KQ8_K": func() { DotQ4_KQ8_K(w4k, xk, n) },
 		"DotQ6_KQ8_K": func() { DotQ6_KQ8_K(w6k, xk, n) },
+		"DotIQ4_NL":   func() { DotIQ4_NLQ8_0(wnl, xq8, n) },
+		"DotIQ4_XS":   func() { DotIQ4_XSQ8_K(wxs, xk, n) },
 	} {
 		if a := testing.AllocsPerRun(10, f); a != 0 {
 			t.Errorf("%s allocates %v times", name, a)

@@ -79,6 +79,8 @@ func TestGolden(t *testing.T) {
 		{Q5_K, "3b0065372c414f612153228ad6095d9b6f1de515ecad93bb1e0e1babbd05d80e"},
 		{Q6_K, "d116fc7f8f8b4a9ea370303f452bb9045e22d55ea1703cc816984930ab188f24"},
 		{Q8_K, "d88189404261fc921bc5b69ba72a037b9feb82ebbbd431c3758d22bb995494bc"},
+		{IQ4_NL, "edce878f6d1fb19732ab933664447f23ae06da11125f9c32a8ae8330328741d1"},
+		{IQ4_XS, "75c86c03e325dab1595ee51e75d42b64e6e6855862fe2393473b8f564b16ce15"},
 	} {
 		sum := sha256.Sum256(quantize(t, c.typ, x))
 		if got := hex.EncodeToString(sum[:]); got != c.digest {

@@ -9,7 +9,7 @@ import (
 // CanQuantize reports whether QuantizeRow accepts type t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
@@ -63,6 +63,10 @@ func QuantizeRow(t Type, dst []byte, src []float32) error {
 		quantizeQ6_K(dst, src)
 	case Q8_K:
 		quantizeQ8_K(dst, src)
+	case IQ4_NL:
+		quantizeIQ4_NL(dst, src)
+	case IQ4_XS:
+		quantizeIQ4_XS(dst, src)
 	}
 	return nil
 }

@@ -175,17 +175,18 @@ func TestQuantizeQ8_K(t *testing.T) {
 	}
 }
 
-// TestQuantizeKRoundTrip checks Q4_K and Q6_K statistically: their reference
+// TestQuantizeKRoundTrip checks the k- and i-quants statistically: their reference
 // quantizers search for good scales rather than rounding against a fixed
 // one, so there is no tight per-value bound, but the error relative to the
 // signal must stay near what each bit width allows (measured on Gaussian
-// data: about 0.071 for Q4_K, 0.036 for Q5_K and 0.018 for Q6_K).
+// data: about 0.071 for Q4_K, 0.036 for Q5_K, 0.018 for Q6_K, 0.079 for
+// IQ4_NL and 0.075 for IQ4_XS).
 func TestQuantizeKRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, c := range []struct {
 		typ     Type
 		maxRMSE float64
-	}{{Q4_K, 0.08}, {Q5_K, 0.04}, {Q6_K, 0.02}} {
+	}{{Q4_K, 0.08}, {Q5_K, 0.04}, {Q6_K, 0.02}, {IQ4_NL, 0.09}, {IQ4_XS, 0.08}} {
 		n := 64 * QKK
 		x := make([]float32, n)
 		for i := range x {
@@ -222,7 +223,7 @@ func TestQuantizeKRoundTrip(t *testing.T) {
 
 // TestQuantizeKZero: all-zero input must give an all-zero block's values.
 func TestQuantizeKZero(t *testing.T) {
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS} {
 		y := dequant(t, typ, quantize(t, typ, make([]float32, QKK)), QKK)
 		for i, v := range y {
 			if v != 0 {
