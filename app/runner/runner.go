@@ -95,6 +95,9 @@ func New(m *Model, o Options) (*Runner, error) {
 	for _, s := range r.slots {
 		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
 	}
+	r.mu.Lock()
+	r.lastEnd = time.Now() // a day-0 draft starting below waits from here
+	r.mu.Unlock()
 	d, err := r.openDrafting()
 	if err != nil {
 		r.closeSlots()
@@ -106,7 +109,7 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.slots[i].drafter = dr
 	}
 	drafting := len(d.drafters) > 0 || d.dayZero != nil
-	r.lastEnd = time.Now() // a caller's first request comes now
+	r.lastEnd = time.Now() // and from here: a caller's first request comes now
 	r.mu.Unlock()
 	if drafting && o.Plan {
 		r.plan = r.planner()
