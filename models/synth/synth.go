@@ -71,7 +71,7 @@ type Options struct {
 
 // Build returns a writer holding a random model. Matrices whose row length
 // is not a whole number of blocks of opts.Type fall back to Q8_0 and then
-// F16, as llama.cpp's quantizer does.
+// F16 (IQ4_XS first to IQ4_NL), as llama.cpp's quantizer does.
 func Build(sh Shape, opts Options) (*gguf.Writer, error) {
 	if !quant.CanQuantize(opts.Type) {
 		return nil, fmt.Errorf("synth: cannot write tensors of type %v", opts.Type)
@@ -148,7 +148,11 @@ func constant(n int, v float32) []float32 {
 
 // addMatrix quantizes a rows × cols Gaussian matrix row by row.
 func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, rng *rand.Rand) error {
-	for _, cand := range []quant.Type{t, quant.Q8_0, quant.F16} {
+	cands := []quant.Type{t, quant.Q8_0, quant.F16}
+	if t == quant.IQ4_XS {
+		cands = []quant.Type{t, quant.IQ4_NL, quant.Q8_0, quant.F16}
+	}
+	for _, cand := range cands {
 		if cols%cand.BlockSize() == 0 {
 			t = cand
 			break

@@ -1,0 +1,141 @@
+package cpu
+
+import (
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"dovetail/cpu/kernels"
+	"dovetail/models"
+	"dovetail/models/synth"
+	"dovetail/quant"
+)
+
+// typesShape is small enough to build in a test and has rows of whole
+// 256-value blocks, so every k- and i-quant applies to every matrix.
+var typesShape = synth.Shape{Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 512, Ctx: 64}
+
+// typesModel writes typesShape in weight type typ (seed 7: the same floats
+// before quantization for every type) and loads it.
+func typesModel(t *testing.T, typ quant.Type) *models.Llama {
+	t.Helper()
+	w, err := synth.Build(typesShape, synth.Options{Type: typ, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), typ.String()+".gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := models.LoadLlama(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// typesLogits decodes prompt one batch, then two tokens one at a time, and
+// returns every row's logits.
+func typesLogits(t *testing.T, tg *Target, prompt []int) [][]float32 {
+	t.Helper()
+	par := make([]int, len(prompt))
+	for i := range par {
+		par[i] = i - 1
+	}
+	lg, _, err := tg.Extend(prompt, par)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := cloneRows(lg)
+	keep := make([]int, len(prompt))
+	for i := range keep {
+		keep[i] = i
+	}
+	if err := tg.Commit(keep); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []int{17, 301} {
+		l, err := tg.Forward([]int{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, slices.Clone(l))
+	}
+	return rows
+}
+
+// relErr is the largest difference over the largest magnitude of want.
+func relErr(got, want []float32) float64 {
+	var d, m float64
+	for i := range want {
+		d = math.Max(d, math.Abs(float64(got[i]-want[i])))
+		m = math.Max(m, math.Abs(float64(want[i])))
+	}
+	return d / m
+}
+
+// TestWeightTypesForward runs a model written in each weight type users
+// download at every kernel level: within the type's quantization error of
+// its f32 twin at every level; the Go level equal to the reference bit for
+// bit; the first position (every matrix of the type, attention an
+// identity) within float rounding of the Go level. Later positions may
+// differ more between levels: a float sum in another order can round an
+// activation to the next int8 or f16 value, and this random model
+// amplifies that to about 1% of its logits.
+func TestWeightTypesForward(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	prompt := []int{1, 403, 407, 261, 380, 300}
+	goK, err := kernels.ByName("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin := typesLogits(t, NewTargetWith(NewFast(typesModel(t, quant.F32), goK, pool, 0)), prompt)
+	// The bounds are 1.5 times the error measured at the Go level (random
+	// weights: far from what a trained model's logits show).
+	for _, c := range []struct {
+		typ   quant.Type
+		bound float64
+	}{
+		{quant.Q8_0, 0.03}, {quant.Q6_K, 0.09}, {quant.Q5_K, 0.16}, {quant.Q4_K, 0.27},
+		{quant.Q4_0, 0.4}, {quant.IQ4_NL, 0.33}, {quant.IQ4_XS, 0.3},
+	} {
+		m := typesModel(t, c.typ)
+		if m.Layers[0].Q.Type != c.typ || m.Layers[1].Down.Type != c.typ {
+			t.Fatalf("%v: the model holds %v and %v", c.typ, m.Layers[0].Q.Type, m.Layers[1].Down.Type)
+		}
+		want := typesLogits(t, NewTargetWith(NewFast(m, goK, pool, 0)), prompt)
+		ref := NewReference(m, pool, 0)
+		rs := ref.NewState()
+		rl := make([]float32, m.Config.Vocab)
+		for i, tok := range append(slices.Clone(prompt), 17, 301) {
+			ref.Forward(rs, tok, rl, nil)
+			if !slices.Equal(rl, want[i]) {
+				t.Errorf("%v: Go level row %d differs from the reference", c.typ, i)
+			}
+		}
+		if e := worstErr(want, twin); e > c.bound {
+			t.Errorf("%v: logits within %.4f of the f32 twin, bound %.4f", c.typ, e, c.bound)
+		}
+		for _, k := range levels(t) {
+			got := typesLogits(t, NewTargetWith(NewFast(m, k, pool, 0)), prompt)
+			if e := relErr(got[0], want[0]); e > 1e-5 {
+				t.Errorf("%v at %s: first position within %.2g of the Go level", c.typ, k.Name, e)
+			}
+			if e := worstErr(got, twin); e > c.bound {
+				t.Errorf("%v at %s: logits within %.4f of the f32 twin, bound %.4f", c.typ, k.Name, e, c.bound)
+			}
+		}
+	}
+}
+
+// worstErr is relErr's largest value over the rows.
+func worstErr(got, want [][]float32) float64 {
+	var worst float64
+	for i := range want {
+		worst = math.Max(worst, relErr(got[i], want[i]))
+	}
+	return worst
+}
