@@ -48,6 +48,8 @@
 #define Q5_K_SIZE 176
 #define Q6_K_SIZE 210
 #define Q8_K_SIZE 292
+#define IQ4_NL_SIZE 18
+#define IQ4_XS_SIZE 136
 
 // scale_min_k4 unpacks the 6-bit scale and min of sub-block j of Q4_K and
 // Q5_K (ggml's get_scale_min_k4).

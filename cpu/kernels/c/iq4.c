@@ -9,11 +9,9 @@
 // With SIMD, a byte shuffle looks the indices up in the table (ggml's
 // AVX2 kernels do the same), and the signed products go through
 // maddubs with the sign moved onto the activations: |v|·sign(v)·a. One
-// weight row is unpacked once for up to four activation rows.
+// weight row is unpacked once for up to four activation rows. At AVX-512,
+// IQ4_XS runs in the k-quants' tiles (kquants.c).
 #include "common.h"
-
-#define IQ4_NL_SIZE 18
-#define IQ4_XS_SIZE 136
 
 static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -22,6 +20,11 @@ DT_INLINE int iq4_xs_scale(const uint8_t *b, int ib) {
 	const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (ld16(b + 2) >> (2 * ib)) & 3;
 	return (lo | hi << 4) - 32;
 }
+
+#if defined(DT_AVX512)
+void dt_iq4_xs_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                         const uint8_t *act, int64_t arb, int64_t n, int64_t cols);
+#endif
 
 #if defined(DT_AVX2)
 
@@ -109,9 +112,11 @@ typedef void (*iq4_row_fn)(float *out, int64_t ldo, const uint8_t *w, const uint
 		NAME(NT, out, ldo, w, act, arb, nb); \
 	}
 IQ4ROWS(iq4_nl_row, 1) IQ4ROWS(iq4_nl_row, 2) IQ4ROWS(iq4_nl_row, 3) IQ4ROWS(iq4_nl_row, 4)
-IQ4ROWS(iq4_xs_row, 1) IQ4ROWS(iq4_xs_row, 2) IQ4ROWS(iq4_xs_row, 3) IQ4ROWS(iq4_xs_row, 4)
 static iq4_row_fn const iq4_nl_rows[5] = {0, iq4_nl_row_1, iq4_nl_row_2, iq4_nl_row_3, iq4_nl_row_4};
+#if !defined(DT_AVX512)
+IQ4ROWS(iq4_xs_row, 1) IQ4ROWS(iq4_xs_row, 2) IQ4ROWS(iq4_xs_row, 3) IQ4ROWS(iq4_xs_row, 4)
 static iq4_row_fn const iq4_xs_rows[5] = {0, iq4_xs_row_1, iq4_xs_row_2, iq4_xs_row_3, iq4_xs_row_4};
+#endif
 
 // iq4_matmul runs rows [lo, hi) of w against n activation rows, four at a
 // time.
@@ -171,7 +176,9 @@ DT_API void dt_matmul_iq4_nl(float *out, int64_t ldo, const uint8_t *w, int64_t 
 
 DT_API void dt_matmul_iq4_xs(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                              const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-#if defined(DT_AVX2)
+#if defined(DT_AVX512)
+	dt_iq4_xs_matmul512(out, ldo, w, rb, lo, hi, act, arb, n, cols);
+#elif defined(DT_AVX2)
 	iq4_matmul(iq4_xs_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #else
 	for (int64_t r = lo; r < hi; r++)

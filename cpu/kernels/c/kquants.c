@@ -304,6 +304,104 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
+// iq4_xs_tile: IQ4_XS's indices look up table values plus 128 (unsigned,
+// for vpdpbusd) with a byte shuffle of the transposed nibbles; the 128 comes
+// off through the activations' 16-value sums times each sub-block's scale,
+// as Q6_K's 32 does. In a 32-byte chunk of qs, bytes 0..15 (T[0..3]) are
+// sub-block 2k, their low nibbles its values 0..15 and high ones 16..31;
+// bytes 16..31 (T[4..7]) are sub-block 2k+1.
+DT_INLINE void iq4_xs_weights(const __m512i T[8], int half, __m512i table, __m512i Ws[8]) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		Ws[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(T[4 * half + g], m4));
+		Ws[4 + g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(T[4 * half + g], 4), m4));
+	}
+}
+
+DT_INLINE void iq4_xs_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
+                           int64_t arb, float *out, int64_t ldo) {
+	static const uint8_t values128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+	const uint8_t *p[16];
+	const __m512i vidx = tile_rows(w, rb, rows, p);
+	const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)values128));
+	__m512 acc[16];
+	__m512i W[64], cp[8];
+	__m512 scf[8];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const int64_t o = b * IQ4_XS_SIZE;
+		prefetch_rows(p, o, IQ4_XS_SIZE);
+		const __m512i hdr = _mm512_i32gather_epi32(vidx, w + o, 1); // d, scales_h
+		const __m512i L = _mm512_i32gather_epi32(vidx, w + o + 4, 1); // scales_l
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdr));
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(L, 4 * s), _mm512_set1_epi32(15));
+			const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(hdr, 16 + 2 * s), _mm512_set1_epi32(3));
+			const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+			cp[s] = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
+		}
+		__m512 t[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
+		#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			__m512i T[8];
+			transpose32(p, o + 8 + 32 * k, T);
+			#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				const int s = 2 * k + h;
+				if (NT <= KREG) {
+					__m512i Ws[8];
+					iq4_xs_weights(T, h, table, Ws);
+					#pragma GCC unroll 4
+					for (int j = 0; j < NT; j++) {
+						__m512i S = dot8(_mm512_setzero_si512(), Ws, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
+						t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t[j]);
+					}
+				} else {
+					iq4_xs_weights(T, h, table, W + 8 * s);
+				}
+			}
+		}
+		if (NT > KREG) {
+			#pragma GCC unroll 1
+			for (int s = 0; s < 8; s++) {
+				__m512i Ws[8];
+				#pragma GCC unroll 8
+				for (int g = 0; g < 8; g++) Ws[g] = W[8 * s + g];
+				#pragma GCC unroll 4
+				for (int j = 0; j + 4 <= NT; j += 4) {
+					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+					dot8x4(S, Ws, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
+					#pragma GCC unroll 4
+					for (int i = 0; i < 4; i++) t[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), scf[s], t[j + i]);
+				}
+				#pragma GCC unroll 4
+				for (int j = NT / 4 * 4; j < NT; j++) {
+					__m512i S = dot8(_mm512_setzero_si512(), Ws, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
+					t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf[s], t[j]);
+				}
+			}
+		}
+		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i ci = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) ci = _mm512_dpwssd_epi32(ci, cp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
+			t[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), d128, t[j]);
+			acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(ldf(y)), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
 typedef void (*ktile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act, int64_t arb,
                          float *out, int64_t ldo);
 
@@ -317,6 +415,7 @@ typedef void (*ktile_fn)(const uint8_t *w, int64_t rb, int rows, int64_t nb, con
 KTILE_FNS(q4_k_tile)
 KTILE_FNS(q5_k_tile)
 KTILE_FNS(q6_k_tile)
+KTILE_FNS(iq4_xs_tile)
 
 static void k_matmul(ktile_fn const tiles[17], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
                      int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
@@ -613,6 +712,14 @@ DT_API void dt_matmul_q4_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 void dt_q5_k_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi, const uint8_t *act,
                        int64_t arb, int64_t n, int64_t cols) {
 	k_matmul(q5_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+}
+#endif
+
+#if defined(DT_AVX512)
+// dt_iq4_xs_matmul512 is IQ4_XS's tiles, for dt_matmul_iq4_xs (iq4.c).
+void dt_iq4_xs_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                         const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	k_matmul(iq4_xs_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 }
 #endif
 
