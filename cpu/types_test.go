@@ -100,7 +100,7 @@ func TestWeightTypesForward(t *testing.T) {
 		bound float64
 	}{
 		{quant.Q8_0, 0.03}, {quant.Q6_K, 0.09}, {quant.Q5_K, 0.16}, {quant.Q4_K, 0.27},
-		{quant.Q4_0, 0.4}, {quant.IQ4_NL, 0.33}, {quant.IQ4_XS, 0.3},
+		{quant.Q4_0, 0.4}, {quant.Q5_0, 0.18}, {quant.IQ4_NL, 0.33}, {quant.IQ4_XS, 0.3},
 	} {
 		m := typesModel(t, c.typ)
 		if m.Layers[0].Q.Type != c.typ || m.Layers[1].Down.Type != c.typ {

@@ -106,6 +106,36 @@ func DotQ4_0Q8_0(w, xq []byte, n int) float32 {
 	return sumf
 }
 
+// DotQ5_0Q8_0 is ggml_vec_dot_q5_0_q8_0: Q4_0 with a fifth bit per value
+// (bit j of qh for value j), per block (dw*dx)*sumi summed in float32.
+// Preconditions: n >= 0 is a multiple of 32, w holds at least n/32*22 bytes
+// and xq n/32*34; otherwise it returns NaN.
+func DotQ5_0Q8_0(w, xq []byte, n int) float32 {
+	if n < 0 || n%QK != 0 {
+		return nan
+	}
+	nb := n / QK
+	if len(w) < nb*blockQ5_0 || len(xq) < nb*blockQ8_0 {
+		return nan
+	}
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ5_0 : (b+1)*blockQ5_0]
+		xb := xq[b*blockQ8_0 : (b+1)*blockQ8_0]
+		qh := binary.LittleEndian.Uint32(wb[2:6])
+		xv := xb[2 : 2+QK]
+		var sumi0, sumi1 int32
+		for j, q := range wb[6 : 6+QK/2] {
+			x0 := int32(q&0xf|byte(qh>>j&1)<<4) - 16
+			x1 := int32(q>>4|byte(qh>>(j+QK/2)&1)<<4) - 16
+			sumi0 += x0 * int32(int8(xv[j]))
+			sumi1 += x1 * int32(int8(xv[j+QK/2]))
+		}
+		sumf += float32(float32(f16At(wb)*f16At(xb)) * float32(sumi0+sumi1))
+	}
+	return sumf
+}
+
 // q8KScale reads the float32 d of a Q8_K block.
 func q8KScale(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
 

@@ -138,6 +138,8 @@ func TestDotPreconditions(t *testing.T) {
 		"DotQ6_KQ8_K short x":   DotQ6_KQ8_K(q6k, q8k[:291], 256),
 		"DotQ5_KQ8_K short w":   DotQ5_KQ8_K(make([]byte, blockQ5_K-1), q8k, 256),
 		"DotQ6_KQ8_K two block": DotQ6_KQ8_K(q6k, q8k, 512),
+		"DotQ5_0Q8_0 short w":   DotQ5_0Q8_0(make([]byte, 2*blockQ5_0-1), q8, 64),
+		"DotQ5_0Q8_0 bad n":     DotQ5_0Q8_0(make([]byte, 2*blockQ5_0), q8, 40),
 		"DotIQ4_NLQ8_0 short w": DotIQ4_NLQ8_0(make([]byte, 2*blockIQ4_NL-1), q8, 64),
 		"DotIQ4_NLQ8_0 bad n":   DotIQ4_NLQ8_0(make([]byte, 2*blockIQ4_NL), q8, 40),
 		"DotIQ4_XSQ8_K short x": DotIQ4_XSQ8_K(make([]byte, blockIQ4_XS), q8k[:291], 256),
@@ -255,6 +257,27 @@ func refDotQ4_KQ8_K(n int, x, y []byte) float32 {
 	}
 	for l := range 8 {
 		sumf += sums[l]
+	}
+	return sumf
+}
+
+// refDotQ5_0Q8_0 transcribes ggml's ggml_vec_dot_q5_0_q8_0 (its scalar
+// loop), high bits extracted as ggml shifts them.
+func refDotQ5_0Q8_0(n int, x, y []byte) float32 {
+	var sumf float32
+	for ib := range n / QK {
+		bx, by := x[ib*blockQ5_0:], y[ib*blockQ8_0:]
+		qh := binary.LittleEndian.Uint32(bx[2:])
+		var sumi0, sumi1 int32
+		for j := range QK / 2 {
+			xh0 := byte((qh&(1<<j))>>j) << 4
+			xh1 := byte((qh & (1 << (j + 16))) >> (j + 12))
+			x0 := int32(int8((bx[6+j]&0x0f | xh0) - 16))
+			x1 := int32(int8((bx[6+j]>>4 | xh1) - 16))
+			sumi0 += x0 * int32(int8(by[2+j]))
+			sumi1 += x1 * int32(int8(by[2+j+QK/2]))
+		}
+		sumf += float32(float32(f16At(bx)*f16At(by)) * float32(sumi0+sumi1))
 	}
 	return sumf
 }
@@ -499,6 +522,10 @@ func TestDotInt8(t *testing.T) {
 		want, mag = dot(dequant(t, Q6_K, w, n), xkv)
 		checkIntDot(t, "DotQ6_KQ8_K", DotQ6_KQ8_K(w, xk, n), refDotQ6_KQ8_K(n, w, xk), want, mag, n/QKK*8)
 
+		w = randomRow(r, Q5_0, n)
+		want, mag = dot(dequant(t, Q5_0, w, n), x8v)
+		checkIntDot(t, "DotQ5_0Q8_0", DotQ5_0Q8_0(w, xq8, n), refDotQ5_0Q8_0(n, w, xq8), want, mag, n/QK)
+
 		w = randomRow(r, IQ4_NL, n)
 		want, mag = dot(dequant(t, IQ4_NL, w, n), x8v)
 		checkIntDot(t, "DotIQ4_NLQ8_0", DotIQ4_NLQ8_0(w, xq8, n), refDotIQ4_NLQ8_0(n, w, xq8), want, mag, n/QK)
@@ -532,13 +559,14 @@ func TestNoAllocs(t *testing.T) {
 	}
 	w8, w4 := randomRow(r, Q8_0, n), randomRow(r, Q4_0, n)
 	w4k, w6k := randomRow(r, Q4_K, n), randomRow(r, Q6_K, n)
-	wnl, wxs := randomRow(r, IQ4_NL, n), randomRow(r, IQ4_XS, n)
+	wnl, wxs, w50 := randomRow(r, IQ4_NL, n), randomRow(r, IQ4_XS, n), randomRow(r, Q5_0, n)
 	for name, f := range map[string]func(){
 		"DotQ8_0":     func() { DotQ8_0(w8, xq8, n) },
 		"DotQ4_0Q8_0": func() { DotQ4_0Q8_0(w4, xq8, n) },
 		"DotQ4_KQ8_K": func() { DotQ4_KQ8_K(w4k, xk, n) },
 		"DotQ6_KQ8_K": func() { DotQ6_KQ8_K(w6k, xk, n) },
 		"DotIQ4_NL":   func() { DotIQ4_NLQ8_0(wnl, xq8, n) },
+		"DotQ5_0Q8_0": func() { DotQ5_0Q8_0(w50, xq8, n) },
 		"DotIQ4_XS":   func() { DotIQ4_XSQ8_K(wxs, xk, n) },
 	} {
 		if a := testing.AllocsPerRun(10, f); a != 0 {
