@@ -136,6 +136,84 @@ func DotQ5_0Q8_0(w, xq []byte, n int) float32 {
 	return sumf
 }
 
+// DotQ2_KQ8_K is ggml_vec_dot_q2_K_q8_K (generic): per super-block the
+// 2-bit quants times each 16 values' 4-bit scale, the mins through the
+// activations' 16-value sums, (dx*dw)*isum - (dx*dmin)*summs summed in
+// float32. Preconditions: n >= 0 is a multiple of 256, w holds at least
+// n/256*84 bytes and xq n/256*292; otherwise it returns NaN.
+func DotQ2_KQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockQ2_K || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	var sumf float32
+	for b := range nb {
+		wb := w[b*blockQ2_K : (b+1)*blockQ2_K]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		sc, q8 := wb[:16], xb[4:4+QKK]
+		var summs, isum int32
+		for j := range 16 {
+			summs += int32(int16(binary.LittleEndian.Uint16(xb[4+QKK+2*j:]))) * int32(sc[j]>>4)
+		}
+		for j := range 16 { // 16 values each, in value order
+			q2 := wb[16+32*(j/8) : 16+32*(j/8)+32]
+			shift, half := 2*(j%8/2), 16*(j%2)
+			var isuml int32
+			for l := range 16 {
+				isuml += int32(int8(q8[16*j+l])) * int32(q2[half+l]>>shift&3)
+			}
+			isum += int32(sc[j]&0xf) * isuml
+		}
+		dy := q8KScale(xb)
+		dall, dmin := dy*f16At(wb[80:]), dy*f16At(wb[82:])
+		sumf += float32(float32(dall*float32(isum)) - float32(dmin*float32(summs)))
+	}
+	return sumf
+}
+
+// DotQ3_KQ8_K is ggml_vec_dot_q3_K_q8_K (generic): the 3-bit values (two
+// bits in qs, the third in hmask, -4 where it is clear) times each 16
+// values' 6-bit scale less 32, accumulated exactly in eight lanes (value i
+// in lane i%8), then (dw*dx)*lane summed in float32 per lane across
+// super-blocks. Preconditions: n >= 0 is a multiple of 256, w holds at
+// least n/256*110 bytes and xq n/256*292; otherwise it returns NaN.
+func DotQ3_KQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockQ3_K || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	var sums [8]float32
+	for b := range nb {
+		wb := w[b*blockQ3_K : (b+1)*blockQ3_K]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		hm, q8 := wb[:32], xb[4:4+QKK]
+		var aux32 [8]int32
+		for i := range QKK {
+			chunk, k, l := i/128, i%128/32, i%32
+			v := int32(wb[32+32*chunk+l] >> (2 * k) & 3)
+			if hm[l]&(1<<(4*chunk+k)) == 0 {
+				v -= 4
+			}
+			aux32[i%8] += int32(scaleQ3K(i/16, wb[96:108])) * int32(int16(v*int32(int8(q8[i]))))
+		}
+		d := f16At(wb[108:]) * q8KScale(xb)
+		for l, a := range aux32 {
+			sums[l] += float32(d * float32(a))
+		}
+	}
+	var sumf float32
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}
+
 // q8KScale reads the float32 d of a Q8_K block.
 func q8KScale(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
 

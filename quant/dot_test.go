@@ -261,6 +261,107 @@ func refDotQ4_KQ8_K(n int, x, y []byte) float32 {
 	return sumf
 }
 
+// refDotQ2_KQ8_K transcribes ggml's generic ggml_vec_dot_q2_K_q8_K.
+func refDotQ2_KQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockQ2_K:], y[i*blockQ8_K:]
+		q2, q8, sc := bx[16:], by[4:], bx[:16]
+		var summs int32
+		for j := range 16 {
+			summs += int32(int16(binary.LittleEndian.Uint16(by[4+QKK+2*j:]))) * int32(sc[j]>>4)
+		}
+		yd := math.Float32frombits(binary.LittleEndian.Uint32(by))
+		dall, dmin := yd*f16At(bx[80:]), yd*f16At(bx[82:])
+		var isum int32
+		is := 0
+		for range QKK / 128 {
+			shift := 0
+			for range 4 {
+				d := int32(sc[is] & 0xf)
+				is++
+				var isuml int32
+				for l := range 16 {
+					isuml += int32(int8(q8[l])) * int32(q2[l]>>shift&3)
+				}
+				isum += d * isuml
+				d = int32(sc[is] & 0xf)
+				is++
+				isuml = 0
+				for l := 16; l < 32; l++ {
+					isuml += int32(int8(q8[l])) * int32(q2[l]>>shift&3)
+				}
+				isum += d * isuml
+				shift += 2
+				q8 = q8[32:]
+			}
+			q2 = q2[32:]
+		}
+		sumf += float32(float32(dall*float32(isum)) - float32(dmin*float32(summs)))
+	}
+	return sumf
+}
+
+// refDotQ3_KQ8_K transcribes ggml's generic ggml_vec_dot_q3_K_q8_K, its
+// scale unpacking with kmask1 and kmask2 included.
+func refDotQ3_KQ8_K(n int, x, y []byte) float32 {
+	const kmask1, kmask2 = 0x03030303, 0x0f0f0f0f
+	var aux8 [QKK]int8
+	var sums [8]float32
+	for i := range n / QKK {
+		bx, by := x[i*blockQ3_K:], y[i*blockQ8_K:]
+		q3, hm, q8 := bx[32:], bx[:32], by[4:]
+		var aux32 [8]int32
+		a := aux8[:]
+		m := byte(1)
+		for range QKK / 128 {
+			for shift := 0; shift < 8; shift += 2 {
+				for l := range 32 {
+					a[l] = int8(q3[l] >> shift & 3)
+					if hm[l]&m == 0 {
+						a[l] -= 4
+					}
+				}
+				a, m = a[32:], m<<1
+			}
+			q3 = q3[32:]
+		}
+		var auxs [4]uint32
+		for k := range 3 {
+			auxs[k] = binary.LittleEndian.Uint32(bx[96+4*k:])
+		}
+		tmp := auxs[2]
+		auxs[2] = ((auxs[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4)
+		auxs[3] = ((auxs[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4)
+		auxs[0] = (auxs[0] & kmask2) | (((tmp >> 0) & kmask1) << 4)
+		auxs[1] = (auxs[1] & kmask2) | (((tmp >> 2) & kmask1) << 4)
+		var scales [16]int8
+		for k, v := range auxs {
+			for b := range 4 {
+				scales[4*k+b] = int8(v >> (8 * b))
+			}
+		}
+		a = aux8[:]
+		for j := range QKK / 16 {
+			for range 2 {
+				for l := range 8 {
+					aux32[l] += (int32(scales[j]) - 32) * int32(int16(int8(q8[l]))*int16(a[l]))
+				}
+				q8, a = q8[8:], a[8:]
+			}
+		}
+		d := f16At(bx[108:]) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		for l := range 8 {
+			sums[l] += float32(d * float32(aux32[l]))
+		}
+	}
+	var sumf float32
+	for _, s := range sums {
+		sumf += s
+	}
+	return sumf
+}
+
 // refDotQ5_0Q8_0 transcribes ggml's ggml_vec_dot_q5_0_q8_0 (its scalar
 // loop), high bits extracted as ggml shifts them.
 func refDotQ5_0Q8_0(n int, x, y []byte) float32 {
@@ -521,6 +622,22 @@ func TestDotInt8(t *testing.T) {
 		w = randomRow(r, Q6_K, n)
 		want, mag = dot(dequant(t, Q6_K, w, n), xkv)
 		checkIntDot(t, "DotQ6_KQ8_K", DotQ6_KQ8_K(w, xk, n), refDotQ6_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+
+		// Q2_K's mins, like Q4_K's, make a magnitude of the parts.
+		w = randomRow(r, Q2_K, n)
+		wv = dequant(t, Q2_K, w, n)
+		want, _ = dot(wv, xkv)
+		mag = 0
+		for i := range wv {
+			blk := w[i/QKK*blockQ2_K:]
+			sc := blk[i%QKK/16]
+			mag += (math.Abs(float64(f16At(blk[80:])*float32(sc&0xf)))*3 + math.Abs(float64(f16At(blk[82:])*float32(sc>>4)))) * math.Abs(float64(xkv[i]))
+		}
+		checkIntDot(t, "DotQ2_KQ8_K", DotQ2_KQ8_K(w, xk, n), refDotQ2_KQ8_K(n, w, xk), want, mag, n/QKK*2)
+
+		w = randomRow(r, Q3_K, n)
+		want, mag = dot(dequant(t, Q3_K, w, n), xkv)
+		checkIntDot(t, "DotQ3_KQ8_K", DotQ3_KQ8_K(w, xk, n), refDotQ3_KQ8_K(n, w, xk), want, mag, n/QKK*8)
 
 		w = randomRow(r, Q5_0, n)
 		want, mag = dot(dequant(t, Q5_0, w, n), x8v)

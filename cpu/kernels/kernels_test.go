@@ -77,7 +77,7 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 	wsz, _ := t.RowSize(cols)
 	for row := range rows {
 		w := dst[row*rowBytes : row*rowBytes+wsz]
-		if quantize && row%2 == 0 {
+		if quantize && row%2 == 0 && quant.CanQuantize(t) {
 			if err := quant.QuantizeRow(t, w, randFloats(r, cols, 1)); err != nil {
 				panic(err)
 			}
@@ -95,6 +95,11 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 			case quant.Q4_K, quant.Q5_K, quant.Q4_1, quant.Q5_1:
 				putF16(blk, float32(r.NormFloat64()*0.01))
 				putF16(blk[2:], float32(r.NormFloat64()*0.01))
+			case quant.Q2_K:
+				putF16(blk[80:], float32(r.NormFloat64()*0.01))
+				putF16(blk[82:], float32(r.NormFloat64()*0.01))
+			case quant.Q3_K:
+				putF16(blk[108:], float32(r.NormFloat64()*0.01))
 			case quant.Q6_K:
 				putF16(blk[208:], float32(r.NormFloat64()*0.01))
 			case quant.F16:
@@ -153,6 +158,16 @@ func magnitude(t quant.Type, w, a []byte, cols int) float64 {
 	x := deq(ActivationType(t), a)
 	var m float64
 	switch t {
+	case quant.Q2_K:
+		for b := 0; b < cols/quant.QKK; b++ {
+			blk := w[b*84 : (b+1)*84]
+			d := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[80:]))))
+			dmin := math.Abs(float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[82:]))))
+			for i := range quant.QKK {
+				sc := blk[i/16]
+				m += (d*float64(sc&0xf)*3 + dmin*float64(sc>>4)) * math.Abs(float64(x[b*quant.QKK+i]))
+			}
+		}
 	case quant.Q4_K, quant.Q5_K:
 		bs, qs := 144, 16 // Q5_K: 176 bytes, the low nibbles after qh[32]
 		if t == quant.Q5_K {
@@ -209,7 +224,7 @@ func chain(t quant.Type, cols int) int {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS:
 		return cols / 32
-	case quant.Q4_K, quant.Q5_K, quant.Q6_K:
+	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K:
 		return cols/16 + 2*cols/256
 	}
 	return cols
@@ -238,7 +253,7 @@ func matmulCases() []mmCase {
 	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.F16, quant.BF16, quant.F32} {
 		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
 	}
-	for _, t := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS} {
+	for _, t := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS} {
 		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
 	}
 	// Types without C kernels take f32 activations at every level.
@@ -505,7 +520,7 @@ func TestSiLUMul(t *testing.T) {
 func TestActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	x := randFloats(r, 3*256, 2)
-	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
+	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
 		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
 		if len(want) != ActivationBytes(wt, len(x)) {
 			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))

@@ -78,6 +78,10 @@ func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi 
 				v = quant.DotQ5_KQ8_K(row, a, cols)
 			case quant.Q6_K:
 				v = quant.DotQ6_KQ8_K(row, a, cols)
+			case quant.Q2_K:
+				v = quant.DotQ2_KQ8_K(row, a, cols)
+			case quant.Q3_K:
+				v = quant.DotQ3_KQ8_K(row, a, cols)
 			case quant.Q5_0:
 				v = quant.DotQ5_0Q8_0(row, a, cols)
 			case quant.IQ4_NL:
