@@ -400,3 +400,184 @@ func quantizeQ6_K(dst []byte, src []float32) {
 		}
 	}
 }
+
+// quantizeQ2_K is ggml's quantize_row_q2_K_ref: an affine fit with four
+// levels per 16 values (weights |x|), the sixteen scales and mins quantized
+// to four bits against the super-block's d and dmin, and the values
+// requantized against the rounded ones.
+func quantizeQ2_K(dst []byte, src []float32) {
+	nb := len(src) / QKK
+	dst = dst[:nb*blockQ2_K]
+	var (
+		L       [QKK]uint8
+		Laux    [16]uint8
+		weights [16]float32
+		mins    [QKK / 16]float32
+		scales  [QKK / 16]float32
+	)
+	for b := range nb {
+		x := src[b*QKK : (b+1)*QKK]
+		blk := dst[b*blockQ2_K : (b+1)*blockQ2_K]
+		sc := blk[:16]
+		var maxScale, maxMin float32
+		for j := range QKK / 16 {
+			xs := x[16*j : 16*j+16]
+			for l, v := range xs {
+				weights[l] = absf(v)
+			}
+			scales[j], mins[j] = makeQKX2Quants(3, xs, weights[:], L[16*j:16*j+16], Laux[:], -0.5, 0.1, 15, true)
+			maxScale = max(maxScale, scales[j])
+			maxMin = max(maxMin, mins[j])
+		}
+		clear(sc)
+		putF16(blk[80:], 0)
+		putF16(blk[82:], 0)
+		if maxScale > 0 {
+			iscale := 15 / maxScale
+			for j := range sc {
+				sc[j] = byte(nearestInt(iscale * scales[j]))
+			}
+			putF16(blk[80:], maxScale/15)
+		}
+		if maxMin > 0 {
+			iscale := 15 / maxMin
+			for j := range sc {
+				sc[j] |= byte(nearestInt(iscale*mins[j])) << 4
+			}
+			putF16(blk[82:], maxMin/15)
+		}
+		d, dmin := f16At(blk[80:]), f16At(blk[82:])
+		for j := range QKK / 16 {
+			dj := d * float32(sc[j]&0xf)
+			if dj == 0 {
+				continue // ggml keeps the first fit's quants here
+			}
+			dm := dmin * float32(sc[j]>>4)
+			for i, v := range x[16*j : 16*j+16] {
+				L[16*j+i] = uint8(max(0, min(3, nearestInt((v+dm)/dj))))
+			}
+		}
+		packQ2(blk[16:80], L[:])
+	}
+}
+
+// packQ2 stores 2-bit values: per 128, byte l holds values l, l+32, l+64
+// and l+96 at shifts 0, 2, 4 and 6.
+func packQ2(qs []byte, L []uint8) {
+	for j := 0; j < QKK; j += 128 {
+		for l := range 32 {
+			qs[j/4+l] = L[j+l] | L[j+l+32]<<2 | L[j+l+64]<<4 | L[j+l+96]<<6
+		}
+	}
+}
+
+// makeQ3Quants is ggml's make_q3_quants with do_rmse: a symmetric fit
+// x ≈ scale*L with L in [-nmax, nmax-1], weights x², refined value by value
+// for up to five passes; it returns the scale and leaves L biased by nmax.
+func makeQ3Quants(nmax int, x []float32, L []int8) float32 {
+	var vmax, amax float32
+	for _, v := range x {
+		if a := absf(v); a > amax {
+			amax, vmax = a, v
+		}
+	}
+	if amax < groupMaxEps {
+		clear(L[:len(x)])
+		return 0
+	}
+	iscale := float32(-nmax) / vmax
+	var sumlx, suml2 float32
+	for i, v := range x {
+		l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
+		L[i] = int8(l)
+		w := v * v
+		sumlx += float32(w * v * float32(l))
+		suml2 += float32(w * float32(l) * float32(l))
+	}
+	for range 5 {
+		changed := 0
+		for i, v := range x {
+			w := v * v
+			slx := sumlx - float32(w*v*float32(L[i]))
+			if slx > 0 {
+				sl2 := suml2 - float32(w*float32(L[i])*float32(L[i]))
+				nl := max(-nmax, min(nmax-1, nearestInt(v*sl2/slx)))
+				if nl != int(L[i]) {
+					slx += float32(w * v * float32(nl))
+					sl2 += float32(w * float32(nl) * float32(nl))
+					if sl2 > 0 && float32(float32(slx*slx)*suml2) > float32(float32(sumlx*sumlx)*sl2) {
+						L[i], sumlx, suml2 = int8(nl), slx, sl2
+						changed++
+					}
+				}
+			}
+		}
+		if changed == 0 {
+			break
+		}
+	}
+	for i := range x {
+		L[i] += int8(nmax)
+	}
+	return sumlx / suml2
+}
+
+// quantizeQ3_K is ggml's quantize_row_q3_K_ref: a symmetric fit with eight
+// levels per 16 values, the sixteen scales quantized to six bits against
+// d = -max/32, the values requantized against the rounded scales, their
+// third bit in hmask.
+func quantizeQ3_K(dst []byte, src []float32) {
+	nb := len(src) / QKK
+	dst = dst[:nb*blockQ3_K]
+	var (
+		L      [QKK]int8
+		scales [QKK / 16]float32
+	)
+	for b := range nb {
+		x := src[b*QKK : (b+1)*QKK]
+		blk := dst[b*blockQ3_K : (b+1)*blockQ3_K]
+		hm, qs, sc := blk[:32], blk[32:96], blk[96:108]
+		var maxScale, amax float32
+		for j := range QKK / 16 {
+			scales[j] = makeQ3Quants(4, x[16*j:16*j+16], L[16*j:16*j+16])
+			if a := absf(scales[j]); a > amax {
+				amax, maxScale = a, scales[j]
+			}
+		}
+		clear(sc)
+		putF16(blk[108:], 0)
+		if maxScale != 0 {
+			iscale := -32 / maxScale
+			for j := range QKK / 16 {
+				l := int(max(-32, min(31, int8(nearestInt(iscale*scales[j]))))) + 32
+				if j < 8 {
+					sc[j] = byte(l & 0xf)
+				} else {
+					sc[j-8] |= byte(l&0xf) << 4
+				}
+				sc[8+j%4] |= byte(l>>4) << (2 * (j / 4))
+			}
+			putF16(blk[108:], 1/iscale)
+		}
+		d := f16At(blk[108:])
+		for j := range QKK / 16 {
+			dj := d * float32(scaleQ3K(j, sc))
+			if dj == 0 {
+				continue
+			}
+			for i, v := range x[16*j : 16*j+16] {
+				L[16*j+i] = int8(max(-4, min(3, nearestInt(v/dj))) + 4)
+			}
+		}
+		clear(hm)
+		var L2 [QKK]uint8
+		for j, l := range L {
+			if l > 3 {
+				hm[j%32] |= 1 << (j / 32)
+				l -= 4
+			}
+			L2[j] = uint8(l)
+		}
+		packQ2(qs, L2[:])
+	}
+}

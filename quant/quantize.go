@@ -9,7 +9,7 @@ import (
 // CanQuantize reports whether QuantizeRow accepts type t.
 func CanQuantize(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS:
+	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS:
 		return true
 	}
 	return false
@@ -55,6 +55,10 @@ func QuantizeRow(t Type, dst []byte, src []float32) error {
 		quantizeQ8_0(dst, src)
 	case Q8_1:
 		quantizeQ8_1(dst, src)
+	case Q2_K:
+		quantizeQ2_K(dst, src)
+	case Q3_K:
+		quantizeQ3_K(dst, src)
 	case Q4_K:
 		quantizeQ4_K(dst, src)
 	case Q5_K:

@@ -175,18 +175,18 @@ func TestQuantizeQ8_K(t *testing.T) {
 	}
 }
 
-// TestQuantizeKRoundTrip checks the k- and i-quants statistically: their reference
-// quantizers search for good scales rather than rounding against a fixed
-// one, so there is no tight per-value bound, but the error relative to the
-// signal must stay near what each bit width allows (measured on Gaussian
-// data: about 0.071 for Q4_K, 0.036 for Q5_K, 0.018 for Q6_K, 0.079 for
-// IQ4_NL and 0.075 for IQ4_XS).
+// TestQuantizeKRoundTrip checks the k- and i-quants statistically: their
+// reference quantizers search for good scales rather than rounding against
+// a fixed one, so there is no tight per-value bound, but the error relative
+// to the signal must stay near what each bit width allows (measured on
+// Gaussian data: about 0.29 for Q2_K, 0.15 for Q3_K, 0.071 for Q4_K, 0.036
+// for Q5_K, 0.018 for Q6_K, 0.079 for IQ4_NL and 0.075 for IQ4_XS).
 func TestQuantizeKRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, c := range []struct {
 		typ     Type
 		maxRMSE float64
-	}{{Q4_K, 0.08}, {Q5_K, 0.04}, {Q6_K, 0.02}, {IQ4_NL, 0.09}, {IQ4_XS, 0.08}} {
+	}{{Q2_K, 0.32}, {Q3_K, 0.17}, {Q4_K, 0.08}, {Q5_K, 0.04}, {Q6_K, 0.02}, {IQ4_NL, 0.09}, {IQ4_XS, 0.08}} {
 		n := 64 * QKK
 		x := make([]float32, n)
 		for i := range x {
@@ -223,7 +223,7 @@ func TestQuantizeKRoundTrip(t *testing.T) {
 
 // TestQuantizeKZero: all-zero input must give an all-zero block's values.
 func TestQuantizeKZero(t *testing.T) {
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS} {
+	for _, typ := range []Type{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS} {
 		y := dequant(t, typ, quantize(t, typ, make([]float32, QKK)), QKK)
 		for i, v := range y {
 			if v != 0 {
@@ -329,7 +329,7 @@ func TestQuantizeErrors(t *testing.T) {
 			}
 		}
 	}
-	for _, typ := range []Type{Q2_K, Q3_K, I8, Type(77)} {
+	for _, typ := range []Type{I8, F64, Type(77)} {
 		err := QuantizeRow(typ, nil, nil)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), typ.String()) {
 			t.Errorf("QuantizeRow(%v) = %v, want ErrUnsupported naming the type", typ, err)
