@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 9
+const abiVersion = 10
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -38,6 +38,8 @@ type cLib struct {
 	rmsnorm, siluMul, attention, abiProbe  uintptr
 	packRows, packQ8_0, packQ4_0           uintptr
 	mmPackedQ8_0, mmPackedQ4_0, amxInit    uintptr
+	packQ4_K, packQ5_K                     uintptr
+	mmPackedQ4_K, mmPackedQ5_K             uintptr
 	poolNew, poolFree, poolMatMul          uintptr
 	poolAttention, rope                    uintptr
 }
@@ -78,6 +80,10 @@ func (l *cLib) symbols() []struct {
 		{"dt_pack_q4_0", &l.packQ4_0},
 		{"dt_matmul_packed_q8_0", &l.mmPackedQ8_0},
 		{"dt_matmul_packed_q4_0", &l.mmPackedQ4_0},
+		{"dt_pack_q4_k", &l.packQ4_K},
+		{"dt_pack_q5_k", &l.packQ5_K},
+		{"dt_matmul_packed_q4_k", &l.mmPackedQ4_K},
+		{"dt_matmul_packed_q5_k", &l.mmPackedQ5_K},
 		{"dt_amx_init", &l.amxInit},
 		{"dt_pool_new", &l.poolNew},
 		{"dt_pool_free", &l.poolFree},
@@ -243,9 +249,10 @@ func (l *cLib) set(level string, amx bool) *Set {
 		if amx {
 			amxArg = 1
 		}
-		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0}
-		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0}
-		mmQ8, mmQ4 := mmFn[quant.Q8_0], mmFn[quant.Q4_0]
+		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K}
+		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K}
+		// The thread pool's job types (threads.c).
+		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q4_K: 3, quant.Q5_K: 4}
 		packing = packImpl{
 			rows:   int(rows),
 			layout: fmt.Sprintf("x86-%d", rows),
@@ -255,11 +262,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 				runtime.KeepAlive(w)
 			},
 			matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int) {
-				fn := mmQ8
-				if t == quant.Q4_0 {
-					fn = mmQ4
-				}
-				call(fn, p(out), uintptr(ldo), p(pw), uintptr(rows), uintptr(lo), uintptr(hi), p(act),
+				call(mmFn[t], p(out), uintptr(ldo), p(pw), uintptr(rows), uintptr(lo), uintptr(hi), p(act),
 					uintptr(actRowBytes), uintptr(n), uintptr(cols), amxArg)
 				runtime.KeepAlive(out)
 				runtime.KeepAlive(pw)
@@ -272,11 +275,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 				}
 				return &threadsImpl{
 					matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int) {
-						typ := uintptr(0)
-						if t == quant.Q4_0 {
-							typ = 1
-						}
-						call(l.poolMatMul, h, typ, p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
+						call(l.poolMatMul, h, poolType[t], p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
 							uintptr(n), uintptr(cols), amxArg, uintptr(grain))
 						runtime.KeepAlive(out)
 						runtime.KeepAlive(pw)

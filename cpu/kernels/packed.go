@@ -32,6 +32,8 @@ func packedBlockBytes(t quant.Type) int {
 		return 16 * 34
 	case quant.Q4_0:
 		return 16 * 18
+	case quant.Q4_K, quant.Q5_K:
+		return 16 * t.TypeSize() * 32 / quant.QKK
 	}
 	return 0
 }
@@ -136,7 +138,8 @@ func (s *Set) setPacking(pi packImpl) {
 		if rows < 1 || cols < 1 {
 			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
 		}
-		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, 34*cols/32), 34*cols/32, 1, cols)
+		ab := ActivationBytes(t, cols)
+		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, ab), ab, 1, cols)
 		groups := (rows + pi.rows - 1) / pi.rows
 		p := &Packed{Type: t, Rows: rows, Cols: cols, layout: pi.layout, data: make([]byte, groups*cols/32*bb)}
 		pi.pack(t, p.data, w, rowBytes, rows, cols)

@@ -3,7 +3,7 @@
 // per sub-block; Q8_K activations carry sums of every 16 quants, which turn
 // the formats' offsets (Q4_K's mins, Q6_K's -32) into one small integer dot
 // per super-block.
-#include "tile512.h"
+#include "kquants.h"
 
 #if defined(DT_AVX512)
 
@@ -13,22 +13,6 @@
 // activation row. Sub-block scales multiply in float per lane; the offsets
 // go through vpdpwssd of the per-lane mins (or scales) with the
 // activations' 16-value sums.
-
-// q4k_scales unpacks the 6-bit scale and min of sub-block s for every
-// row (lane) from the scale bytes 0..3 (A), 4..7 (B) and 8..11 (C).
-DT_INLINE void q4k_scales(int s, __m512i A, __m512i B, __m512i C, __m512i *sc, __m512i *m) {
-	const __m512i m6 = _mm512_set1_epi32(63), m2 = _mm512_set1_epi32(3), m4 = _mm512_set1_epi32(15);
-	if (s < 4) {
-		*sc = _mm512_and_si512(_mm512_srli_epi32(A, 8 * s), m6);
-		*m = _mm512_and_si512(_mm512_srli_epi32(B, 8 * s), m6);
-	} else {
-		const int t = s - 4;
-		*sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t), m4),
-		                      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(A, 8 * t + 6), m2), 4));
-		*m = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, 8 * t + 4), m4),
-		                     _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(B, 8 * t + 6), m2), 4));
-	}
-}
 
 // With one or two activation rows a super-block is done 64 values at a
 // time straight from registers: the loop body stays short enough for the
@@ -41,9 +25,6 @@ DT_INLINE void q4k_scales(int s, __m512i A, __m512i B, __m512i C, __m512i *sc, _
 // scales, the low nibbles at byte 48 rather than 16, and a fifth bit per
 // value from qh (bytes 16..47, bit 2k of qh[l] for value 64k+l, bit 2k+1
 // for value 64k+32+l), ORed in as 16 from a byte mask.
-DT_INLINE __m512i q5_high(__m512i Th, int bit) {
-	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(Th, _mm512_set1_epi8((char)(1 << bit))), _mm512_set1_epi8(16));
-}
 
 DT_INLINE void k45_tile(const int NT, const int Q5, const uint8_t *w, int64_t rb, int rows, int64_t nb,
                         const uint8_t *act, int64_t arb, float *out, int64_t ldo) {

@@ -30,6 +30,10 @@ void dt_attention_block(float *out, const float *q, const uint16_t *kc, const ui
 
 void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 
@@ -50,7 +54,9 @@ typedef struct {
 	_Atomic int64_t next;   // next piece
 	_Atomic int stop;
 	// The job: chunk of a packed product (type 0 and 1), prepared in
-	// scratch, its row groups in pieces of grain; or attention (type 2).
+	// scratch, its row groups in pieces of grain; or attention (type 2);
+	// or a packed k-quant product (3: Q4_K, 4: Q5_K), which needs no
+	// preparation, its row groups in pieces of grain.
 	int64_t type, pieces, grain, groups, chunk;
 	pk_args pk;
 	void *scratch;
@@ -86,7 +92,8 @@ static float *att_scratch(int64_t size) {
 static void run_pieces(dt_pool *p, int caller) {
 	float *s = 0;
 	pk_args pk = p->pk;
-	if (p->type != 2) pk_begin(&pk);
+	const int q8 = p->type < 2; // the Q8_0-activation products
+	if (q8) pk_begin(&pk);
 	if (p->type == 2) {
 		// A thread that cannot grow its scratch leaves the rows to the
 		// others; the caller then falls back on the job's scratch.
@@ -97,7 +104,7 @@ static void run_pieces(dt_pool *p, int caller) {
 	for (;;) {
 		const int64_t i = atomic_fetch_add(&p->next, 1);
 		if (i >= p->pieces) {
-			if (p->type != 2) pk_end(&pk);
+			if (q8) pk_end(&pk);
 			return;
 		}
 		if (p->type == 2) {
@@ -109,6 +116,12 @@ static void run_pieces(dt_pool *p, int caller) {
 			continue;
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
+		if (!q8) {
+			const int64_t hi = g1 * 16 < pk.rows ? g1 * 16 : pk.rows;
+			(pk.type == 3 ? dt_matmul_packed_q4_k : dt_matmul_packed_q5_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * 16, hi,
+			                                                            pk.act, pk.arb, pk.n, pk.cols, 0);
+			continue;
+		}
 		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
 	}
 }
@@ -218,14 +231,24 @@ DT_API void dt_pool_free(void *pool) {
 #endif
 }
 
-// dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0) or _q4_0 (type
-// 1) over all rows, in pieces of grain row groups shared by the caller and
-// the pool's threads.
+// dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
+// 1), _q4_k (3) or _q5_k (4) over all rows, in pieces of grain row groups
+// shared by the caller and the pool's threads.
 DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx, int64_t grain) {
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
+	if (type >= 3) {
+		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
+		p->type = type, p->pk = a;
+		p->groups = (rows + 15) / 16;
+		p->grain = grain < 1 ? 1 : grain;
+		p->pieces = (p->groups + p->grain - 1) / p->grain;
+		dispatch(p);
+		pthread_mutex_unlock(&p->mu);
+		return;
+	}
 	if (!p->scratch) p->scratch = aligned_alloc(64, pk_scratch_bytes());
 	if (!p->scratch) {
 		// No memory for the shared preparation: the caller does it all.

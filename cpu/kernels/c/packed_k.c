@@ -1,0 +1,197 @@
+// Packed Q4_K and Q5_K weights: packed.c's scheme for the k-quants. Rows
+// go in groups of 16 (the last padded with zero rows), each group's
+// super-blocks one after another, each super-block already in the lanes
+// the AVX-512 tile reads (lane i = row i):
+//
+//	d[16] f16, dmin[16] f16                          64 bytes
+//	scale bytes 0..3, 4..7, 8..11 of each row      3 × 64 bytes
+//	Q5_K only: qh transposed (8 vectors)             512 bytes
+//	qs transposed: chunk k (32 bytes of a row),
+//	  vector g = bytes 4g..4g+3 of it              32 × 64 bytes
+//
+// 2304 bytes for Q4_K and 2816 for Q5_K: 16 rows' worth of the file, no
+// more. The product then streams one run of memory and does neither the
+// gathers nor the transposes of kquants.c's tiles.
+//
+// Unlike those tiles, every activation row takes the same float steps
+// whatever the number of rows beside it (the sub-block's scale times the
+// row's dx, then one fma per sub-block), so a tree's verification scores
+// each node bit for bit as decoding it alone does.
+#include "kquants.h"
+
+#define PK_ROWS 16
+#define PK_Q4_K (16 * Q4_K_SIZE)
+#define PK_Q5_K (16 * Q5_K_SIZE)
+#define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
+
+#if defined(DT_AVX512)
+
+// pk_k_pack packs one weight type: Q5 adds the transposed qh.
+static void pk_k_pack(const int Q5, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	static const uint8_t zero[Q5_K_SIZE]; // d = dmin = 0: a padded row computes 0
+	const int bsize = Q5 ? Q5_K_SIZE : Q4_K_SIZE, psize = 16 * bsize, qoff = Q5 ? 48 : 16;
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * psize;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * bsize : zero;
+				memcpy(d + 2 * i, x[i], 2);
+				memcpy(d + 32 + 2 * i, x[i] + 2, 2);
+				for (int k = 0; k < 3; k++) memcpy(d + 64 + 64 * k + 4 * i, x[i] + 4 + 4 * k, 4);
+			}
+			uint8_t *q = d + 256;
+			__m512i T[8];
+			if (Q5) {
+				transpose32(x, 16, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(q + 64 * v, T[v]);
+				q += 512;
+			}
+			for (int k = 0; k < 4; k++) {
+				transpose32(x, qoff + 32 * k, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(q + 64 * (8 * k + v), T[v]);
+			}
+		}
+}
+
+// pk45_tile multiplies one packed group (pg) by NT activation rows over nb
+// super-blocks.
+DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
+                         int64_t arb, float *out, int64_t ldo) {
+	const int psize = Q5 ? PK_Q5_K : PK_Q4_K;
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	__m512 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+		const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+		const __m512i A = _mm512_loadu_si512(pb + 64), B = _mm512_loadu_si512(pb + 128), C = _mm512_loadu_si512(pb + 192);
+		const uint8_t *qh = pb + 256, *qs = pb + 256 + (Q5 ? 512 : 0);
+		__m512 scf[8];
+		__m512i mp[8];
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			__m512i sc, m;
+			q4k_scales(s, A, B, C, &sc, &m);
+			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+			mp[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		}
+		float dy[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		#pragma GCC unroll 1
+		for (int k = 0; k < 4; k++) {
+			#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) { // sub-block 2k+h: low nibbles, then high
+				__m512i W[8];
+				#pragma GCC unroll 8
+				for (int v = 0; v < 8; v++) {
+					const __m512i t = _mm512_loadu_si512(qs + 64 * (8 * k + v));
+					W[v] = _mm512_and_si512(h ? _mm512_srli_epi16(t, 4) : t, m4);
+					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
+				}
+				const int s = 2 * k + h;
+				#pragma GCC unroll 4
+				for (int j = 0; j + 4 <= NT; j += 4) {
+					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+					dot8x4(S, W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
+					#pragma GCC unroll 4
+					for (int i = 0; i < 4; i++)
+						acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j + i])), acc[j + i]);
+				}
+				#pragma GCC unroll 4
+				for (int j = NT / 4 * 4; j < NT; j++) {
+					const __m512i S = dot8(_mm512_setzero_si512(), W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j])), acc[j]);
+				}
+			}
+		}
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i mi = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
+			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(dmin, _mm512_set1_ps(dy[j])), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
+typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out,
+                        int64_t ldo);
+#define PK45_FN(name, NT)                                                                                      \
+	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, \
+	                        int64_t ldo) {                                                                     \
+		name(NT, pg, rows, nb, act, arb, out, ldo);                                                             \
+	}
+DT_INLINE void pq4_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                          float *out, int64_t ldo) {
+	pk45_tile(NT, 0, pg, rows, nb, act, arb, out, ldo);
+}
+DT_INLINE void pq5_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                          float *out, int64_t ldo) {
+	pk45_tile(NT, 1, pg, rows, nb, act, arb, out, ldo);
+}
+NT_VARIANTS(PK45_FN, pk45_fn, pq4_k_tile, pq4_k_tiles)
+NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
+
+// pk45_matmul runs the groups holding rows [lo, hi) against n activation
+// rows, 16 at a time.
+static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
+                        int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	const int64_t nb = cols / QKK;
+	for (int64_t g = lo / PK_ROWS; g * PK_ROWS < hi; g++) {
+		const int r = rows - g * PK_ROWS < PK_ROWS ? (int)(rows - g * PK_ROWS) : PK_ROWS;
+		for (int64_t j0 = 0; j0 < n; j0 += 16) {
+			const int nt = n - j0 < 16 ? (int)(n - j0) : 16;
+			tiles[nt](pw + g * nb * psize, r, nb, act + j0 * arb, arb, out + j0 * ldo + g * PK_ROWS, ldo);
+		}
+	}
+}
+
+#endif
+
+DT_API void dt_pack_q4_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	pk_k_pack(0, dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+DT_API void dt_pack_q5_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	pk_k_pack(1, dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+// The products take packed.c's arguments (amx unused: the k-quants have no
+// AMX path).
+DT_API void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+	(void)amx;
+#if defined(DT_AVX512)
+	pk45_matmul(pq4_k_tiles, PK_Q4_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
+#endif
+}
+
+DT_API void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+	(void)amx;
+#if defined(DT_AVX512)
+	pk45_matmul(pq5_k_tiles, PK_Q5_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
+#endif
+}
