@@ -23,25 +23,25 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 10
+const abiVersion = 11
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
 // purego.SyscallN passes integer registers and calling through it avoids the
 // reflection and allocation of purego.RegisterFunc on every call.
 type cLib struct {
-	quantizeQ8_0, quantizeQ8_K, toF16      uintptr
-	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K uintptr
-	mmIQ4_NL, mmIQ4_XS, mmQ5_0             uintptr
-	mmQ2_K, mmQ3_K                         uintptr
-	mmF16, mmBF16, mmF32                   uintptr
-	rmsnorm, siluMul, attention, abiProbe  uintptr
-	packRows, packQ8_0, packQ4_0           uintptr
-	mmPackedQ8_0, mmPackedQ4_0, amxInit    uintptr
-	packQ4_K, packQ5_K                     uintptr
-	mmPackedQ4_K, mmPackedQ5_K             uintptr
-	poolNew, poolFree, poolMatMul          uintptr
-	poolAttention, rope                    uintptr
+	quantizeQ8_0, quantizeQ8_K, toF16        uintptr
+	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K   uintptr
+	mmIQ4_NL, mmIQ4_XS, mmQ5_0               uintptr
+	mmQ2_K, mmQ3_K                           uintptr
+	mmF16, mmBF16, mmF32                     uintptr
+	rmsnorm, siluMul, attention, abiProbe    uintptr
+	packRows, packQ8_0, packQ4_0             uintptr
+	mmPackedQ8_0, mmPackedQ4_0, amxInit      uintptr
+	packQ4_K, packQ5_K, packQ6_K             uintptr
+	mmPackedQ4_K, mmPackedQ5_K, mmPackedQ6_K uintptr
+	poolNew, poolFree, poolMatMul            uintptr
+	poolAttention, rope                      uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -84,6 +84,8 @@ func (l *cLib) symbols() []struct {
 		{"dt_pack_q5_k", &l.packQ5_K},
 		{"dt_matmul_packed_q4_k", &l.mmPackedQ4_K},
 		{"dt_matmul_packed_q5_k", &l.mmPackedQ5_K},
+		{"dt_pack_q6_k", &l.packQ6_K},
+		{"dt_matmul_packed_q6_k", &l.mmPackedQ6_K},
 		{"dt_amx_init", &l.amxInit},
 		{"dt_pool_new", &l.poolNew},
 		{"dt_pool_free", &l.poolFree},
@@ -249,10 +251,10 @@ func (l *cLib) set(level string, amx bool) *Set {
 		if amx {
 			amxArg = 1
 		}
-		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K}
-		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K}
+		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K}
+		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K}
 		// The thread pool's job types (threads.c).
-		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q4_K: 3, quant.Q5_K: 4}
+		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5}
 		packing = packImpl{
 			rows:   int(rows),
 			layout: fmt.Sprintf("x86-%d", rows),

@@ -163,23 +163,6 @@ DT_INLINE void q5_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 	k45_tile(NT, 1, w, rb, rows, nb, act, arb, out, ldo);
 }
 
-// q6_quant builds, for half h of a Q6_K super-block, the unsigned 6-bit
-// quants of one quarter (qi: 0..3, 32 values) for every row, from the
-// transposed low-bit bytes (Tq: ql[0..31] for quarters 0 and 2, ql[32..63]
-// for 1 and 3) and high-bit bytes Th.
-DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-	__m512i lo = qi < 2 ? _mm512_and_si512(Tq, m4) : _mm512_and_si512(_mm512_srli_epi16(Tq, 4), m4);
-	__m512i hi;
-	switch (qi) {
-	case 0: hi = _mm512_slli_epi16(Th, 4); break;
-	case 1: hi = _mm512_slli_epi16(Th, 2); break;
-	case 2: hi = Th; break;
-	default: hi = _mm512_srli_epi16(Th, 2); break;
-	}
-	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
-}
-
 DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
                          int64_t arb, float *out, int64_t ldo) {
 	const uint8_t *p[16];

@@ -1,5 +1,6 @@
 // What the k-quant tiles share (kquants.c, packed_k.c): unpacking Q4_K's
-// and Q5_K's scales and Q5_K's fifth bit for 16 rows at once.
+// and Q5_K's scales, Q5_K's fifth bit and Q6_K's quants for 16 rows at
+// once.
 #ifndef DOVETAIL_KQUANTS_H
 #define DOVETAIL_KQUANTS_H
 #include "tile512.h"
@@ -25,6 +26,23 @@ DT_INLINE void q4k_scales(int s, __m512i A, __m512i B, __m512i C, __m512i *sc, _
 // q5_high is 16 in the bytes whose bit of the transposed qh is set.
 DT_INLINE __m512i q5_high(__m512i Th, int bit) {
 	return _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(Th, _mm512_set1_epi8((char)(1 << bit))), _mm512_set1_epi8(16));
+}
+
+// q6_quant builds, for half h of a Q6_K super-block, the unsigned 6-bit
+// quants of one quarter (qi: 0..3, 32 values) for every row, from the
+// transposed low-bit bytes (Tq: ql[0..31] for quarters 0 and 2, ql[32..63]
+// for 1 and 3) and high-bit bytes Th.
+DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	__m512i lo = qi < 2 ? _mm512_and_si512(Tq, m4) : _mm512_and_si512(_mm512_srli_epi16(Tq, 4), m4);
+	__m512i hi;
+	switch (qi) {
+	case 0: hi = _mm512_slli_epi16(Th, 4); break;
+	case 1: hi = _mm512_slli_epi16(Th, 2); break;
+	case 2: hi = Th; break;
+	default: hi = _mm512_srli_epi16(Th, 2); break;
+	}
+	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
 }
 
 #endif

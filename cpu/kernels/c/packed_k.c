@@ -1,4 +1,4 @@
-// Packed Q4_K and Q5_K weights: packed.c's scheme for the k-quants. Rows
+// Packed Q4_K, Q5_K and Q6_K weights: packed.c's scheme for the k-quants. Rows
 // go in groups of 16 (the last padded with zero rows), each group's
 // super-blocks one after another, each super-block already in the lanes
 // the AVX-512 tile reads (lane i = row i):
@@ -9,8 +9,14 @@
 //	qs transposed: chunk k (32 bytes of a row),
 //	  vector g = bytes 4g..4g+3 of it              32 × 64 bytes
 //
-// 2304 bytes for Q4_K and 2816 for Q5_K: 16 rows' worth of the file, no
-// more. The product then streams one run of memory and does neither the
+// 2304 bytes for Q4_K and 2816 for Q5_K. Q6_K's super-block:
+//
+//	d[16] f16                                        32 bytes
+//	scales: vector u = scale bytes 4u..4u+3        4 × 64 bytes
+//	qh transposed, halves h = 0, 1 (bytes 128+32h)  16 × 64 bytes
+//	ql transposed, h and its two 32-byte parts      32 × 64 bytes
+//
+// 3360 bytes. Each is 16 rows' worth of the file, no more. The product then streams one run of memory and does neither the
 // gathers nor the transposes of kquants.c's tiles.
 //
 // Unlike those tiles, every activation row takes the same float steps
@@ -22,6 +28,7 @@
 #define PK_ROWS 16
 #define PK_Q4_K (16 * Q4_K_SIZE)
 #define PK_Q5_K (16 * Q5_K_SIZE)
+#define PK_Q6_K (16 * Q6_K_SIZE)
 #define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
 
 #if defined(DT_AVX512)
@@ -54,6 +61,109 @@ static void pk_k_pack(const int Q5, uint8_t *dst, const uint8_t *w, int64_t rb, 
 				for (int v = 0; v < 8; v++) _mm512_storeu_si512(q + 64 * (8 * k + v), T[v]);
 			}
 		}
+}
+
+static void pk_q6_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	static const uint8_t zero[Q6_K_SIZE]; // d = 0
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q6_K;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * Q6_K_SIZE : zero;
+				memcpy(d + 2 * i, x[i] + 208, 2);
+				for (int u = 0; u < 4; u++) memcpy(d + 32 + 64 * u + 4 * i, x[i] + 192 + 4 * u, 4);
+			}
+			__m512i T[8];
+			for (int h = 0; h < 2; h++) {
+				transpose32(x, 128 + 32 * h, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 288 + 512 * h + 64 * v, T[v]);
+			}
+			for (int k = 0; k < 4; k++) { // ql bytes 32k..32k+31: h = k/2, part k%2
+				transpose32(x, 32 * k, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 1312 + 512 * k + 64 * v, T[v]);
+			}
+		}
+}
+
+// pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
+// the unsigned 6-bit quants, scaled, and the 32 they are offset by taken
+// off through the activations' sums times the scales.
+DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                          float *out, int64_t ldo) {
+	__m512 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * PK_Q6_K;
+		for (int k = 0; k < PK_Q6_K; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+		__m512 scf[16];
+		__m512i cp[8];
+		#pragma GCC unroll 4
+		for (int u = 0; u < 4; u++) {
+			const __m512i G = _mm512_loadu_si512(pb + 32 + 64 * u);
+			__m512i sc[4];
+			sc[0] = _mm512_srai_epi32(_mm512_slli_epi32(G, 24), 24);
+			sc[1] = _mm512_srai_epi32(_mm512_slli_epi32(G, 16), 24);
+			sc[2] = _mm512_srai_epi32(_mm512_slli_epi32(G, 8), 24);
+			sc[3] = _mm512_srai_epi32(G, 24);
+			#pragma GCC unroll 4
+			for (int e = 0; e < 4; e++) scf[4 * u + e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[e]));
+			cp[2 * u] = _mm512_or_si512(_mm512_and_si512(sc[0], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[1], 16));
+			cp[2 * u + 1] = _mm512_or_si512(_mm512_and_si512(sc[2], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[3], 16));
+		}
+		float dy[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++) {
+			__m512i Th[8];
+			#pragma GCC unroll 8
+			for (int v = 0; v < 8; v++) Th[v] = _mm512_loadu_si512(pb + 288 + 512 * h + 64 * v);
+			#pragma GCC unroll 2
+			for (int part = 0; part < 2; part++) { // ql[0..31]: quarters 0, 2; ql[32..63]: 1, 3
+				__m512i Tq[8];
+				#pragma GCC unroll 8
+				for (int v = 0; v < 8; v++) Tq[v] = _mm512_loadu_si512(pb + 1312 + 512 * (2 * h + part) + 64 * v);
+				#pragma GCC unroll 2
+				for (int up = 0; up < 2; up++) {
+					const int qi = part + 2 * up;
+					__m512i Wq[8];
+					#pragma GCC unroll 8
+					for (int v = 0; v < 8; v++) Wq[v] = q6_quant(qi, Tq[v], Th[v]);
+					#pragma GCC unroll 2
+					for (int e = 0; e < 2; e++) { // the quarter's two 16-value sub-blocks
+						const int i = 8 * h + 2 * qi + e;
+						#pragma GCC unroll 16
+						for (int j = 0; j < NT; j++) {
+							const uint8_t *x = act + j * arb + b * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
+							__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+							S = _mm512_dpbusd_epi32(S, Wq[4 * e + 0], _mm512_set1_epi32(ld32(x)));
+							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 1], _mm512_set1_epi32(ld32(x + 4)));
+							S = _mm512_dpbusd_epi32(S, Wq[4 * e + 2], _mm512_set1_epi32(ld32(x + 8)));
+							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 3], _mm512_set1_epi32(ld32(x + 12)));
+							acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)),
+							                         _mm512_mul_ps(scf[i], _mm512_set1_ps(dy[j])), acc[j]);
+						}
+					}
+				}
+			}
+		}
+		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i ci = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d32, _mm512_set1_ps(dy[j])), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
 // pk45_tile multiplies one packed group (pg) by NT activation rows over nb
@@ -141,6 +251,7 @@ DT_INLINE void pq5_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 }
 NT_VARIANTS(PK45_FN, pk45_fn, pq4_k_tile, pq4_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
+NT_VARIANTS(PK45_FN, pk45_fn, pq6_k_tile, pq6_k_tiles)
 
 // pk45_matmul runs the groups holding rows [lo, hi) against n activation
 // rows, 16 at a time.
@@ -174,6 +285,14 @@ DT_API void dt_pack_q5_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 #endif
 }
 
+DT_API void dt_pack_q6_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	pk_q6_pack(dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
 // The products take packed.c's arguments (amx unused: the k-quants have no
 // AMX path).
 DT_API void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
@@ -191,6 +310,16 @@ DT_API void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, in
 	(void)amx;
 #if defined(DT_AVX512)
 	pk45_matmul(pq5_k_tiles, PK_Q5_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
+#endif
+}
+
+DT_API void dt_matmul_packed_q6_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+	(void)amx;
+#if defined(DT_AVX512)
+	pk45_matmul(pq6_k_tiles, PK_Q6_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
 #endif
