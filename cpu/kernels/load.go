@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 11
+const abiVersion = 12
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -41,6 +41,7 @@ type cLib struct {
 	packQ4_K, packQ5_K, packQ6_K             uintptr
 	mmPackedQ4_K, mmPackedQ5_K, mmPackedQ6_K uintptr
 	poolNew, poolFree, poolMatMul            uintptr
+	poolMatMulRows                           uintptr
 	poolAttention, rope                      uintptr
 }
 
@@ -90,6 +91,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_pool_new", &l.poolNew},
 		{"dt_pool_free", &l.poolFree},
 		{"dt_pool_matmul_packed", &l.poolMatMul},
+		{"dt_pool_matmul", &l.poolMatMulRows},
 		{"dt_pool_attention", &l.poolAttention},
 	}
 }
@@ -281,6 +283,13 @@ func (l *cLib) set(level string, amx bool) *Set {
 							uintptr(n), uintptr(cols), amxArg, uintptr(grain))
 						runtime.KeepAlive(out)
 						runtime.KeepAlive(pw)
+						runtime.KeepAlive(act)
+					},
+					plain: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, rows int, act []byte, actRowBytes, n, cols, grain int) {
+						call(l.poolMatMulRows, h, mmTab[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(rows), p(act),
+							uintptr(actRowBytes), uintptr(n), uintptr(cols), uintptr(grain))
+						runtime.KeepAlive(out)
+						runtime.KeepAlive(w)
 						runtime.KeepAlive(act)
 					},
 					attention: attentionCall(l.poolAttention, h),

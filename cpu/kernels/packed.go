@@ -51,6 +51,7 @@ type packImpl struct {
 
 type threadsImpl struct {
 	matmul    func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int)
+	plain     func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, rows int, act []byte, actRowBytes, n, cols, grain int)
 	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
 	free      func()
 }
@@ -86,6 +87,27 @@ func (t *Threads) MatMulPacked(out []float32, ldo int, p *Packed, act []byte, ac
 		panic("kernels: Threads.MatMulPacked after Close")
 	}
 	t.im.matmul(p.Type, out, ldo, p.data, p.Rows, act, actRowBytes, n, p.Cols, max(grain, 1))
+}
+
+// MatMul is Set.MatMul over every row of w (rows of them), in pieces of
+// grain rows taken in turn by the threads: weights that are not packed
+// share the threads with those that are, instead of Go workers the
+// threads' spinning would slow. It reports false, doing nothing, for a
+// type without C kernels (the caller runs it in Go).
+func (t *Threads) MatMul(typ quant.Type, out []float32, ldo int, w []byte, rowBytes, rows int, act []byte, actRowBytes, n, cols, grain int) bool {
+	if !native(typ) {
+		return false
+	}
+	if !checkMatMul(typ, out, ldo, w, rowBytes, 0, rows, act, actRowBytes, n, cols) {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.im == nil {
+		panic("kernels: Threads.MatMul after Close")
+	}
+	t.im.plain(typ, out, ldo, w, rowBytes, rows, act, actRowBytes, n, cols, max(grain, 1))
+	return true
 }
 
 // Attention is Set.Attention over rows [jlo, jhi), a group of

@@ -169,6 +169,37 @@ func TestThreads(t *testing.T) {
 				}
 			}
 		}
+		// Products in the GGUF layout, on the same threads.
+		for _, c := range []struct {
+			t          quant.Type
+			rows, cols int
+		}{{quant.IQ4_XS, 99, 512}, {quant.Q3_K, 37, 256}, {quant.F16, 21, 96}, {quant.Q4_K, 5, 256}} {
+			r := rand.New(rand.NewPCG(uint64(c.rows), 8))
+			wsz, _ := c.t.RowSize(c.cols)
+			asz, _ := ActivationType(c.t).RowSize(c.cols)
+			w := make([]byte, c.rows*wsz)
+			randWeights(r, c.t, c.rows, c.cols, wsz, w, true)
+			for _, n := range []int{1, 9, 17} {
+				act := make([]byte, n*asz)
+				randActs(r, c.t, n, c.cols, asz, act)
+				want := make([]float32, n*c.rows)
+				s.MatMul(c.t, want, c.rows, w, wsz, 0, c.rows, act, asz, n, c.cols)
+				for _, grain := range []int{1, 16, 32, 1000} {
+					got := make([]float32, n*c.rows)
+					if !th.MatMul(c.t, got, c.rows, w, wsz, c.rows, act, asz, n, c.cols, grain) {
+						t.Fatalf("%s: Threads.MatMul refused %v", s.Name, c.t)
+					}
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %v %dx%d n=%d grain=%d: out[%d] = %g, want %g", s.Name, c.t, c.rows, c.cols, n, grain, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+		if th.MatMul(quant.Q4_1, make([]float32, 1), 1, make([]byte, 20), 20, 1, make([]byte, 128), 128, 1, 32, 16) {
+			t.Errorf("%s: Threads.MatMul took Q4_1, which has no C kernel", s.Name)
+		}
 		th.Close()
 		th.Close() // a second Close does nothing
 		func() {

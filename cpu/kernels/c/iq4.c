@@ -11,7 +11,7 @@
 // maddubs with the sign moved onto the activations: |v|·sign(v)·a. One
 // weight row is unpacked once for up to four activation rows. At AVX-512,
 // IQ4_XS runs in the k-quants' tiles (kquants.c).
-#include "common.h"
+#include "rows.h"
 
 static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
@@ -106,28 +106,10 @@ DT_INLINE void iq4_xs_row(const int NT, float *out, int64_t ldo, const uint8_t *
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 
-typedef void (*iq4_row_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
-#define IQ4ROWS(NAME, NT) \
-	static void NAME##_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { \
-		NAME(NT, out, ldo, w, act, arb, nb); \
-	}
-IQ4ROWS(iq4_nl_row, 1) IQ4ROWS(iq4_nl_row, 2) IQ4ROWS(iq4_nl_row, 3) IQ4ROWS(iq4_nl_row, 4)
-static iq4_row_fn const iq4_nl_rows[5] = {0, iq4_nl_row_1, iq4_nl_row_2, iq4_nl_row_3, iq4_nl_row_4};
+ROW_FNS(iq4_nl_row)
 #if !defined(DT_AVX512)
-IQ4ROWS(iq4_xs_row, 1) IQ4ROWS(iq4_xs_row, 2) IQ4ROWS(iq4_xs_row, 3) IQ4ROWS(iq4_xs_row, 4)
-static iq4_row_fn const iq4_xs_rows[5] = {0, iq4_xs_row_1, iq4_xs_row_2, iq4_xs_row_3, iq4_xs_row_4};
+ROW_FNS(iq4_xs_row)
 #endif
-
-// iq4_matmul runs rows [lo, hi) of w against n activation rows, four at a
-// time.
-static void iq4_matmul(iq4_row_fn const *rows, float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
-                       int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t nb) {
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j += 4) {
-			const int nt = n - j < 4 ? (int)(n - j) : 4;
-			rows[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, nb);
-		}
-}
 
 #else
 
@@ -167,10 +149,9 @@ static float dot_iq4_xs(const uint8_t *w, const uint8_t *x, int64_t nb) {
 DT_API void dt_matmul_iq4_nl(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                              const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX2)
-	iq4_matmul(iq4_nl_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
+	rows_matmul(iq4_nl_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_iq4_nl(w + r * rb, act + j * arb, cols / QK);
+	dots_matmul(dot_iq4_nl, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #endif
 }
 
@@ -179,9 +160,8 @@ DT_API void dt_matmul_iq4_xs(float *out, int64_t ldo, const uint8_t *w, int64_t 
 #if defined(DT_AVX512)
 	dt_iq4_xs_matmul512(out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #elif defined(DT_AVX2)
-	iq4_matmul(iq4_xs_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
+	rows_matmul(iq4_xs_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_iq4_xs(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_iq4_xs, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }

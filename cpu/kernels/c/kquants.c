@@ -4,6 +4,7 @@
 // the formats' offsets (Q4_K's mins, Q6_K's -32) into one small integer dot
 // per super-block.
 #include "kquants.h"
+#include "rows.h"
 
 #if defined(DT_AVX512)
 
@@ -491,21 +492,12 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
 }
 
-typedef void (*krow_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
-#define KROW(name, NT) \
-	static void name##_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { name(NT, out, ldo, w, act, arb, nb); }
-KROW(q4_k_row, 1) KROW(q4_k_row, 2) KROW(q4_k_row, 3) KROW(q4_k_row, 4)
-KROW(q6_k_row, 1) KROW(q6_k_row, 2) KROW(q6_k_row, 3) KROW(q6_k_row, 4)
-static krow_fn const q4_k_rows[5] = {0, q4_k_row_1, q4_k_row_2, q4_k_row_3, q4_k_row_4};
-static krow_fn const q6_k_rows[5] = {0, q6_k_row_1, q6_k_row_2, q6_k_row_3, q6_k_row_4};
+ROW_FNS(q4_k_row)
+ROW_FNS(q6_k_row)
 
-static void k_matmul(krow_fn const rowfns[5], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
+static void k_matmul(row_fn const rows[5], float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
                      int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j += 4) {
-			const int nt = n - j < 4 ? (int)(n - j) : 4;
-			rowfns[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QKK);
-		}
+	rows_matmul(rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 }
 
 #elif defined(DT_NEON)
@@ -666,8 +658,7 @@ DT_API void dt_matmul_q4_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #elif defined(DT_AVX2) || defined(DT_NEON)
 	k_matmul(q4_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q4_k(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_q4_k, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }
 
@@ -677,9 +668,7 @@ void dt_q5_k_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, in
                        int64_t arb, int64_t n, int64_t cols) {
 	k_matmul(q5_k_tile_tiles, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 }
-#endif
 
-#if defined(DT_AVX512)
 // dt_iq4_xs_matmul512 is IQ4_XS's tiles, for dt_matmul_iq4_xs (iq4.c).
 void dt_iq4_xs_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                          const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
@@ -694,7 +683,6 @@ DT_API void dt_matmul_q6_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #elif defined(DT_AVX2) || defined(DT_NEON)
 	k_matmul(q6_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q6_k(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_q6_k, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }

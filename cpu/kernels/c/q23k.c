@@ -9,7 +9,7 @@
 //
 // With SIMD, one weight row against up to four activation rows, products
 // through maddubs and the scales through madd; the portable dots elsewhere.
-#include "common.h"
+#include "rows.h"
 
 #define Q2_K_SIZE 84
 #define Q3_K_SIZE 110
@@ -118,24 +118,8 @@ DT_INLINE void q3_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 
-typedef void (*k23_row_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
-#define K23ROWS(NAME, NT) \
-	static void NAME##_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { \
-		NAME(NT, out, ldo, w, act, arb, nb); \
-	}
-K23ROWS(q2_k_row, 1) K23ROWS(q2_k_row, 2) K23ROWS(q2_k_row, 3) K23ROWS(q2_k_row, 4)
-K23ROWS(q3_k_row, 1) K23ROWS(q3_k_row, 2) K23ROWS(q3_k_row, 3) K23ROWS(q3_k_row, 4)
-static k23_row_fn const q2_k_rows[5] = {0, q2_k_row_1, q2_k_row_2, q2_k_row_3, q2_k_row_4};
-static k23_row_fn const q3_k_rows[5] = {0, q3_k_row_1, q3_k_row_2, q3_k_row_3, q3_k_row_4};
-
-static void k23_matmul(k23_row_fn const *rows, float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
-                       int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t nb) {
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j += 4) {
-			const int nt = n - j < 4 ? (int)(n - j) : 4;
-			rows[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, nb);
-		}
-}
+ROW_FNS(q2_k_row)
+ROW_FNS(q3_k_row)
 
 #else
 
@@ -187,19 +171,17 @@ static float dot_q3_k(const uint8_t *w, const uint8_t *x, int64_t nb) {
 DT_API void dt_matmul_q2_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX2)
-	k23_matmul(q2_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
+	rows_matmul(q2_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q2_k(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_q2_k, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }
 
 DT_API void dt_matmul_q3_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX2)
-	k23_matmul(q3_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
+	rows_matmul(q3_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q3_k(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_q3_k, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }

@@ -8,7 +8,7 @@
 // With SIMD, one weight row against up to four activation rows, the signed
 // products through maddubs with the sign moved onto the activations (as in
 // iq4.c); the portable dot elsewhere.
-#include "common.h"
+#include "rows.h"
 
 #define Q5_0_SIZE 22
 
@@ -48,11 +48,7 @@ DT_INLINE void q5_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
 
-typedef void (*q5_0_row_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
-#define Q50ROW(NT) \
-	static void q5_0_row_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { q5_0_row(NT, out, ldo, w, act, arb, nb); }
-Q50ROW(1) Q50ROW(2) Q50ROW(3) Q50ROW(4)
-static q5_0_row_fn const q5_0_rows[5] = {0, q5_0_row_1, q5_0_row_2, q5_0_row_3, q5_0_row_4};
+ROW_FNS(q5_0_row)
 
 #else
 
@@ -77,14 +73,9 @@ static float dot_q5_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 DT_API void dt_matmul_q5_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-	for (int64_t r = lo; r < hi; r++) {
 #if defined(DT_AVX2)
-		for (int64_t j = 0; j < n; j += 4) {
-			const int nt = n - j < 4 ? (int)(n - j) : 4;
-			q5_0_rows[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK);
-		}
+	rows_matmul(q5_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #else
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q5_0(w + r * rb, act + j * arb, cols / QK);
+	dots_matmul(dot_q5_0, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #endif
-	}
 }

@@ -6,7 +6,7 @@
 // At AVX-512, Q4_K's tiles with the fifth bit (kquants.c); at AVX2, one
 // weight row against up to four activation rows after ggml's AVX2 kernel;
 // the portable dot elsewhere.
-#include "common.h"
+#include "rows.h"
 
 #if defined(DT_AVX512)
 
@@ -68,11 +68,7 @@ DT_INLINE void q5_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
 }
 
-typedef void (*q5_row_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb);
-#define Q5ROW(NT) \
-	static void q5_k_row_##NT(float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb, int64_t nb) { q5_k_row(NT, out, ldo, w, act, arb, nb); }
-Q5ROW(1) Q5ROW(2) Q5ROW(3) Q5ROW(4)
-static q5_row_fn const q5_k_rows[5] = {0, q5_k_row_1, q5_k_row_2, q5_k_row_3, q5_k_row_4};
+ROW_FNS(q5_k_row)
 
 #else
 
@@ -113,13 +109,8 @@ DT_API void dt_matmul_q5_k(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #if defined(DT_AVX512)
 	dt_q5_k_matmul512(out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #elif defined(DT_AVX2)
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j += 4) {
-			const int nt = n - j < 4 ? (int)(n - j) : 4;
-			q5_k_rows[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QKK);
-		}
+	rows_matmul(q5_k_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #else
-	for (int64_t r = lo; r < hi; r++)
-		for (int64_t j = 0; j < n; j++) out[j * ldo + r] = dot_q5_k(w + r * rb, act + j * arb, cols / QKK);
+	dots_matmul(dot_q5_k, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);
 #endif
 }

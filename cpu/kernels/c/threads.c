@@ -24,6 +24,10 @@
 #define DT_THREADS 1
 #endif
 
+// dt_matmul_fn is the signature of every dt_matmul_<type>.
+typedef void (*dt_matmul_fn)(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
+                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols);
+
 void dt_attention_block(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
                         int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
                         uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s);
@@ -58,9 +62,13 @@ typedef struct {
 	// The job: chunk of a packed product (type 0 and 1), prepared in
 	// scratch, its row groups in pieces of grain; or attention (type 2);
 	// or a packed k-quant product (3: Q4_K, 4: Q5_K, 5: Q6_K), which needs no
-	// preparation, its row groups in pieces of grain.
+	// preparation, its row groups in pieces of grain; or (6) a product in
+	// the GGUF layout by one of the level's dt_matmul_* (mm), its rows in
+	// pieces of grain rows.
 	int64_t type, pieces, grain, groups, chunk;
 	pk_args pk;
+	dt_matmul_fn mm;
+	int64_t rb;
 	void *scratch;
 	float *out;
 	int64_t n;
@@ -115,6 +123,11 @@ static void run_pieces(dt_pool *p, int caller) {
 			dt_attention_block(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
 			                   p->scale_bits, j, j + DT_ATT_ROWS < p->jhi ? j + DT_ATT_ROWS : p->jhi,
 			                   k * p->heads / p->hsplit, (k + 1) * p->heads / p->hsplit, s);
+			continue;
+		}
+		if (p->type == 6) {
+			const int64_t lo = i * p->grain, hi = lo + p->grain < pk.rows ? lo + p->grain : pk.rows;
+			p->mm(pk.out, pk.ldo, pk.pw, p->rb, lo, hi, pk.act, pk.arb, pk.n, pk.cols);
 			continue;
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
@@ -273,6 +286,28 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #else
 	(void)pool, (void)type, (void)out, (void)ldo, (void)pw, (void)rows, (void)act, (void)arb, (void)n, (void)cols,
 	    (void)amx, (void)grain;
+#endif
+}
+
+// dt_pool_matmul runs mm, one of the level's dt_matmul_<type>, over all
+// rows of w (rb bytes apart), in pieces of grain rows shared by the caller
+// and the pool's threads: products of weights that do not pack go through
+// the same threads as those that do, rather than through Go workers that
+// the pool's spinning threads would compete with.
+DT_API void dt_pool_matmul(void *pool, void *mm, float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t rows,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t grain) {
+#if defined(DT_THREADS)
+	dt_pool *p = pool;
+	pthread_mutex_lock(&p->mu);
+	const pk_args a = {6, out, ldo, w, rows, act, arb, n, cols, 0};
+	p->type = 6, p->pk = a, p->mm = (dt_matmul_fn)mm, p->rb = rb;
+	p->grain = grain < 1 ? 1 : grain;
+	p->pieces = (rows + p->grain - 1) / p->grain;
+	dispatch(p);
+	pthread_mutex_unlock(&p->mu);
+#else
+	(void)pool, (void)mm, (void)out, (void)ldo, (void)w, (void)rb, (void)rows, (void)act, (void)arb, (void)n,
+	    (void)cols, (void)grain;
 #endif
 }
 
