@@ -270,26 +270,14 @@ DT_INLINE void q6_k_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 }
 
 // iq4_xs_tile: IQ4_XS's indices look up table values plus 128 (unsigned,
-// for vpdpbusd) with a byte shuffle of the transposed nibbles; the 128 comes
-// off through the activations' 16-value sums times each sub-block's scale,
-// as Q6_K's 32 does. In a 32-byte chunk of qs, bytes 0..15 (T[0..3]) are
-// sub-block 2k, their low nibbles its values 0..15 and high ones 16..31;
-// bytes 16..31 (T[4..7]) are sub-block 2k+1.
-DT_INLINE void iq4_xs_weights(const __m512i T[8], int half, __m512i table, __m512i Ws[8]) {
-	const __m512i m4 = _mm512_set1_epi8(0x0f);
-	#pragma GCC unroll 4
-	for (int g = 0; g < 4; g++) {
-		Ws[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(T[4 * half + g], m4));
-		Ws[4 + g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(T[4 * half + g], 4), m4));
-	}
-}
-
+// for vpdpbusd) with a byte shuffle of the transposed nibbles
+// (iq4_xs_weights); the 128 comes off through the activations' 16-value
+// sums times each sub-block's scale, as Q6_K's 32 does.
 DT_INLINE void iq4_xs_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t nb, const uint8_t *act,
                            int64_t arb, float *out, int64_t ldo) {
-	static const uint8_t values128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 	const uint8_t *p[16];
 	const __m512i vidx = tile_rows(w, rb, rows, p);
-	const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)values128));
+	const __m512i table = iq4_table();
 	__m512 acc[16];
 	__m512i W[64], cp[8];
 	__m512 scf[8];

@@ -1,6 +1,6 @@
 // What the k-quant tiles share (kquants.c, packed_k.c): unpacking Q4_K's
-// and Q5_K's scales, Q5_K's fifth bit and Q6_K's quants for 16 rows at
-// once.
+// and Q5_K's scales, Q5_K's fifth bit, Q6_K's quants and IQ4_XS's values
+// for 16 rows at once.
 #ifndef DOVETAIL_KQUANTS_H
 #define DOVETAIL_KQUANTS_H
 #include "tile512.h"
@@ -43,6 +43,25 @@ DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
 	default: hi = _mm512_srli_epi16(Th, 2); break;
 	}
 	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+}
+
+// iq4_table is IQ4_NL's table of values plus 128, in every 128-bit lane.
+DT_INLINE __m512i iq4_table(void) {
+	static const uint8_t values128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+	return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)values128));
+}
+
+// iq4_xs_weights looks up IQ4_XS's values (plus 128) for one sub-block of
+// 16 rows from a transposed 32-byte chunk of qs: bytes 0..15 (T[0..3]) are
+// sub-block 2k, their low nibbles its values 0..15 and high ones 16..31;
+// bytes 16..31 (T[4..7]) are sub-block 2k+1. Ws comes in dot8's order.
+DT_INLINE void iq4_xs_weights(const __m512i T[8], int half, __m512i table, __m512i Ws[8]) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		Ws[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(T[4 * half + g], m4));
+		Ws[4 + g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(T[4 * half + g], 4), m4));
+	}
 }
 
 #endif

@@ -1,4 +1,5 @@
-// Packed Q4_K, Q5_K and Q6_K weights: packed.c's scheme for the k-quants. Rows
+// Packed Q4_K, Q5_K, Q6_K and IQ4_XS weights: packed.c's scheme for the
+// 256-value super-blocks. Rows
 // go in groups of 16 (the last padded with zero rows), each group's
 // super-blocks one after another, each super-block already in the lanes
 // the AVX-512 tile reads (lane i = row i):
@@ -16,7 +17,9 @@
 //	qh transposed, halves h = 0, 1 (bytes 128+32h)  16 × 64 bytes
 //	ql transposed, h and its two 32-byte parts      32 × 64 bytes
 //
-// 3360 bytes. Each is 16 rows' worth of the file, no more. The product then streams one run of memory and does neither the
+// 3360 bytes. IQ4_XS's: d[16] f16 (32 bytes), scales_h[16] (32 bytes),
+// scales_l (one vector), qs transposed as Q4_K's: 2176 bytes. Each is 16
+// rows' worth of the file, no more. The product then streams one run of memory and does neither the
 // gathers nor the transposes of kquants.c's tiles.
 //
 // Unlike those tiles, every activation row takes the same float steps
@@ -29,6 +32,7 @@
 #define PK_Q4_K (16 * Q4_K_SIZE)
 #define PK_Q5_K (16 * Q5_K_SIZE)
 #define PK_Q6_K (16 * Q6_K_SIZE)
+#define PK_IQ4_XS (16 * IQ4_XS_SIZE)
 #define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
 
 #if defined(DT_AVX512)
@@ -86,6 +90,94 @@ static void pk_q6_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows,
 				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 1312 + 512 * k + 64 * v, T[v]);
 			}
 		}
+}
+
+static void pk_iq4_xs_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	static const uint8_t zero[IQ4_XS_SIZE]; // d = 0
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_IQ4_XS;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * IQ4_XS_SIZE : zero;
+				memcpy(d + 2 * i, x[i], 2);
+				memcpy(d + 32 + 2 * i, x[i] + 2, 2);
+				memcpy(d + 64 + 4 * i, x[i] + 4, 4);
+			}
+			__m512i T[8];
+			for (int k = 0; k < 4; k++) {
+				transpose32(x, 8 + 32 * k, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 128 + 64 * (8 * k + v), T[v]);
+			}
+		}
+}
+
+// piq4_xs_tile is pk45_tile for IQ4_XS (see kquants.c's iq4_xs_tile).
+DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                            float *out, int64_t ldo) {
+	const __m512i table = iq4_table();
+	__m512 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * PK_IQ4_XS;
+		for (int k = 0; k < PK_IQ4_XS; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+		const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+		const __m512i L = _mm512_loadu_si512(pb + 64);
+		__m512 scf[8];
+		__m512i cp[8];
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(L, 4 * s), _mm512_set1_epi32(15));
+			const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), _mm512_set1_epi32(3));
+			const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+			scf[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+			cp[s] = _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
+		}
+		float dy[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		#pragma GCC unroll 1
+		for (int k = 0; k < 4; k++) {
+			#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				// Only this sub-block's four vectors are loaded: with 16
+				// accumulators live, holding the chunk's eight spilled.
+				const int s = 2 * k + h;
+				__m512i T[8], W[8];
+				#pragma GCC unroll 4
+				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
+				iq4_xs_weights(T, h, table, W);
+				#pragma GCC unroll 4
+				for (int j = 0; j + 4 <= NT; j += 4) {
+					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+					dot8x4(S, W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
+					#pragma GCC unroll 4
+					for (int i = 0; i < 4; i++)
+						acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j + i])), acc[j + i]);
+				}
+				#pragma GCC unroll 4
+				for (int j = NT / 4 * 4; j < NT; j++) {
+					const __m512i S = dot8(_mm512_setzero_si512(), W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j])), acc[j]);
+				}
+			}
+		}
+		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i ci = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) ci = _mm512_dpwssd_epi32(ci, cp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
+			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d128, _mm512_set1_ps(dy[j])), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
@@ -252,6 +344,7 @@ DT_INLINE void pq5_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 NT_VARIANTS(PK45_FN, pk45_fn, pq4_k_tile, pq4_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq6_k_tile, pq6_k_tiles)
+NT_VARIANTS(PK45_FN, pk45_fn, piq4_xs_tile, piq4_xs_tiles)
 
 // pk45_matmul runs the groups holding rows [lo, hi) against n activation
 // rows, 16 at a time.
@@ -293,6 +386,14 @@ DT_API void dt_pack_q6_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 #endif
 }
 
+DT_API void dt_pack_iq4_xs(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	pk_iq4_xs_pack(dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
 // The products take packed.c's arguments (amx unused: the k-quants have no
 // AMX path).
 DT_API void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
@@ -320,6 +421,16 @@ DT_API void dt_matmul_packed_q6_k(float *out, int64_t ldo, const uint8_t *pw, in
 	(void)amx;
 #if defined(DT_AVX512)
 	pk45_matmul(pq6_k_tiles, PK_Q6_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
+#endif
+}
+
+DT_API void dt_matmul_packed_iq4_xs(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                    const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+	(void)amx;
+#if defined(DT_AVX512)
+	pk45_matmul(piq4_xs_tiles, PK_IQ4_XS, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
 #endif
