@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,5 +183,21 @@ func TestRunDraftErrors(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// --ignore-eos goes on past the end-of-text token where a plain run stops,
+// with the same tokens up to there.
+func TestRunIgnoreEOS(t *testing.T) {
+	plain := runJSON(t, "-p", "Once upon a time", "-n", "400", "--draft", "none", "--temp", "0")
+	if len(plain.Tokens) >= 400 {
+		t.Skipf("the embedded model wrote %d tokens without ending", len(plain.Tokens))
+	}
+	all := runJSON(t, "-p", "Once upon a time", "-n", "400", "--ignore-eos", "--draft", "none", "--temp", "0")
+	if len(all.Tokens) != 400 || all.Stats.StopReason == plain.Stats.StopReason {
+		t.Fatalf("--ignore-eos: %d tokens (%s), plain %d (%s)", len(all.Tokens), all.Stats.StopReason, len(plain.Tokens), plain.Stats.StopReason)
+	}
+	if !slices.Equal(all.Tokens[:len(plain.Tokens)], plain.Tokens) {
+		t.Error("--ignore-eos changed the tokens before the end")
 	}
 }

@@ -21,8 +21,9 @@ type runFlags struct {
 	modelFlags
 	sampling
 	prompt string
-	n      int
-	json   bool
+	n         int
+	ignoreEOS bool
+	json      bool
 }
 
 // runResult is the --json output.
@@ -84,6 +85,7 @@ func newRunCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVarP(&f.prompt, "prompt", "p", "", "prompt text (-: read it from standard input)")
 	fl.IntVarP(&f.n, "n", "n", 256, "most tokens to generate (≤ 0: until the end of the context)")
+	fl.BoolVar(&f.ignoreEOS, "ignore-eos", false, "go on past the model's end-of-text tokens (for measuring speed), as llama.cpp's flag")
 	f.sampling.register(c)
 	fl.BoolVar(&f.json, "json", false, "print one JSON object with the tokens, text and speeds instead of streaming")
 	return c
@@ -134,6 +136,9 @@ func run(c *cobra.Command, f runFlags) error {
 	var text strings.Builder // the continuation, leading space kept
 	ids := m.Tok.Encode(prompt, true, false)
 	req := engine.Request{Prompt: ids, MaxTokens: f.n, Sampler: params, Stop: m.Tok.IsEOG}
+	if f.ignoreEOS {
+		req.Stop = nil
+	}
 	st, err := r.Slot(0).Generate(ctx, req, func(tok int) error {
 		tokens = append(tokens, tok)
 		piece := dec.Add(tok)

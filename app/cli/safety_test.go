@@ -51,9 +51,9 @@ func TestRunPromptFromStdin(t *testing.T) {
 
 // Ctrl-C stops a run: what was generated stays printed, and it exits 130.
 func TestRunInterruptExits130(t *testing.T) {
-	// Beyond the model's context, to the end of a long one: far longer
-	// than the test waits.
-	c := command("run", "-p", "Once upon a time", "-n", "0", "--ctx", "200000", "--draft", "none", "--temp", "0")
+	// Beyond the model's context, to the end of a long one and past its
+	// end-of-text tokens: far longer than the test waits.
+	c := command("run", "-p", "Once upon a time", "-n", "0", "--ctx", "200000", "--ignore-eos", "--draft", "none", "--temp", "0")
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
