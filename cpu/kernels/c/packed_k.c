@@ -37,6 +37,26 @@
 
 #if defined(DT_AVX512)
 
+// pk_sub adds one 32-value sub-block's products into the NT rows'
+// accumulators: W its 16 rows' weights in dot8's order, scf its scale per
+// row (lane), x the first activation row's 32 quants.
+DT_INLINE void pk_sub(const int NT, __m512 acc[16], const __m512i W[8], __m512 scf, const float dy[16],
+                      const uint8_t *x, int64_t arb) {
+	#pragma GCC unroll 4
+	for (int j = 0; j + 4 <= NT; j += 4) {
+		__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+		dot8x4(S, W, x + j * arb, arb);
+		#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++)
+			acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf, _mm512_set1_ps(dy[j + i])), acc[j + i]);
+	}
+	#pragma GCC unroll 4
+	for (int j = NT / 4 * 4; j < NT; j++) {
+		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * arb);
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf, _mm512_set1_ps(dy[j])), acc[j]);
+	}
+}
+
 // pk_k_pack packs one weight type: Q5 adds the transposed qh.
 static void pk_k_pack(const int Q5, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 	static const uint8_t zero[Q5_K_SIZE]; // d = dmin = 0: a padded row computes 0
@@ -151,19 +171,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
 				iq4_xs_weights(T, h, table, W);
-				#pragma GCC unroll 4
-				for (int j = 0; j + 4 <= NT; j += 4) {
-					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-					dot8x4(S, W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
-					#pragma GCC unroll 4
-					for (int i = 0; i < 4; i++)
-						acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j + i])), acc[j + i]);
-				}
-				#pragma GCC unroll 4
-				for (int j = NT / 4 * 4; j < NT; j++) {
-					const __m512i S = dot8(_mm512_setzero_si512(), W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
-					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j])), acc[j]);
-				}
+				pk_sub(NT, acc, W, scf[s], dy, act + b * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
@@ -298,19 +306,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
 				}
 				const int s = 2 * k + h;
-				#pragma GCC unroll 4
-				for (int j = 0; j + 4 <= NT; j += 4) {
-					__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-					dot8x4(S, W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s, arb);
-					#pragma GCC unroll 4
-					for (int i = 0; i < 4; i++)
-						acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j + i])), acc[j + i]);
-				}
-				#pragma GCC unroll 4
-				for (int j = NT / 4 * 4; j < NT; j++) {
-					const __m512i S = dot8(_mm512_setzero_si512(), W, act + j * arb + b * Q8_K_SIZE + 4 + 32 * s);
-					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf[s], _mm512_set1_ps(dy[j])), acc[j]);
-				}
+				pk_sub(NT, acc, W, scf[s], dy, act + b * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
 		#pragma GCC unroll 16
@@ -362,76 +358,35 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 
 #endif
 
-DT_API void dt_pack_q4_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+// The entry points, one pack and one product per type. The products take
+// packed.c's arguments (amx unused: these types have no AMX path). Levels
+// other than AVX-512 do not pack (dt_pack_rows is 0 there) and never call
+// them.
 #if defined(DT_AVX512)
-	pk_k_pack(0, dst, w, rb, rows, cols);
+#define PK_ENTRIES(type, pack, tiles, size)                                                                     \
+	DT_API void dt_pack_##type(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
+		pack;                                                                                                    \
+	}                                                                                                            \
+	DT_API void dt_matmul_packed_##type(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo,     \
+	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
+	                                    int64_t amx) {                                                           \
+		(void)amx;                                                                                               \
+		pk45_matmul(tiles, size, out, ldo, pw, rows, lo, hi, act, arb, n, cols);                                 \
+	}
 #else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#define PK_ENTRIES(type, pack, tiles, size)                                                                     \
+	DT_API void dt_pack_##type(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
+		(void)dst, (void)w, (void)rb, (void)rows, (void)cols;                                                    \
+	}                                                                                                            \
+	DT_API void dt_matmul_packed_##type(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo,     \
+	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
+	                                    int64_t amx) {                                                           \
+		(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, \
+		    (void)amx;                                                                                           \
+	}
 #endif
-}
 
-DT_API void dt_pack_q5_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
-	pk_k_pack(1, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_q6_k(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
-	pk_q6_pack(dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_iq4_xs(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
-	pk_iq4_xs_pack(dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-// The products take packed.c's arguments (amx unused: the k-quants have no
-// AMX path).
-DT_API void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-	(void)amx;
-#if defined(DT_AVX512)
-	pk45_matmul(pq4_k_tiles, PK_Q4_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
-#endif
-}
-
-DT_API void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-	(void)amx;
-#if defined(DT_AVX512)
-	pk45_matmul(pq5_k_tiles, PK_Q5_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
-#endif
-}
-
-DT_API void dt_matmul_packed_q6_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-	(void)amx;
-#if defined(DT_AVX512)
-	pk45_matmul(pq6_k_tiles, PK_Q6_K, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
-#endif
-}
-
-DT_API void dt_matmul_packed_iq4_xs(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                    const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-	(void)amx;
-#if defined(DT_AVX512)
-	pk45_matmul(piq4_xs_tiles, PK_IQ4_XS, out, ldo, pw, rows, lo, hi, act, arb, n, cols);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols;
-#endif
-}
+PK_ENTRIES(q4_k, pk_k_pack(0, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
+PK_ENTRIES(q5_k, pk_k_pack(1, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
+PK_ENTRIES(q6_k, pk_q6_pack(dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
+PK_ENTRIES(iq4_xs, pk_iq4_xs_pack(dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)
