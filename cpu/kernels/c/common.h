@@ -20,7 +20,7 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 13
+#define DT_ABI_VERSION 14
 
 // DT_ATT_ROWS is how many rows attention computes together: its scratch
 // holds that many rows of scores (kernels.AttentionRows in Go).
@@ -44,6 +44,8 @@
 #define QKK 256
 #define Q8_0_SIZE 34
 #define Q4_0_SIZE 18
+#define Q2_K_SIZE 84
+#define Q3_K_SIZE 110
 #define Q4_K_SIZE 144
 #define Q5_K_SIZE 176
 #define Q6_K_SIZE 210

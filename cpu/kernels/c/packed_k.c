@@ -1,4 +1,4 @@
-// Packed Q4_K, Q5_K, Q6_K and IQ4_XS weights: packed.c's scheme for the
+// Packed Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights: packed.c's scheme for the
 // 256-value super-blocks. Rows
 // go in groups of 16 (the last padded with zero rows), each group's
 // super-blocks one after another, each super-block already in the lanes
@@ -17,7 +17,9 @@
 //	qh transposed, halves h = 0, 1 (bytes 128+32h)  16 × 64 bytes
 //	ql transposed, h and its two 32-byte parts      32 × 64 bytes
 //
-// 3360 bytes. IQ4_XS's: d[16] f16 (32 bytes), scales_h[16] (32 bytes),
+// 3360 bytes. Q3_K's: d[16] f16 (32 bytes), scale bytes 0..3, 4..7, 8..11
+// (3 vectors), hmask transposed (8 vectors), qs transposed (two 32-byte
+// chunks, 16 vectors): 1760 bytes. IQ4_XS's: d[16] f16 (32 bytes), scales_h[16] (32 bytes),
 // scales_l (one vector), qs transposed as Q4_K's: 2176 bytes. Each is 16
 // rows' worth of the file, no more. The product then streams one run of memory and does neither the
 // gathers nor the transposes of kquants.c's tiles.
@@ -33,6 +35,7 @@
 #define PK_Q5_K (16 * Q5_K_SIZE)
 #define PK_Q6_K (16 * Q6_K_SIZE)
 #define PK_IQ4_XS (16 * IQ4_XS_SIZE)
+#define PK_Q3_K (16 * Q3_K_SIZE)
 #define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
 
 #if defined(DT_AVX512)
@@ -132,6 +135,108 @@ static void pk_iq4_xs_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t r
 				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 128 + 64 * (8 * k + v), T[v]);
 			}
 		}
+}
+
+static void pk_q3_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	static const uint8_t zero[Q3_K_SIZE]; // d = 0
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q3_K;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * Q3_K_SIZE : zero;
+				memcpy(d + 2 * i, x[i] + 108, 2);
+				for (int k = 0; k < 3; k++) memcpy(d + 32 + 64 * k + 4 * i, x[i] + 96 + 4 * k, 4);
+			}
+			__m512i T[8];
+			transpose32(x, 0, T); // hmask
+			for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 224 + 64 * v, T[v]);
+			for (int c = 0; c < 2; c++) {
+				transpose32(x, 32 + 32 * c, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 736 + 512 * c + 64 * v, T[v]);
+			}
+		}
+}
+
+// q3k_scale16 is the scale of 16-value group j (0..15), less 32, for every
+// row from its scale bytes 0..3 (A), 4..7 (B) and 8..11 (C): the low
+// nibble of byte j (j < 8) or the high one of byte j-8, and two bits of
+// byte 8+j%4 above them.
+DT_INLINE __m512i q3k_scale16(int j, __m512i A, __m512i B, __m512i C) {
+	const int byte = j % 8, shift = 8 * (byte % 4) + (j < 8 ? 0 : 4);
+	const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(byte < 4 ? A : B, shift), _mm512_set1_epi32(15));
+	const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(C, 8 * (j % 4) + 2 * (j / 4)), _mm512_set1_epi32(3));
+	return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+}
+
+// pq3_k_tile: the values as unsigned q+4 (0..7: two bits from qs, 4 where
+// hmask's bit is set), the 4 taken off through the activations' 16-value
+// sums times the scales; 16 scales, so two dot products of 4 vectors per
+// 32 values.
+DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                          float *out, int64_t ldo) {
+	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+	__m512 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * PK_Q3_K;
+		for (int k = 0; k < PK_Q3_K; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+		const __m512i A = _mm512_loadu_si512(pb + 32), B = _mm512_loadu_si512(pb + 96), C = _mm512_loadu_si512(pb + 160);
+		__m512 scf[16];
+		__m512i cp[8];
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++) {
+			const __m512i s0 = q3k_scale16(2 * u, A, B, C), s1 = q3k_scale16(2 * u + 1, A, B, C);
+			scf[2 * u] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(s0));
+			scf[2 * u + 1] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(s1));
+			cp[u] = _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(s1, 16));
+		}
+		float dy[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		#pragma GCC unroll 1
+		for (int c = 0; c < 2; c++) {
+			#pragma GCC unroll 1
+			for (int k = 0; k < 4; k++) { // values 128c+32k+l
+				__m512i W[8];
+				#pragma GCC unroll 8
+				for (int v = 0; v < 8; v++) {
+					const __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 736 + 512 * c + 64 * v), 2 * k), m3);
+					const __mmask64 h = _mm512_test_epi8_mask(_mm512_loadu_si512(pb + 224 + 64 * v), _mm512_set1_epi8((char)(1 << (4 * c + k))));
+					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
+				}
+				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
+				#pragma GCC unroll 16
+				for (int j = 0; j < NT; j++) {
+					const uint8_t *x = act + j * arb + b * Q8_K_SIZE + 4 + 128 * c + 32 * k;
+					__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+					#pragma GCC unroll 4
+					for (int v = 0; v < 4; v++) {
+						S0 = _mm512_dpbusd_epi32(S0, W[v], _mm512_set1_epi32(ld32(x + 4 * v)));
+						S1 = _mm512_dpbusd_epi32(S1, W[4 + v], _mm512_set1_epi32(ld32(x + 16 + 4 * v)));
+					}
+					const __m512 y = _mm512_set1_ps(dy[j]);
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), _mm512_mul_ps(scf[sb], y), acc[j]);
+					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), _mm512_mul_ps(scf[sb + 1], y), acc[j]);
+				}
+			}
+		}
+		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i ci = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d4, _mm512_set1_ps(dy[j])), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
 // piq4_xs_tile is pk45_tile for IQ4_XS (see kquants.c's iq4_xs_tile).
@@ -341,6 +446,7 @@ NT_VARIANTS(PK45_FN, pk45_fn, pq4_k_tile, pq4_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq6_k_tile, pq6_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, piq4_xs_tile, piq4_xs_tiles)
+NT_VARIANTS(PK45_FN, pk45_fn, pq3_k_tile, pq3_k_tiles)
 
 // pk45_matmul runs the groups holding rows [lo, hi) against n activation
 // rows, 16 at a time.
@@ -389,4 +495,5 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 PK_ENTRIES(q4_k, pk_k_pack(0, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
 PK_ENTRIES(q5_k, pk_k_pack(1, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
 PK_ENTRIES(q6_k, pk_q6_pack(dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
+PK_ENTRIES(q3_k, pk_q3_pack(dst, w, rb, rows, cols), pq3_k_tiles, PK_Q3_K)
 PK_ENTRIES(iq4_xs, pk_iq4_xs_pack(dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)

@@ -11,9 +11,6 @@
 // through maddubs and the scales through madd; the portable dots elsewhere.
 #include "rows.h"
 
-#define Q2_K_SIZE 84
-#define Q3_K_SIZE 110
-
 // q3k_scale is the unbiased scale of 16-value group j of a Q3_K block.
 DT_INLINE int q3k_scale(const uint8_t *s, int j) {
 	const int lo = j < 8 ? s[j] & 0xf : s[j - 8] >> 4, hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
