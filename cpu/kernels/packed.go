@@ -32,7 +32,7 @@ func packedBlockBytes(t quant.Type) int {
 		return 16 * 34
 	case quant.Q4_0:
 		return 16 * 18
-	case quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
+	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
 		return 16 * t.TypeSize() * 32 / quant.QKK
 	}
 	return 0

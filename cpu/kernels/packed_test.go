@@ -39,7 +39,7 @@ func TestMatMulPacked(t *testing.T) {
 	}{
 		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
 		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
-		{quant.Q4_K, 37, 256 * 3}, {quant.Q5_K, 37, 256 * 3}, {quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 37, 256 * 3}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 37, 256 * 3}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 37, 256 * 3}, {quant.Q3_K, 3, 256},
+		{quant.Q4_K, 37, 256 * 3}, {quant.Q5_K, 37, 256 * 3}, {quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 37, 256 * 3}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 37, 256 * 3}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 37, 256 * 3}, {quant.Q3_K, 3, 256}, {quant.Q2_K, 37, 256 * 3}, {quant.Q2_K, 18, 256},
 	} {
 		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
 		wsz, _ := c.t.RowSize(c.cols)
@@ -130,7 +130,7 @@ func TestMatMulPackedChecks(t *testing.T) {
 		}()
 	}
 	if p := s.Pack(quant.F16, make([]byte, 64), 64, 1, 32); p != nil {
-		t.Errorf("Pack(F16) = %v, want nil: only Q8_0, Q4_0, Q3_K to Q6_K and IQ4_XS pack", p)
+		t.Errorf("Pack(F16) = %v, want nil: only Q8_0, Q4_0, Q2_K to Q6_K and IQ4_XS pack", p)
 	}
 }
 
@@ -146,7 +146,7 @@ func TestThreads(t *testing.T) {
 		for _, c := range []struct {
 			t          quant.Type
 			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q8_0, 5, 64}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}} {
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q8_0, 5, 64}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)

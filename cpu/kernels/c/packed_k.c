@@ -1,4 +1,4 @@
-// Packed Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights: packed.c's scheme for the
+// Packed Q2_K to Q6_K and IQ4_XS weights: packed.c's scheme for the
 // 256-value super-blocks. Rows
 // go in groups of 16 (the last padded with zero rows), each group's
 // super-blocks one after another, each super-block already in the lanes
@@ -19,7 +19,8 @@
 //
 // 3360 bytes. Q3_K's: d[16] f16 (32 bytes), scale bytes 0..3, 4..7, 8..11
 // (3 vectors), hmask transposed (8 vectors), qs transposed (two 32-byte
-// chunks, 16 vectors): 1760 bytes. IQ4_XS's: d[16] f16 (32 bytes), scales_h[16] (32 bytes),
+// chunks, 16 vectors): 1760 bytes. Q2_K's: d[16], dmin[16], scale bytes
+// (4 vectors), qs as Q3_K's: 1344 bytes. IQ4_XS's: d[16] f16 (32 bytes), scales_h[16] (32 bytes),
 // scales_l (one vector), qs transposed as Q4_K's: 2176 bytes. Each is 16
 // rows' worth of the file, no more. The product then streams one run of memory and does neither the
 // gathers nor the transposes of kquants.c's tiles.
@@ -36,6 +37,7 @@
 #define PK_Q6_K (16 * Q6_K_SIZE)
 #define PK_IQ4_XS (16 * IQ4_XS_SIZE)
 #define PK_Q3_K (16 * Q3_K_SIZE)
+#define PK_Q2_K (16 * Q2_K_SIZE)
 #define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
 
 #if defined(DT_AVX512)
@@ -57,6 +59,26 @@ DT_INLINE void pk_sub(const int NT, __m512 acc[16], const __m512i W[8], __m512 s
 	for (int j = NT / 4 * 4; j < NT; j++) {
 		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * arb);
 		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf, _mm512_set1_ps(dy[j])), acc[j]);
+	}
+}
+
+// pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
+// scale of its own (Q2_K, Q3_K): W[0..3] the first group, W[4..7] the
+// second.
+DT_INLINE void pk_sub16(const int NT, __m512 acc[16], const __m512i W[8], __m512 sc0, __m512 sc1, const float dy[16],
+                        const uint8_t *x, int64_t arb) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) {
+		const uint8_t *xj = x + j * arb;
+		__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+		#pragma GCC unroll 4
+		for (int v = 0; v < 4; v++) {
+			S0 = _mm512_dpbusd_epi32(S0, W[v], _mm512_set1_epi32(ld32(xj + 4 * v)));
+			S1 = _mm512_dpbusd_epi32(S1, W[4 + v], _mm512_set1_epi32(ld32(xj + 16 + 4 * v)));
+		}
+		const __m512 y = _mm512_set1_ps(dy[j]);
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), _mm512_mul_ps(sc0, y), acc[j]);
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), _mm512_mul_ps(sc1, y), acc[j]);
 	}
 }
 
@@ -160,6 +182,84 @@ static void pk_q3_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows,
 		}
 }
 
+static void pk_q2_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	static const uint8_t zero[Q2_K_SIZE]; // d = dmin = 0
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q2_K;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * Q2_K_SIZE : zero;
+				memcpy(d + 2 * i, x[i] + 80, 2);
+				memcpy(d + 32 + 2 * i, x[i] + 82, 2);
+				for (int u = 0; u < 4; u++) memcpy(d + 64 + 64 * u + 4 * i, x[i] + 4 * u, 4);
+			}
+			__m512i T[8];
+			for (int c = 0; c < 2; c++) {
+				transpose32(x, 16 + 32 * c, T);
+				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 320 + 512 * c + 64 * v, T[v]);
+			}
+		}
+}
+
+// pq2_k_tile: Q2_K's 2-bit values times each 16 values' 4-bit scale, the
+// mins (the scale bytes' high nibbles) through the activations' 16-value
+// sums.
+DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                          float *out, int64_t ldo) {
+	const __m512i m3 = _mm512_set1_epi8(3);
+	__m512 acc[16];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * PK_Q2_K;
+		for (int k = 0; k < PK_Q2_K; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+		const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + 32)));
+		__m512 scf[16];
+		__m512i mp[8];
+		#pragma GCC unroll 4
+		for (int u = 0; u < 4; u++) {
+			const __m512i G = _mm512_loadu_si512(pb + 64 + 64 * u);
+			__m512i m[4];
+			#pragma GCC unroll 4
+			for (int e = 0; e < 4; e++) {
+				const __m512i byte = _mm512_and_si512(_mm512_srli_epi32(G, 8 * e), _mm512_set1_epi32(0xff));
+				scf[4 * u + e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(byte, _mm512_set1_epi32(15))));
+				m[e] = _mm512_srli_epi32(byte, 4);
+			}
+			mp[2 * u] = _mm512_or_si512(m[0], _mm512_slli_epi32(m[1], 16));
+			mp[2 * u + 1] = _mm512_or_si512(m[2], _mm512_slli_epi32(m[3], 16));
+		}
+		float dy[16];
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		#pragma GCC unroll 1
+		for (int c = 0; c < 2; c++) {
+			#pragma GCC unroll 1
+			for (int k = 0; k < 4; k++) { // values 128c+32k+l
+				__m512i W[8];
+				#pragma GCC unroll 8
+				for (int v = 0; v < 8; v++)
+					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
+				pk_sub16(NT, acc, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], dy, act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+			}
+		}
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) {
+			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
+			__m512i mi = _mm512_setzero_si512();
+			#pragma GCC unroll 8
+			for (int u = 0; u < 8; u++) mi = _mm512_dpwssd_epi32(mi, mp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(dmin, _mm512_set1_ps(dy[j])), acc[j]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
 // q3k_scale16 is the scale of 16-value group j (0..15), less 32, for every
 // row from its scale bytes 0..3 (A), 4..7 (B) and 8..11 (C): the low
 // nibble of byte j (j < 8) or the high one of byte j-8, and two bits of
@@ -210,19 +310,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
 				}
 				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				#pragma GCC unroll 16
-				for (int j = 0; j < NT; j++) {
-					const uint8_t *x = act + j * arb + b * Q8_K_SIZE + 4 + 128 * c + 32 * k;
-					__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-					#pragma GCC unroll 4
-					for (int v = 0; v < 4; v++) {
-						S0 = _mm512_dpbusd_epi32(S0, W[v], _mm512_set1_epi32(ld32(x + 4 * v)));
-						S1 = _mm512_dpbusd_epi32(S1, W[4 + v], _mm512_set1_epi32(ld32(x + 16 + 4 * v)));
-					}
-					const __m512 y = _mm512_set1_ps(dy[j]);
-					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), _mm512_mul_ps(scf[sb], y), acc[j]);
-					acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), _mm512_mul_ps(scf[sb + 1], y), acc[j]);
-				}
+				pk_sub16(NT, acc, W, scf[sb], scf[sb + 1], dy, act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
@@ -447,6 +535,7 @@ NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq6_k_tile, pq6_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, piq4_xs_tile, piq4_xs_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq3_k_tile, pq3_k_tiles)
+NT_VARIANTS(PK45_FN, pk45_fn, pq2_k_tile, pq2_k_tiles)
 
 // pk45_matmul runs the groups holding rows [lo, hi) against n activation
 // rows, 16 at a time.
@@ -495,5 +584,6 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 PK_ENTRIES(q4_k, pk_k_pack(0, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
 PK_ENTRIES(q5_k, pk_k_pack(1, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
 PK_ENTRIES(q6_k, pk_q6_pack(dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
+PK_ENTRIES(q2_k, pk_q2_pack(dst, w, rb, rows, cols), pq2_k_tiles, PK_Q2_K)
 PK_ENTRIES(q3_k, pk_q3_pack(dst, w, rb, rows, cols), pq3_k_tiles, PK_Q3_K)
 PK_ENTRIES(iq4_xs, pk_iq4_xs_pack(dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)

@@ -44,6 +44,8 @@ void dt_matmul_packed_iq4_xs(float *out, int64_t ldo, const uint8_t *pw, int64_t
                              const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q3_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q2_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 
@@ -65,7 +67,7 @@ typedef struct {
 	_Atomic int stop;
 	// The job: chunk of a packed product (type 0 and 1), prepared in
 	// scratch, its row groups in pieces of grain; or attention (type 2);
-	// or a packed k-quant product (3: Q4_K, 4: Q5_K, 5: Q6_K, 7: IQ4_XS, 8: Q3_K), which needs no
+	// or a packed k-quant product (3: Q4_K, 4: Q5_K, 5: Q6_K, 7: IQ4_XS, 8: Q3_K, 9: Q2_K), which needs no
 	// preparation, its row groups in pieces of grain; or (6) a product in
 	// the GGUF layout by one of the level's dt_matmul_* (mm), its rows in
 	// pieces of grain rows.
@@ -141,7 +143,8 @@ static void run_pieces(dt_pool *p, int caller) {
 			 : pk.type == 4 ? dt_matmul_packed_q5_k
 			 : pk.type == 5 ? dt_matmul_packed_q6_k
 			 : pk.type == 7 ? dt_matmul_packed_iq4_xs
-			                : dt_matmul_packed_q3_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * 16, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
+			 : pk.type == 8 ? dt_matmul_packed_q3_k
+			                : dt_matmul_packed_q2_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * 16, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
 			continue;
 		}
 		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
@@ -254,14 +257,15 @@ DT_API void dt_pool_free(void *pool) {
 }
 
 // dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
-// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7) or _q3_k (8) over all rows, in pieces of grain row groups
+// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8) or _q2_k (9) over
+// all rows, in pieces of grain row groups
 // shared by the caller and the pool's threads.
 DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx, int64_t grain) {
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	if (type >= 3) { // 3, 4, 5, 7, 8: no preparation
+	if (type >= 3) { // 3, 4, 5, 7, 8, 9: no preparation
 		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
 		p->type = type, p->pk = a;
 		p->groups = (rows + 15) / 16;
