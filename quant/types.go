@@ -74,12 +74,22 @@ var types = map[Type]typeInfo{
 	IQ4_XS: {"IQ4_XS", QKK, blockIQ4_XS},
 }
 
+// ggmlOnly names ggml's types whose layout this package does not know, so
+// that refusing a file can say which type it holds.
+var ggmlOnly = map[Type]string{
+	16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 21: "IQ3_S", 22: "IQ2_S",
+	29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0",
+}
+
 // Known reports whether t is a type whose layout this package knows.
 func (t Type) Known() bool { _, ok := types[t]; return ok }
 
 func (t Type) String() string {
 	if ti, ok := types[t]; ok {
 		return ti.name
+	}
+	if name, ok := ggmlOnly[t]; ok {
+		return name
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
 }

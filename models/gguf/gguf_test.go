@@ -188,6 +188,11 @@ func TestCorruptFields(t *testing.T) {
 	if _, err := Parse("bad.gguf", b); err == nil || !strings.Contains(err.Error(), `tensor "t".type`) {
 		t.Errorf("unknown tensor type: %v", err)
 	}
+	// One ggml has and Dovetail does not read is named.
+	b[i] = 16
+	if _, err := Parse("bad.gguf", b); err == nil || !strings.Contains(err.Error(), "IQ2_XXS") {
+		t.Errorf("IQ2_XXS tensor: %v", err)
+	}
 }
 
 func TestOpenRealModels(t *testing.T) {

@@ -220,7 +220,7 @@ func (r *cursor) tensorInfo(i uint64, alignment uint64) (TensorInfo, error) {
 	}
 	t.Type = quant.Type(ty)
 	if !t.Type.Known() {
-		return t, r.errf(field+".type", "unsupported tensor type %d", ty)
+		return t, r.errf(field+".type", "unsupported tensor type %v (ggml type %d); a Q4_K_M, Q5_K_M, Q6_K, Q8_0 or IQ4_XS file of the model will run", t.Type, ty)
 	}
 	rowBytes, err := t.Type.RowSize(int(t.Dims[0]))
 	if err != nil {
