@@ -17,7 +17,8 @@ var ErrUnsupported = errors.New("unsupported tensor type")
 func CanDequantize(t Type) bool {
 	switch t {
 	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
-		Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS:
+		Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 		return true
 	}
 	return false
@@ -93,6 +94,16 @@ func dequantize(t Type, dst []float32, src []byte) {
 		dequantizeIQ4_NL(dst, src)
 	case IQ4_XS:
 		dequantizeIQ4_XS(dst, src)
+	case IQ2_XXS:
+		dequantizeIQ2_XXS(dst, src)
+	case IQ2_XS:
+		dequantizeIQ2_XS(dst, src)
+	case IQ2_S:
+		dequantizeIQ2_S(dst, src)
+	case IQ3_XXS:
+		dequantizeIQ3_XXS(dst, src)
+	case IQ3_S:
+		dequantizeIQ3_S(dst, src)
 	}
 }
 

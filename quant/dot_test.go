@@ -36,7 +36,7 @@ func randomRow(r *rand.Rand, typ Type, n int) []byte {
 			}
 		}
 		return b
-	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS:
+	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
 		f16s = []int{0}
 		if typ == Q4_K || typ == Q5_K {
 			f16s = []int{0, 2}
@@ -71,7 +71,8 @@ func randomFloats(r *rand.Rand, n int) []float32 {
 	return x
 }
 
-var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS}
+var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS,
+	IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S}
 
 // TestDotRow: DotRow is documented as the float64 sum, in index order, of
 // the dequantized row times x, rounded once, so it must match that exactly.

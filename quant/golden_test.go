@@ -2,8 +2,10 @@ package quant
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -87,6 +89,34 @@ func TestGolden(t *testing.T) {
 		sum := sha256.Sum256(quantize(t, c.typ, x))
 		if got := hex.EncodeToString(sum[:]); got != c.digest {
 			t.Errorf("%v: SHA-256 of QuantizeRow output %s, ggml's is %s", c.typ, got, c.digest)
+		}
+	}
+}
+
+// TestDequantizeIQGolden pins the 2- and 3-bit i-quants' dequantization to
+// ggml's dequantize_row_* through SHA-256 digests of ggml's own float
+// output for the same random blocks (8 super-blocks of each, PCG(41, 42),
+// made in this order by randomRow), ggml built with -ffp-contract=off.
+func TestDequantizeIQGolden(t *testing.T) {
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, c := range []struct {
+		typ    Type
+		digest string
+	}{
+		{IQ2_XXS, "01e84bc95bf15389aa0e1941b104e53bb34542111d338be91ab3e6bb74d0e4d8"},
+		{IQ2_XS, "cf2001d59d49079da64b93c6b7f9090237c1b2f3209c6c27043e1a131441af6b"},
+		{IQ2_S, "c8fab2689cd9e5cc8bd645e191b32338243a4f7c5d39e218c686b9230a9074c1"},
+		{IQ3_XXS, "4ee0de5e87706b549611a73efd9f2d77df384c1bc624c3c6033b4e458eadc3d9"},
+		{IQ3_S, "f49db1f21a95430191ceae6fdf4de36a886796963337409898f309fefacf87df"},
+	} {
+		y := dequant(t, c.typ, randomRow(r, c.typ, 8*QKK), 8*QKK)
+		b := make([]byte, 4*len(y))
+		for i, v := range y {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		sum := sha256.Sum256(b)
+		if got := hex.EncodeToString(sum[:]); got != c.digest {
+			t.Errorf("%v: SHA-256 of the dequantized values %s, ggml's is %s", c.typ, got, c.digest)
 		}
 	}
 }

@@ -1,0 +1,131 @@
+package quant
+
+import "encoding/binary"
+
+// The 2- and 3-bit i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) store
+// indices into grids of 8 (IQ2) or 4 (IQ3) magnitudes (iqgrids.go), signs
+// as 7-bit indices into ksignsIQ2XS or as plain bits, and a scale per 32
+// values. This package dequantizes them as ggml's dequantize_row_* do;
+// they have no SIMD kernels, so they run in Go with float activations.
+
+const (
+	blockIQ2_XXS = 2 + QKK/4                   // d, qs[32] u16
+	blockIQ2_XS  = 2 + QKK/4 + QKK/32          // d, qs[32] u16, scales[8]
+	blockIQ2_S   = 2 + QKK/4 + QKK/32 + QKK/32 // d, qs[64] (indices, then signs), qh[8], scales[8]
+	blockIQ3_XXS = 2 + 3*QKK/8                 // d, qs[64] indices, then 32 bytes of scales and signs
+	blockIQ3_S   = 2 + QKK/4 + QKK/32 + QKK/8 + QKK/64
+)
+
+// gridByte is byte j of a grid entry.
+func gridByte(g uint64, j int) float32 { return float32(uint8(g >> (8 * j))) }
+
+// signed is v negated where bit j of signs is set.
+func signed(v float32, signs uint8, j int) float32 {
+	if signs&kmaskIQ2XS[j] != 0 {
+		return -v
+	}
+	return v
+}
+
+func dequantizeIQ2_XXS(dst []float32, src []byte) {
+	for b := range len(dst) / QKK {
+		blk := src[b*blockIQ2_XXS : (b+1)*blockIQ2_XXS]
+		y := dst[b*QKK : (b+1)*QKK]
+		d := f16At(blk)
+		for ib := range QKK / 32 {
+			q := blk[2+8*ib : 2+8*ib+8]
+			aux1 := binary.LittleEndian.Uint32(q[4:])
+			db := float32(d*(0.5+float32(aux1>>28))) * 0.25
+			for l := range 4 {
+				g := iq2xxsGrid[q[l]]
+				signs := ksignsIQ2XS[aux1>>(7*l)&127]
+				for j := range 8 {
+					y[32*ib+8*l+j] = signed(db*gridByte(g, j), signs, j)
+				}
+			}
+		}
+	}
+}
+
+func dequantizeIQ2_XS(dst []float32, src []byte) {
+	for b := range len(dst) / QKK {
+		blk := src[b*blockIQ2_XS : (b+1)*blockIQ2_XS]
+		y := dst[b*QKK : (b+1)*QKK]
+		d := f16At(blk)
+		for ib := range QKK / 32 {
+			sc := blk[2+QKK/4+ib]
+			db := [2]float32{float32(d*(0.5+float32(sc&0xf))) * 0.25, float32(d*(0.5+float32(sc>>4))) * 0.25}
+			for l := range 4 {
+				q := binary.LittleEndian.Uint16(blk[2+2*(4*ib+l):])
+				g, signs := iq2xsGrid[q&511], ksignsIQ2XS[q>>9]
+				for j := range 8 {
+					y[32*ib+8*l+j] = signed(db[l/2]*gridByte(g, j), signs, j)
+				}
+			}
+		}
+	}
+}
+
+func dequantizeIQ2_S(dst []float32, src []byte) {
+	for b := range len(dst) / QKK {
+		blk := src[b*blockIQ2_S : (b+1)*blockIQ2_S]
+		y := dst[b*QKK : (b+1)*QKK]
+		d := f16At(blk)
+		qs, signs := blk[2:2+QKK/8], blk[2+QKK/8:2+QKK/4]
+		qh, scales := blk[2+QKK/4:2+QKK/4+QKK/32], blk[2+QKK/4+QKK/32:]
+		for ib := range QKK / 32 {
+			db := [2]float32{float32(d*(0.5+float32(scales[ib]&0xf))) * 0.25, float32(d*(0.5+float32(scales[ib]>>4))) * 0.25}
+			for l := range 4 {
+				g := iq2sGrid[int(qs[4*ib+l])|int(qh[ib])<<(8-2*l)&0x300]
+				for j := range 8 {
+					y[32*ib+8*l+j] = signed(db[l/2]*gridByte(g, j), signs[4*ib+l], j)
+				}
+			}
+		}
+	}
+}
+
+func dequantizeIQ3_XXS(dst []float32, src []byte) {
+	for b := range len(dst) / QKK {
+		blk := src[b*blockIQ3_XXS : (b+1)*blockIQ3_XXS]
+		y := dst[b*QKK : (b+1)*QKK]
+		d := f16At(blk)
+		qs, ss := blk[2:2+QKK/4], blk[2+QKK/4:]
+		for ib := range QKK / 32 {
+			aux := binary.LittleEndian.Uint32(ss[4*ib:])
+			db := float32(d*(0.5+float32(aux>>28))) * 0.5
+			for l := range 4 {
+				signs := ksignsIQ2XS[aux>>(7*l)&127]
+				g1, g2 := uint64(iq3xxsGrid[qs[8*ib+2*l]]), uint64(iq3xxsGrid[qs[8*ib+2*l+1]])
+				for j := range 4 {
+					y[32*ib+8*l+j] = signed(db*gridByte(g1, j), signs, j)
+					y[32*ib+8*l+j+4] = signed(db*gridByte(g2, j), signs, j+4)
+				}
+			}
+		}
+	}
+}
+
+func dequantizeIQ3_S(dst []float32, src []byte) {
+	for b := range len(dst) / QKK {
+		blk := src[b*blockIQ3_S : (b+1)*blockIQ3_S]
+		y := dst[b*QKK : (b+1)*QKK]
+		d := f16At(blk)
+		qs, qh := blk[2:2+QKK/4], blk[2+QKK/4:2+QKK/4+QKK/32]
+		signs, scales := blk[2+QKK/4+QKK/32:2+QKK/4+QKK/32+QKK/8], blk[2+QKK/4+QKK/32+QKK/8:]
+		for ib := range QKK / 32 {
+			sc := scales[ib/2] >> (4 * (ib % 2)) & 0xf
+			db := d * float32(1+2*int(sc))
+			for l := range 4 {
+				i1 := int(qs[8*ib+2*l]) | int(qh[ib])<<(8-2*l)&256
+				i2 := int(qs[8*ib+2*l+1]) | int(qh[ib])<<(7-2*l)&256
+				g1, g2 := uint64(iq3sGrid[i1]), uint64(iq3sGrid[i2])
+				s := signs[4*ib+l]
+				for j := range 4 {
+					y[32*ib+8*l+j] = signed(db*gridByte(g1, j), s, j)
+					y[32*ib+8*l+j+4] = signed(db*gridByte(g2, j), s, j+4)
+				}
+			}
+		}
+	}
+}
