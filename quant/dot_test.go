@@ -363,6 +363,44 @@ func refDotQ3_KQ8_K(n int, x, y []byte) float32 {
 	return sumf
 }
 
+// refDotIQ3_SQ8_K transcribes ggml's generic ggml_vec_dot_iq3_s_q8_K.
+func refDotIQ3_SQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ3_S:], y[i*blockQ8_K:]
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		qs, qh, signs, sc := bx[2:], bx[2+QKK/4:], bx[2+QKK/4+QKK/32:], bx[2+QKK/4+QKK/32+QKK/8:]
+		q8 := by[4:]
+		var bsum int32
+		for ib32 := 0; ib32 < QKK/32; ib32 += 2 {
+			ls := [2]int32{2*int32(sc[ib32/2]&0xf) + 1, 2*int32(sc[ib32/2]>>4) + 1}
+			for h := range 2 {
+				var sumi int32
+				for l := range 4 {
+					g1 := iq3sGrid[int(qs[2*l])|(int(qh[ib32+h])<<(8-2*l))&256]
+					g2 := iq3sGrid[int(qs[2*l+1])|(int(qh[ib32+h])<<(7-2*l))&256]
+					for j := range 4 {
+						s1, s2 := int32(1), int32(1)
+						if signs[l]&kmaskIQ2XS[j] != 0 {
+							s1 = -1
+						}
+						if signs[l]&kmaskIQ2XS[j+4] != 0 {
+							s2 = -1
+						}
+						sumi += int32(uint8(g1>>(8*j))) * int32(int8(q8[j])) * s1
+						sumi += int32(uint8(g2>>(8*j))) * int32(int8(q8[j+4])) * s2
+					}
+					q8 = q8[8:]
+				}
+				qs, signs = qs[8:], signs[4:]
+				bsum += sumi * ls[h]
+			}
+		}
+		sumf += float32(d * float32(bsum))
+	}
+	return sumf
+}
+
 // refDotQ5_0Q8_0 transcribes ggml's ggml_vec_dot_q5_0_q8_0 (its scalar
 // loop), high bits extracted as ggml shifts them.
 func refDotQ5_0Q8_0(n int, x, y []byte) float32 {
@@ -639,6 +677,10 @@ func TestDotInt8(t *testing.T) {
 		w = randomRow(r, Q3_K, n)
 		want, mag = dot(dequant(t, Q3_K, w, n), xkv)
 		checkIntDot(t, "DotQ3_KQ8_K", DotQ3_KQ8_K(w, xk, n), refDotQ3_KQ8_K(n, w, xk), want, mag, n/QKK*8)
+
+		w = randomRow(r, IQ3_S, n)
+		want, mag = dot(dequant(t, IQ3_S, w, n), xkv)
+		checkIntDot(t, "DotIQ3_SQ8_K", DotIQ3_SQ8_K(w, xk, n), refDotIQ3_SQ8_K(n, w, xk), want, mag, n/QKK)
 
 		w = randomRow(r, Q5_0, n)
 		want, mag = dot(dequant(t, Q5_0, w, n), x8v)

@@ -129,3 +129,50 @@ func dequantizeIQ3_S(dst []float32, src []byte) {
 		}
 	}
 }
+
+// DotIQ3_SQ8_K is ggml_vec_dot_iq3_s_q8_K (generic): per super-block the
+// exact sum over 32-value groups of (2*scale+1) times the signed grid
+// values times the activations, then (dw*dx)*sum summed in float32.
+// Preconditions: n >= 0 is a multiple of 256, w holds at least n/256*110
+// bytes and xq n/256*292; otherwise it returns NaN.
+func DotIQ3_SQ8_K(w, xq []byte, n int) float32 {
+	if n < 0 || n%QKK != 0 {
+		return nan
+	}
+	nb := n / QKK
+	if len(w) < nb*blockIQ3_S || len(xq) < nb*blockQ8_K {
+		return nan
+	}
+	var sumf float32
+	for b := range nb {
+		blk := w[b*blockIQ3_S : (b+1)*blockIQ3_S]
+		xb := xq[b*blockQ8_K : (b+1)*blockQ8_K]
+		qs, qh := blk[2:2+QKK/4], blk[2+QKK/4:2+QKK/4+QKK/32]
+		signs, scales := blk[2+QKK/4+QKK/32:2+QKK/4+QKK/32+QKK/8], blk[2+QKK/4+QKK/32+QKK/8:]
+		q8 := xb[4 : 4+QKK]
+		var bsum int32
+		for ib := range QKK / 32 {
+			var sumi int32
+			for l := range 4 {
+				i1 := int(qs[8*ib+2*l]) | int(qh[ib])<<(8-2*l)&256
+				i2 := int(qs[8*ib+2*l+1]) | int(qh[ib])<<(7-2*l)&256
+				g1, g2 := iq3sGrid[i1], iq3sGrid[i2]
+				s := signs[4*ib+l]
+				for j := range 4 {
+					v1, v2 := int32(uint8(g1>>(8*j))), int32(uint8(g2>>(8*j)))
+					if s&kmaskIQ2XS[j] != 0 {
+						v1 = -v1
+					}
+					if s&kmaskIQ2XS[j+4] != 0 {
+						v2 = -v2
+					}
+					sumi += v1*int32(int8(q8[32*ib+8*l+j])) + v2*int32(int8(q8[32*ib+8*l+j+4]))
+				}
+			}
+			bsum += sumi * int32(2*(scales[ib/2]>>(4*(ib%2))&0xf)+1)
+		}
+		d := f16At(blk) * q8KScale(xb)
+		sumf += float32(d * float32(bsum))
+	}
+	return sumf
+}

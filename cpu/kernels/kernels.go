@@ -47,8 +47,8 @@
 // Deviations from a straight "one function per kernel" API, and why:
 //   - MatMul takes the weight type and dispatches on it, because the forward
 //     pass holds tensors of mixed types. Types other than Q8_0, Q4_0, Q5_0,
-//     Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, F16, BF16 and F32 (Q4_1,
-//     Q5_1, ...) are accepted with F32 activations and run in Go at every
+//     Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_S, IQ4_NL, IQ4_XS, F16, BF16 and F32
+//     (Q4_1, Q5_1, IQ2_XXS, ...) are accepted with F32 activations and run in Go at every
 //     level: they are rare in the models Dovetail targets, and a correct
 //     slow path beats a missing one.
 //   - Arguments are validated in Go before any C code runs, and a violated
@@ -175,7 +175,7 @@ type impl struct {
 func native(t quant.Type) bool {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.IQ4_NL, quant.IQ4_XS,
+		quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
 		quant.F16, quant.BF16, quant.F32:
 		return true
 	}
@@ -184,13 +184,13 @@ func native(t quant.Type) bool {
 
 // ActivationType is the form activations take for weights of type t, as in
 // llama.cpp (its vec_dot_type): Q8_0 for Q8_0, Q4_0, Q5_0 and IQ4_NL, Q8_K for
-// Q2_K to Q6_K and IQ4_XS, f16 for F16, bf16 for BF16, and float32 for
+// Q2_K to Q6_K, IQ3_S and IQ4_XS, f16 for F16, bf16 for BF16, and float32 for
 // F32 and every other type.
 func ActivationType(t quant.Type) quant.Type {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL:
 		return quant.Q8_0
-	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
+	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS:
 		return quant.Q8_K
 	case quant.F16:
 		return quant.F16
