@@ -82,127 +82,10 @@ DT_INLINE void pk_sub16(const int NT, __m512 acc[16], const __m512i W[8], __m512
 	}
 }
 
-// pk_k_pack packs one weight type: Q5 adds the transposed qh.
-static void pk_k_pack(const int Q5, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	static const uint8_t zero[Q5_K_SIZE]; // d = dmin = 0: a padded row computes 0
-	const int bsize = Q5 ? Q5_K_SIZE : Q4_K_SIZE, psize = 16 * bsize, qoff = Q5 ? 48 : 16;
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * psize;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * bsize : zero;
-				memcpy(d + 2 * i, x[i], 2);
-				memcpy(d + 32 + 2 * i, x[i] + 2, 2);
-				for (int k = 0; k < 3; k++) memcpy(d + 64 + 64 * k + 4 * i, x[i] + 4 + 4 * k, 4);
-			}
-			uint8_t *q = d + 256;
-			__m512i T[8];
-			if (Q5) {
-				transpose32(x, 16, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(q + 64 * v, T[v]);
-				q += 512;
-			}
-			for (int k = 0; k < 4; k++) {
-				transpose32(x, qoff + 32 * k, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(q + 64 * (8 * k + v), T[v]);
-			}
-		}
-}
 
-static void pk_q6_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	static const uint8_t zero[Q6_K_SIZE]; // d = 0
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q6_K;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * Q6_K_SIZE : zero;
-				memcpy(d + 2 * i, x[i] + 208, 2);
-				for (int u = 0; u < 4; u++) memcpy(d + 32 + 64 * u + 4 * i, x[i] + 192 + 4 * u, 4);
-			}
-			__m512i T[8];
-			for (int h = 0; h < 2; h++) {
-				transpose32(x, 128 + 32 * h, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 288 + 512 * h + 64 * v, T[v]);
-			}
-			for (int k = 0; k < 4; k++) { // ql bytes 32k..32k+31: h = k/2, part k%2
-				transpose32(x, 32 * k, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 1312 + 512 * k + 64 * v, T[v]);
-			}
-		}
-}
 
-static void pk_iq4_xs_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	static const uint8_t zero[IQ4_XS_SIZE]; // d = 0
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_IQ4_XS;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * IQ4_XS_SIZE : zero;
-				memcpy(d + 2 * i, x[i], 2);
-				memcpy(d + 32 + 2 * i, x[i] + 2, 2);
-				memcpy(d + 64 + 4 * i, x[i] + 4, 4);
-			}
-			__m512i T[8];
-			for (int k = 0; k < 4; k++) {
-				transpose32(x, 8 + 32 * k, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 128 + 64 * (8 * k + v), T[v]);
-			}
-		}
-}
 
-static void pk_q3_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	static const uint8_t zero[Q3_K_SIZE]; // d = 0
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q3_K;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * Q3_K_SIZE : zero;
-				memcpy(d + 2 * i, x[i] + 108, 2);
-				for (int k = 0; k < 3; k++) memcpy(d + 32 + 64 * k + 4 * i, x[i] + 96 + 4 * k, 4);
-			}
-			__m512i T[8];
-			transpose32(x, 0, T); // hmask
-			for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 224 + 64 * v, T[v]);
-			for (int c = 0; c < 2; c++) {
-				transpose32(x, 32 + 32 * c, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 736 + 512 * c + 64 * v, T[v]);
-			}
-		}
-}
 
-static void pk_q2_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	static const uint8_t zero[Q2_K_SIZE]; // d = dmin = 0
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q2_K;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * Q2_K_SIZE : zero;
-				memcpy(d + 2 * i, x[i] + 80, 2);
-				memcpy(d + 32 + 2 * i, x[i] + 82, 2);
-				for (int u = 0; u < 4; u++) memcpy(d + 64 + 64 * u + 4 * i, x[i] + 4 * u, 4);
-			}
-			__m512i T[8];
-			for (int c = 0; c < 2; c++) {
-				transpose32(x, 16 + 32 * c, T);
-				for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 320 + 512 * c + 64 * v, T[v]);
-			}
-		}
-}
 
 // pq2_k_tile: Q2_K's 2-bit values times each 16 values' 4-bit scale, the
 // mins (the scale bytes' high nibbles) through the activations' 16-value
@@ -459,6 +342,61 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
+// pk_piece is one part of a packed super-block, in order: a field of
+// width bytes at src of each of the 16 rows side by side (width 0 ends a
+// layout), or (transposed) 32 bytes at src of the 16 rows as 8 vectors of
+// the tiles' lanes.
+typedef struct {
+	uint8_t transposed, src, width;
+} pk_piece;
+
+#define LANES(src, width) {0, src, width}
+#define TRANSPOSED(src) {1, src, 32}
+
+// The layouts described at the top of this file.
+static const pk_piece pk_q4_k[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),    LANES(8, 4),   LANES(12, 4),
+                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), {0, 0, 0}};
+static const pk_piece pk_q5_k[] = {LANES(0, 2),    LANES(2, 2),    LANES(4, 4),     LANES(8, 4),     LANES(12, 4),
+                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), TRANSPOSED(144),
+                                   {0, 0, 0}};
+static const pk_piece pk_q6_k[] = {LANES(208, 2),   LANES(192, 4), LANES(196, 4), LANES(200, 4),  LANES(204, 4),
+                                   TRANSPOSED(128), TRANSPOSED(160), TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64),
+                                   TRANSPOSED(96),  {0, 0, 0}};
+static const pk_piece pk_iq4_xs[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),     TRANSPOSED(8),
+                                     TRANSPOSED(40), TRANSPOSED(72), TRANSPOSED(104), {0, 0, 0}};
+static const pk_piece pk_q3_k[] = {LANES(108, 2), LANES(96, 4),   LANES(100, 4),  LANES(104, 4),
+                                   TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64), {0, 0, 0}};
+static const pk_piece pk_q2_k[] = {LANES(80, 2), LANES(82, 2), LANES(0, 4),    LANES(4, 4),    LANES(8, 4),
+                                   LANES(12, 4), TRANSPOSED(16), TRANSPOSED(48), {0, 0, 0}};
+
+// pk_pack packs a matrix of super-blocks of bsize bytes by layout. Rows
+// past the last read an all-zero block: its scales are 0, so its lanes
+// compute 0.
+static void pk_pack(const pk_piece *layout, int bsize, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows,
+                    int64_t cols) {
+	static const uint8_t zero[256];
+	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_ROWS * bsize;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				const int64_t r = g * PK_ROWS + i;
+				x[i] = r < rows ? w + r * rb + b * bsize : zero;
+			}
+			for (const pk_piece *p = layout; p->width; p++) {
+				if (p->transposed) {
+					__m512i T[8];
+					transpose32(x, p->src, T);
+					for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 64 * v, T[v]);
+				} else {
+					for (int i = 0; i < PK_ROWS; i++) memcpy(d + p->width * i, x[i] + p->src, p->width);
+				}
+				d += PK_ROWS * p->width;
+			}
+		}
+}
+
 // pk45_tile multiplies one packed group (pg) by NT activation rows over nb
 // super-blocks.
 DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
@@ -581,9 +519,9 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 	}
 #endif
 
-PK_ENTRIES(q4_k, pk_k_pack(0, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
-PK_ENTRIES(q5_k, pk_k_pack(1, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
-PK_ENTRIES(q6_k, pk_q6_pack(dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
-PK_ENTRIES(q2_k, pk_q2_pack(dst, w, rb, rows, cols), pq2_k_tiles, PK_Q2_K)
-PK_ENTRIES(q3_k, pk_q3_pack(dst, w, rb, rows, cols), pq3_k_tiles, PK_Q3_K)
-PK_ENTRIES(iq4_xs, pk_iq4_xs_pack(dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)
+PK_ENTRIES(q4_k, pk_pack(pk_q4_k, Q4_K_SIZE, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
+PK_ENTRIES(q5_k, pk_pack(pk_q5_k, Q5_K_SIZE, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
+PK_ENTRIES(q6_k, pk_pack(pk_q6_k, Q6_K_SIZE, dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
+PK_ENTRIES(q2_k, pk_pack(pk_q2_k, Q2_K_SIZE, dst, w, rb, rows, cols), pq2_k_tiles, PK_Q2_K)
+PK_ENTRIES(q3_k, pk_pack(pk_q3_k, Q3_K_SIZE, dst, w, rb, rows, cols), pq3_k_tiles, PK_Q3_K)
+PK_ENTRIES(iq4_xs, pk_pack(pk_iq4_xs, IQ4_XS_SIZE, dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)
