@@ -20,7 +20,7 @@ import (
 type runFlags struct {
 	modelFlags
 	sampling
-	prompt string
+	prompt    string
 	n         int
 	ignoreEOS bool
 	json      bool
