@@ -280,7 +280,8 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 	var roundStart time.Time
 	var work time.Duration
 	for {
-		if now := time.Now(); req.Planner != nil {
+		if req.Planner != nil {
+			now := time.Now()
 			if !roundStart.IsZero() {
 				req.Planner.ObserveOverhead(now.Sub(roundStart) - work)
 			}
