@@ -62,6 +62,22 @@ DT_INLINE void pk_sub(const int NT, __m512 acc[16], const __m512i W[8], __m512 s
 	}
 }
 
+// pk_offsets takes a super-block's offsets off the NT rows' accumulators:
+// per row (lane) the pairs of 16-bit factors in cp (mins, or scales times
+// an offset) against the activations' 16-value sums, times f (dmin, or d
+// times the offset) and the activation row's scale.
+DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m512 f, const float dy[16],
+                          const uint8_t *x, int64_t arb) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) {
+		const uint8_t *y = x + j * arb;
+		__m512i ci = _mm512_setzero_si512();
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
+	}
+}
+
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
 // scale of its own (Q2_K, Q3_K): W[0..3] the first group, W[4..7] the
 // second.
@@ -130,14 +146,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 				pk_sub16(NT, acc, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], dy, act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
-		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) {
-			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512i mi = _mm512_setzero_si512();
-			#pragma GCC unroll 8
-			for (int u = 0; u < 8; u++) mi = _mm512_dpwssd_epi32(mi, mp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
-			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(dmin, _mm512_set1_ps(dy[j])), acc[j]);
-		}
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -197,14 +206,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 			}
 		}
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
-		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) {
-			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512i ci = _mm512_setzero_si512();
-			#pragma GCC unroll 8
-			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
-			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d4, _mm512_set1_ps(dy[j])), acc[j]);
-		}
+		pk_offsets(NT, acc, cp, d4, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -251,14 +253,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 			}
 		}
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
-		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) {
-			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512i ci = _mm512_setzero_si512();
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) ci = _mm512_dpwssd_epi32(ci, cp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
-			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d128, _mm512_set1_ps(dy[j])), acc[j]);
-		}
+		pk_offsets(NT, acc, cp, d128, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -329,14 +324,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 			}
 		}
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
-		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) {
-			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512i ci = _mm512_setzero_si512();
-			#pragma GCC unroll 8
-			for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
-			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(d32, _mm512_set1_ps(dy[j])), acc[j]);
-		}
+		pk_offsets(NT, acc, cp, d32, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -440,14 +428,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 				pk_sub(NT, acc, W, scf[s], dy, act + b * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
-		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) {
-			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
-			__m512i mi = _mm512_setzero_si512();
-			#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) mi = _mm512_dpwssd_epi32(mi, mp[s], _mm512_set1_epi32(ld32(y + 260 + 4 * s)));
-			acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mi), _mm512_mul_ps(dmin, _mm512_set1_ps(dy[j])), acc[j]);
-		}
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
