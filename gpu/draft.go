@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"dovetail/models"
 	"dovetail/models/draft"
@@ -17,7 +18,9 @@ type Param struct {
 	G Buffer // gradient, nil until Draft.EnableGrad
 	// Q is a Q8_0 copy of W that drafting multiplies with instead, set by
 	// FreezeForDrafting on a draft that will not train; nil otherwise.
-	Q Matrix
+	// After DropFloat it is the only copy, and W is nil.
+	Q  Matrix
+	qt *models.Tensor // Q's values
 }
 
 // block holds one decoder block's parameters.
@@ -66,16 +69,20 @@ func NewDraft(dev Device, c draft.Config, m *models.Llama) (_ *Draft, err error)
 	if d.Head, err = dev.UploadMatrix(m.Output); err != nil {
 		return nil, err
 	}
-	d.bind()
+	d.bind(false)
 	return d, nil
 }
 
-// bind allocates the parameters and names them.
-func (d *Draft) bind() {
+// bind allocates the parameters and names them; with drafting, only those
+// that stay float32 when frozen (see DropFloat).
+func (d *Draft) bind(drafting bool) {
 	c, dev := d.C, d.Dev
 	byName := map[string]*Param{}
 	for _, s := range c.Shapes() {
-		p := &Param{Shape: s, W: dev.Alloc(s.Size())}
+		p := &Param{Shape: s}
+		if !drafting || !d.quantizes(p) {
+			p.W = dev.Alloc(s.Size())
+		}
 		d.Params = append(d.Params, p)
 		byName[s.Name] = p
 	}
@@ -149,9 +156,7 @@ func (d *Draft) Checkpoint(fingerprint, targetName string) *draft.Checkpoint {
 	ck := &draft.Checkpoint{Config: d.C, Fingerprint: fingerprint, TargetName: targetName,
 		Tensors: map[string][]float32{}, Meta: map[string]string{}}
 	for _, p := range d.Params {
-		v := make([]float32, p.Size())
-		d.Dev.Download(v, p.W)
-		ck.Tensors[p.Name] = v
+		ck.Tensors[p.Name] = d.values(nil, p)
 	}
 	return ck
 }
@@ -175,10 +180,13 @@ func (d *Draft) ZeroGrad() {
 // Free releases the parameters.
 func (d *Draft) Free() {
 	for _, p := range d.Params {
-		d.Dev.Free(p.W)
+		if p.W != nil {
+			d.Dev.Free(p.W)
+		}
 		if p.G != nil {
 			d.Dev.Free(p.G)
 		}
+		d.dropQ(p)
 	}
 }
 
@@ -347,39 +355,99 @@ var freezeMin = smallMatrix
 // again after the weights change. Training and evaluation passes, which
 // keep their own keys and values, read W.
 func (d *Draft) FreezeForDrafting() error {
-	// The CUDA device holds frozen matrices as float32: a Q8_0 copy there
-	// would only round the weights.
-	onGPU := holdsFloat32(d.Dev)
 	var vals []float32
 	for _, p := range d.Params {
-		p.Q = nil
-		if onGPU || p.Rows == 1 || p.Size() <= freezeMin {
+		if !d.quantizes(p) {
+			d.dropQ(p)
 			continue
 		}
-		rb, err := quant.Q8_0.RowSize(p.Cols)
-		if err != nil {
-			continue // a row that is not whole blocks stays float32
+		if p.W == nil {
+			continue // DropFloat: the Q8_0 copy is all there is
 		}
-		t := &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb}
+		vals = d.values(vals, p)
+		if err := d.freeze(p, vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropFloat frees the float32 values of the matrices drafting reads in
+// Q8_0 (call FreezeForDrafting first): a draft that only drafts never
+// reads them, and they are most of its memory. What copies or saves the
+// draft afterwards reads the Q8_0 values.
+func (d *Draft) DropFloat() {
+	for _, p := range d.Params {
+		if p.Q != nil && p.W != nil {
+			d.Dev.Free(p.W)
+			p.W = nil
+		}
+	}
+}
+
+// quantizes reports whether FreezeForDrafting gives p a Q8_0 copy. The
+// CUDA device holds frozen matrices as float32: a Q8_0 copy there would
+// only round the weights; the host keeps small ones as float32 anyway.
+func (d *Draft) quantizes(p *Param) bool {
+	if holdsFloat32(d.Dev) || p.Rows == 1 || p.Size() <= freezeMin {
+		return false
+	}
+	_, err := quant.Q8_0.RowSize(p.Cols) // a row that is not whole blocks stays float32
+	return err == nil
+}
+
+// values is p's values in buf (grown as needed): W's, or its Q8_0 copy's
+// once W is dropped.
+func (d *Draft) values(buf []float32, p *Param) []float32 {
+	if _, counting := d.Dev.(*sizer); counting {
+		return buf // Measure's devices hold no values
+	}
+	buf = slices.Grow(buf[:0], p.Size())[:p.Size()]
+	if p.W != nil {
+		d.Dev.Download(buf, p.W)
+		return buf
+	}
+	for r := range p.Rows {
+		// The row size was checked when the copy was made.
+		_ = quant.DequantizeRow(quant.Q8_0, buf[r*p.Cols:(r+1)*p.Cols], p.qt.Row(r))
+	}
+	return buf
+}
+
+// freeze sets p's Q8_0 copy to vals, reusing the copy's memory.
+func (d *Draft) freeze(p *Param, vals []float32) error {
+	rb, _ := quant.Q8_0.RowSize(p.Cols)
+	t := p.qt
+	if t == nil {
+		t = &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb}
 		if _, counting := d.Dev.(*sizer); !counting {
-			if cap(vals) < p.Size() {
-				vals = make([]float32, p.Size())
-			}
-			vals = vals[:p.Size()]
-			d.Dev.Download(vals, p.W)
 			t.Data = make([]byte, p.Rows*rb)
-			for r := range p.Rows {
-				if err := quant.QuantizeRow(quant.Q8_0, t.Row(r), vals[r*p.Cols:(r+1)*p.Cols]); err != nil {
-					return fmt.Errorf("draft %s: %w", p.Name, err)
-				}
-			}
-		}
-		if p.Q, err = d.Dev.UploadMatrix(t); err != nil {
-			return fmt.Errorf("draft %s: %w", p.Name, err)
 		}
 		hold(d.Dev, p.Rows*rb) // the Q8_0 copy is the device's own
 	}
+	if t.Data != nil {
+		for r := range p.Rows {
+			if err := quant.QuantizeRow(quant.Q8_0, t.Row(r), vals[r*p.Cols:(r+1)*p.Cols]); err != nil {
+				d.dropQ(p)
+				return fmt.Errorf("draft %s: %w", p.Name, err)
+			}
+		}
+	}
+	q, err := d.Dev.UploadMatrix(t)
+	if err != nil {
+		d.dropQ(p)
+		return fmt.Errorf("draft %s: %w", p.Name, err)
+	}
+	p.Q, p.qt = q, t
 	return nil
+}
+
+// dropQ forgets p's Q8_0 copy.
+func (d *Draft) dropQ(p *Param) {
+	if p.qt != nil {
+		hold(d.Dev, -p.Rows*p.qt.RowBytes)
+	}
+	p.Q, p.qt = nil, nil
 }
 
 // hold counts n bytes a device keeps of its own beyond its buffers, where

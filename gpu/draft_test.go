@@ -424,3 +424,56 @@ func TestTargetSharpness(t *testing.T) {
 		t.Errorf("sharpness 3: cross-entropy %v, the same as unsharpened", sharp.ProbLoss)
 	}
 }
+
+// A scorer scores as a trainer of its unroll does, from the buffers it
+// borrows, without gradients or optimizer state of its own; it does not
+// train.
+func TestScorer(t *testing.T) {
+	c := tinyConfig
+	d := newDraft32(t, c, 31)
+	rng := rand.New(rand.NewPCG(31, 31))
+	ws := []Window{randWindow(rng, 8, c.Hidden, c.Vocab, 1), randWindow(rng, 5, c.Hidden, c.Vocab, 1)}
+	cfg := DefaultTrainConfig()
+	tr, err := NewTrainer(d, cfg, 32, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := d.Dev.(*host[float32])
+	held := dev.Held()
+	sc, err := NewScorer(tr, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scorerBytes := dev.Held() - held
+	cfg.Unroll = 3
+	ref, err := NewTrainer(d, cfg, 32, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refBytes := dev.Held() - held - scorerBytes
+	if opt := uint64(2 * 4 * c.Params()); scorerBytes+opt > refBytes {
+		t.Errorf("the scorer holds %d bytes, a trainer of its unroll %d (of which %d optimizer state)", scorerBytes, refBytes, opt)
+	}
+	for range 2 { // the second time after the trainer used the shared buffers
+		got, err := sc.Eval(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ref.Eval(ws)
+		if got.Loss != want.Loss || got.Tau != want.Tau || !slices.Equal(got.Top1, want.Top1) {
+			t.Fatalf("scorer %+v, trainer %+v", got, want)
+		}
+		if _, err := tr.Step(ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sc.Step(ws); err == nil || !strings.Contains(err.Error(), "scorer") {
+		t.Errorf("a scorer's Step: %v", err)
+	}
+	ref.Free()
+	sc.Free()
+	if got := dev.Held(); got != held {
+		t.Errorf("freeing the scorer left %d bytes held, %d before it", got, held)
+	}
+	tr.Free()
+}

@@ -44,14 +44,18 @@ func Measure(c draft.Config, m *models.Llama, onGPU bool, ctx, sequences int, l 
 		return Footprint{}, err
 	}
 	live := NewLive(d, 0)
+	// As the runner does: the live versions keep only what drafting reads.
+	live.DropFloat()
+	var lr *Learner
+	if l != nil {
+		if lr, err = NewLearner(live, td, l.Config, l.MaxRows, l.MaxLen, l.EvalDepth); err != nil {
+			return Footprint{}, err
+		}
+	}
 	for range sequences {
 		live.NewSequence(ctx)
 	}
-	if l != nil {
-		lr, err := NewLearner(live, td, l.Config, l.MaxRows, l.MaxLen, l.EvalDepth)
-		if err != nil {
-			return Footprint{}, err
-		}
+	if lr != nil {
 		// Publishing leaves a spare version beside the newest.
 		if _, err := lr.Publish(true); err != nil {
 			return Footprint{}, err
@@ -105,7 +109,7 @@ func (s *sizer) UploadMatrix(t *models.Tensor) (Matrix, error) {
 	case s.gpu:
 		s.held += 4 * n
 	case t.Type == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(t.Data)))%4 == 0:
-	case n <= smallMatrix:
+	case n <= uint64(smallMatrix):
 		s.held += 4 * n
 	}
 	return &sizerMat{t.Rows, t.Cols}, nil

@@ -189,7 +189,9 @@ type hostMat struct {
 	once                 sync.Once
 }
 
-const smallMatrix = 1 << 22
+// smallMatrix is the most values of a frozen matrix the host keeps as
+// float32 (a var so that tests of small drafts can lower it).
+var smallMatrix = 1 << 22
 
 func (m *hostMat) Rows() int { return m.rows }
 func (m *hostMat) Cols() int { return m.cols }

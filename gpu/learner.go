@@ -45,9 +45,7 @@ func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDe
 			return nil, err
 		}
 	}
-	ecfg := cfg
-	ecfg.Unroll, ecfg.AnchorWeight = max(1, evalDepth), 0
-	if l.ev, err = NewTrainer(shadow, ecfg, maxRows, maxLen); err != nil {
+	if l.ev, err = NewScorer(l.tr, max(1, evalDepth)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -55,8 +53,8 @@ func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDe
 
 // Free releases the learner's drafts and buffers (not the live draft).
 func (l *Learner) Free() {
-	l.tr.Free()
 	l.ev.Free()
+	l.tr.Free()
 	l.shadow.Free()
 	l.base.Free()
 }

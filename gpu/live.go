@@ -23,38 +23,52 @@ func (d *Draft) Clone(dev Device) (_ *Draft, err error) {
 			return nil, err
 		}
 	}
-	c.bind()
+	c.bind(false)
 	return c, c.CopyWeights(d)
 }
 
 // sibling is a new draft on d's device sharing d's frozen matrices, with
-// zero weights.
+// zero weights; in drafting form only when d is (DropFloat).
 func (d *Draft) sibling() (_ *Draft, err error) {
 	defer catchDevice(&err)
 	c := &Draft{Dev: d.Dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
-	c.bind()
+	c.bind(d.draftingOnly())
 	return c, nil
+}
+
+// draftingOnly reports whether DropFloat dropped d's float32 matrices.
+func (d *Draft) draftingOnly() bool {
+	for _, p := range d.Params {
+		if p.W == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // CopyWeights sets d's weights to src's, which must have d's shape. The
 // two may live on different devices: the values then pass through the
-// host.
+// host. A matrix either holds only in Q8_0 (DropFloat) passes as its
+// Q8_0 values.
 func (d *Draft) CopyWeights(src *Draft) error {
 	if src.C != d.C {
 		return fmt.Errorf("draft: copy weights of shape %+v into %+v", src.C, d.C)
 	}
-	if _, counting := d.Dev.(*sizer); counting {
-		return nil // Measure's devices hold no values
-	}
 	var tmp []float32
 	for i, p := range d.Params {
-		if src.Dev == d.Dev {
-			d.Dev.Copy(p.W, src.Params[i].W)
-			continue
+		sp := src.Params[i]
+		switch {
+		case p.W == nil:
+			tmp = src.values(tmp, sp)
+			if err := d.freeze(p, tmp); err != nil {
+				return err
+			}
+		case sp.W != nil && src.Dev == d.Dev:
+			d.Dev.Copy(p.W, sp.W)
+		default:
+			tmp = src.values(tmp, sp)
+			d.Dev.Upload(p.W, tmp)
 		}
-		tmp = append(tmp[:0], make([]float32, p.Size())...)
-		src.Dev.Download(tmp, src.Params[i].W)
-		d.Dev.Upload(p.W, tmp)
 	}
 	return nil
 }
@@ -133,6 +147,20 @@ func (l *Live) Publish(src *Draft) (_ int, err error) {
 	l.cur.Store(v)
 	l.release(old)
 	return v.n, nil
+}
+
+// DropFloat keeps the live draft's versions in drafting form only (see
+// Draft.DropFloat): the newest from now, and every one published after.
+// A Snapshot then starts from their Q8_0 values. Call it before any
+// sequence drafts.
+func (l *Live) DropFloat() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur.Load().d.DropFloat()
+	if l.spare != nil {
+		l.spare.Free()
+		l.spare = nil
+	}
 }
 
 // Snapshot copies the newest version's weights to dev (a trainer's shadow

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"dovetail/models/draft"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -9,9 +10,7 @@ import (
 func weights(d *Draft) []float32 {
 	var out []float32
 	for _, p := range d.Params {
-		v := make([]float32, p.Size())
-		d.Dev.Download(v, p.W)
-		out = append(out, v...)
+		out = append(out, d.values(nil, p)...)
 	}
 	return out
 }
@@ -144,5 +143,95 @@ func TestChainTau(t *testing.T) {
 	// Window 0, positions 0 and 1: runs 2 and 1; window 1, position 0: 3.
 	if got, want := chainTau(agree, b), 1+6.0/3; got != want {
 		t.Fatalf("τ %g, want %g", got, want)
+	}
+}
+
+// largeOnly makes the host treat matrices of more than n values as large
+// ones (quantized for drafting, kept in their stored form) for the rest
+// of the test: the test drafts are small.
+func largeOnly(t *testing.T, n int) {
+	fm, sm := freezeMin, smallMatrix
+	freezeMin, smallMatrix = n, n
+	t.Cleanup(func() { freezeMin, smallMatrix = fm, sm })
+}
+
+// A live draft that dropped its float32 matrices publishes versions in
+// drafting form only, which draft exactly as a full frozen copy of the
+// same weights does, in a fraction of the memory; a snapshot of it
+// starts from the Q8_0 values.
+func TestLiveDropFloat(t *testing.T) {
+	c := draft.Config{Hidden: 64, Blocks: 1, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 96, Vocab: 40,
+		Context: 64, RopeTheta: 10000, RMSEps: 1e-5}
+	largeOnly(t, c.Hidden*c.Hidden)
+	d := newDraft32(t, c, 5)
+	if err := d.FreezeForDrafting(); err != nil {
+		t.Fatal(err)
+	}
+	dev := d.Dev.(*host[float32])
+	live := NewLive(d, 0)
+	defer live.Close()
+	before := dev.Held()
+	live.DropFloat()
+	// The gate and the FFN's three matrices: 64×128 + 3×96×64 floats.
+	if dropped := before - dev.Held(); dropped != 4*(64*128+3*96*64) {
+		t.Errorf("DropFloat freed %d bytes", dropped)
+	}
+	shadow, _, err := live.Snapshot(newHost[float32](1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shadow.Free()
+	for i, p := range d.Params {
+		if got, want := shadow.values(nil, shadow.Params[i]), d.values(nil, p); !slices.Equal(got, want) {
+			t.Fatalf("snapshot's %s differs from the live draft's values", p.Name)
+		}
+	}
+	// Train the shadow a little, publish it, and draft with both the new
+	// version and a full frozen draft of the shadow's weights.
+	rng := rand.New(rand.NewPCG(5, 5))
+	tr, err := NewTrainer(shadow, DefaultTrainConfig(), 16, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Free()
+	w := randWindow(rng, 8, c.Hidden, c.Vocab, 1)
+	for range 3 {
+		if _, err := tr.Step([]Window{w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := dev.Held()
+	if _, err := live.Publish(shadow); err != nil {
+		t.Fatal(err)
+	}
+	v := live.cur.Load().d
+	if !v.draftingOnly() {
+		t.Fatal("a version published after DropFloat holds float32 matrices")
+	}
+	// The float32 rest, and Q8_0 rows of 34 bytes per 32 values.
+	if grew, want := dev.Held()-held, uint64(4*(c.Params()-26624)+26624/32*34); grew != want {
+		t.Errorf("a drafting-only version took %d bytes, want %d (the float32 draft: %d)", grew, want, 4*c.Params())
+	}
+	full, err := shadow.Clone(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Free()
+	if err := full.FreezeForDrafting(); err != nil {
+		t.Fatal(err)
+	}
+	s1, s2 := live.NewSequence(0), full.NewSequence(0)
+	defer s1.Free()
+	defer s2.Free()
+	lg1, pred1, err := s1.Forward(w.Features[:6], w.Tokens[1:7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg2, pred2, err := s2.Forward(w.Features[:6], w.Tokens[1:7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lg1, lg2) || !slices.Equal(pred1, pred2) {
+		t.Error("the drafting-only version drafts differently from a frozen copy of the same weights")
 	}
 }

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -75,8 +76,20 @@ func TestCUDAClose(t *testing.T) {
 // Measure counts, to the byte, what the host devices hold for a draft
 // drafting in two sequences and a learner that published once: on models
 // whose frozen matrices the host keeps as they are (f32) and dequantizes
-// (Q8_0, small).
+// (Q8_0, small), and with the draft's matrices counted as large ones
+// (quantized for drafting, their float32 values dropped).
 func TestMeasureMatchesHost(t *testing.T) {
+	for _, large := range []bool{false, true} {
+		t.Run(fmt.Sprint("large=", large), func(t *testing.T) {
+			if large {
+				largeOnly(t, 1024)
+			}
+			measureMatchesHost(t)
+		})
+	}
+}
+
+func measureMatchesHost(t *testing.T) {
 	for _, name := range []string{"stories260K-f32.gguf", "stories260K-Q8_0-mixed.gguf"} {
 		m, err := models.LoadLlama(golden.ModelPath(name))
 		if err != nil {
@@ -99,6 +112,7 @@ func TestMeasureMatchesHost(t *testing.T) {
 		}
 		live := NewLive(d, 0)
 		s1, s2 := live.NewSequence(100), live.NewSequence(100)
+		live.DropFloat()
 		lr, err := NewLearner(live, td, learn.Config, learn.MaxRows, learn.MaxLen, learn.EvalDepth)
 		if err != nil {
 			t.Fatal(err)

@@ -91,6 +91,8 @@ type Trainer struct {
 	anchor  *Draft
 	aacts   *acts
 	alogits Buffer
+
+	lender *Trainer // a scorer's (NewScorer), whose buffers it borrows
 }
 
 // SetAnchor sets the draft whose distribution AnchorWeight holds the
@@ -112,49 +114,102 @@ func (t *Trainer) SetAnchor(a *Draft) error {
 // positions in windows of at most maxLen positions.
 func NewTrainer(d *Draft, cfg TrainConfig, maxRows, maxLen int) (_ *Trainer, err error) {
 	defer catchDevice(&err)
-	if cfg.Unroll < 1 || cfg.Unroll > 16 {
-		return nil, fmt.Errorf("training-time test unroll %d out of range [1, 16]", cfg.Unroll)
-	}
-	if maxRows < 1 || maxLen < 1 || maxLen > maxRows {
-		return nil, fmt.Errorf("trainer: %d rows per batch, windows of %d", maxRows, maxLen)
+	if err := checkShape(cfg, maxRows, maxLen); err != nil {
+		return nil, err
 	}
 	dev, c := d.Dev, d.C
 	d.EnableGrad()
 	t := &Trainer{d: d, cfg: cfg, Opt: NewOptimizer(d), rng: rand.New(rand.NewPCG(cfg.Seed, 7)), capRows: maxRows, maxLen: maxLen}
-	// Attention weights of step i: rows × heads × (i+1)·window.
-	for i := range cfg.Unroll {
-		t.steps = append(t.steps, d.allocActs(maxRows, maxRows*c.Heads*(i+1)*maxLen, true))
-	}
+	t.allocForward(nil)
 	t.g = d.allocGrads(maxRows)
 	H, V, KV := c.Hidden, c.Vocab, c.KVDim()
 	t.df = [2]Buffer{dev.Alloc(maxRows * H), dev.Alloc(maxRows * H)}
 	for range c.Blocks {
-		for _, s := range []*[]Buffer{&t.kcat, &t.vcat, &t.dkcat, &t.dvcat} {
-			*s = append(*s, dev.Alloc(cfg.Unroll*maxRows*KV))
+		t.dkcat = append(t.dkcat, dev.Alloc(cfg.Unroll*maxRows*KV))
+		t.dvcat = append(t.dvcat, dev.Alloc(cfg.Unroll*maxRows*KV))
+	}
+	t.dlogits = dev.Alloc(maxRows * V)
+	return t, nil
+}
+
+// NewScorer prepares scoring (Eval, EvalDraft; no Step) of tr's draft by
+// tr's recipe with unroll steps: it holds no gradients or optimizer state,
+// and borrows tr's buffers where the two need the same (step 0's
+// activations, the features and logits), since one goroutine runs both.
+func NewScorer(tr *Trainer, unroll int) (_ *Trainer, err error) {
+	defer catchDevice(&err)
+	cfg := tr.cfg
+	cfg.Unroll, cfg.AnchorWeight = unroll, 0
+	if err := checkShape(cfg, tr.capRows, tr.maxLen); err != nil {
+		return nil, err
+	}
+	t := &Trainer{d: tr.d, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), capRows: tr.capRows, maxLen: tr.maxLen, lender: tr}
+	t.allocForward(tr)
+	return t, nil
+}
+
+func checkShape(cfg TrainConfig, maxRows, maxLen int) error {
+	if cfg.Unroll < 1 || cfg.Unroll > 16 {
+		return fmt.Errorf("training-time test unroll %d out of range [1, 16]", cfg.Unroll)
+	}
+	if maxRows < 1 || maxLen < 1 || maxLen > maxRows {
+		return fmt.Errorf("trainer: %d rows per batch, windows of %d", maxRows, maxLen)
+	}
+	return nil
+}
+
+// allocForward allocates what the forward pass and the loss need, taking
+// from (nil: none) its step 0's activations, the target features and the
+// logits instead.
+func (t *Trainer) allocForward(from *Trainer) {
+	d, dev, c, cfg, maxRows := t.d, t.d.Dev, t.d.C, t.cfg, t.capRows
+	H, V, KV := c.Hidden, c.Vocab, c.KVDim()
+	// Attention weights of step i: rows × heads × (i+1)·window.
+	for i := range cfg.Unroll {
+		if i == 0 && from != nil {
+			t.steps = append(t.steps, from.steps[0])
+			continue
 		}
+		t.steps = append(t.steps, d.allocActs(maxRows, maxRows*c.Heads*(i+1)*t.maxLen, true))
+	}
+	for range c.Blocks {
+		t.kcat = append(t.kcat, dev.Alloc(cfg.Unroll*maxRows*KV))
+		t.vcat = append(t.vcat, dev.Alloc(cfg.Unroll*maxRows*KV))
+	}
+	if from != nil {
+		t.tf, t.logits, t.tlogits, t.lossV, t.lossP, t.agree = from.tf, from.logits, from.tlogits, from.lossV, from.lossP, from.agree
+		t.tfSharp = from.tfSharp
+		return
 	}
 	t.tf = dev.Alloc(maxRows * H)
 	if cfg.TargetSharpness != 0 && cfg.TargetSharpness != 1 {
 		t.tfSharp = dev.Alloc(maxRows * H)
 	}
-	t.logits, t.tlogits, t.dlogits = dev.Alloc(maxRows*V), dev.Alloc(maxRows*V), dev.Alloc(maxRows*V)
+	t.logits, t.tlogits = dev.Alloc(maxRows*V), dev.Alloc(maxRows*V)
 	t.lossV, t.lossP, t.agree = dev.Alloc(maxRows), dev.Alloc(maxRows), dev.Alloc(maxRows)
-	return t, nil
 }
 
-// Free releases the trainer's buffers (not the draft's).
+// Free releases the trainer's buffers (not the draft's, nor those a
+// scorer borrowed: free the scorer before its lender).
 func (t *Trainer) Free() {
 	dev, c := t.d.Dev, t.d.C
-	for _, a := range t.steps {
-		a.free(dev, c, true)
+	for i, a := range t.steps {
+		if i > 0 || t.lender == nil {
+			a.free(dev, c, true)
+		}
 	}
-	t.g.free(dev, c)
-	dev.Free(t.tfSharp)
-	for _, b := range append(append(append(append([]Buffer{t.df[0], t.df[1], t.tf, t.logits, t.tlogits, t.dlogits, t.lossV, t.lossP, t.agree},
-		t.kcat...), t.vcat...), t.dkcat...), t.dvcat...) {
+	bufs := append(append([]Buffer{}, t.kcat...), t.vcat...)
+	if t.lender == nil {
+		bufs = append(bufs, t.tfSharp, t.tf, t.logits, t.tlogits, t.lossV, t.lossP, t.agree)
+	}
+	if t.Opt != nil {
+		t.g.free(dev, c)
+		bufs = append(append(append(bufs, t.df[0], t.df[1], t.dlogits), t.dkcat...), t.dvcat...)
+		t.Opt.Free()
+	}
+	for _, b := range bufs {
 		dev.Free(b)
 	}
-	t.Opt.Free()
 	if t.aacts != nil {
 		t.aacts.free(dev, c, true)
 		dev.Free(t.alogits)
@@ -364,9 +419,10 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		ats[s] = &tttAttn{t: t, b: b, step: s}
 		d.forward(steps[s], b.tokens[s], b.pos[s], ats[s])
 	}
-	g := t.g.view(dev, c, n)
 	m := Metrics{Positions: n}
+	var g *grads
 	if train {
+		g = t.g.view(dev, c, n)
 		d.ZeroGrad()
 		for blk := range c.Blocks {
 			dev.Zero(t.dkcat[blk])
@@ -374,7 +430,11 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		}
 	}
 	tf := dev.View(t.tf, 0, n*H)
-	tlogits, logits, dlogits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V), dev.View(t.dlogits, 0, n*V)
+	tlogits, logits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V)
+	var dlogits Buffer
+	if train {
+		dlogits = dev.View(t.dlogits, 0, n*V)
+	}
 	if t.tfSharp != nil {
 		dev.MatMulFrozen(tlogits, dev.View(t.tfSharp, 0, n*H), d.Head, n)
 	} else {
@@ -485,6 +545,9 @@ func chainTau(agree [][]float32, b *batch) float64 {
 // Step trains on one batch: forward, loss, backward, clipping and one
 // AdamW update at the scheduled learning rate.
 func (t *Trainer) Step(ws []Window) (Metrics, error) {
+	if t.Opt == nil {
+		return Metrics{}, errors.New("trainer: a scorer does not train")
+	}
 	m, _, err := t.run(ws, true)
 	if err != nil {
 		return m, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -98,6 +99,12 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 		return nil, errStopped
 	}
 	var err error
+	// Drafting reads only the Q8_0 copies of the large matrices: their
+	// float32 values go before the learner allocates its own, whose
+	// shadow starts from the Q8_0 values (the live draft drafts with
+	// exactly those), so the freed memory serves the learner.
+	ad.live.DropFloat()
+	runtime.GC()
 	if ad.learner, err = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth); err != nil {
 		ad.live.Close()
 		return nil, err

@@ -129,6 +129,7 @@ func timeDraftStep(m *Model, cfg draft.Config, dev gpu.Device) (time.Duration, e
 	if err := d.FreezeForDrafting(); err != nil {
 		return 0, err
 	}
+	d.DropFloat()
 	seq := d.NewSequence(256)
 	defer seq.Free()
 	dd := engine.NewDGFDrafter(seq)

@@ -311,6 +311,7 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 		devs.close()
 		return fmt.Errorf("draft %s: %w", where, err)
 	}
+	dr.DropFloat() // it never trains
 	var seqs []*gpu.Sequence
 	for range r.slots {
 		seq := dr.NewSequence(r.ctx)
