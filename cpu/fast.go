@@ -30,6 +30,26 @@ type Fast struct {
 	rope   *ropeTable
 	ctx    int
 	packed map[*models.Tensor]*kernels.Packed // the matrices K packs
+	off    *Offload                           // nil: every layer here
+}
+
+// Offload is the part of a model another device runs (gpu.Layers): its
+// layers from From on, its final norm and LM head. Package cpu names no
+// device: the runner wires one in.
+type Offload struct {
+	From int
+	// NewSeq makes one sequence's part there, of ctx positions.
+	NewSeq func(ctx int) (OffloadSeq, error)
+}
+
+// OffloadSeq is one sequence's offloaded layers with their KV cache (see
+// gpu.LayerSeq): Forward takes a batch's residual stream after layer
+// From−1 with the batch's positions and tree mask and gives back its final
+// features and logits; Commit compacts accepted nodes as Seq.commit does.
+type OffloadSeq interface {
+	Forward(x []float32, n int, pos []int, past, base int, mask []uint8, logitsFrom int, hidden, logits []float32) error
+	Commit(past int, path []int) error
+	Free()
 }
 
 // NewFast prepares m for sequences of ctx positions (≤ 0: the model's
@@ -39,9 +59,27 @@ func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
 	if ctx <= 0 {
 		ctx = m.Config.ContextLength
 	}
-	f := &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx}
+	return NewFastOffload(m, k, pool, ctx, nil)
+}
+
+// NewFastOffload is NewFast with the layers from off.From on, the final
+// norm and the LM head run by off (nil: none): only the layers before it
+// are packed, and sequences keep caches for those only.
+func NewFastOffload(m *models.Llama, k *kernels.Set, pool *Pool, ctx int, off *Offload) *Fast {
+	if ctx <= 0 {
+		ctx = m.Config.ContextLength
+	}
+	f := &Fast{M: m, K: k, pool: pool, rope: newRopeTable(m.Config, m.RopeFreqs, ctx), ctx: ctx, off: off}
 	f.pack()
 	return f
+}
+
+// cpuLayers is the number of layers the CPU runs.
+func (f *Fast) cpuLayers() int {
+	if f.off != nil {
+		return f.off.From
+	}
+	return len(f.M.Layers)
 }
 
 // WithPool is f on another pool, sharing f's packed weights and tables
@@ -60,11 +98,13 @@ func (f *Fast) WithPool(pool *Pool) *Fast {
 // memory-mapped file (read back should anything touch them again).
 func (f *Fast) pack() {
 	var ts []*models.Tensor
-	for i := range f.M.Layers {
+	for i := range f.cpuLayers() {
 		l := &f.M.Layers[i]
 		ts = append(ts, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
 	}
-	ts = append(ts, f.M.Output)
+	if f.off == nil {
+		ts = append(ts, f.M.Output)
+	}
 	ps := make([]*kernels.Packed, len(ts))
 	f.pool.For(len(ts), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -106,17 +146,34 @@ type Seq struct {
 	pos                    []int       // positions of the batch's rows
 	scratch                [][]float32 // attention, one per pool chunk
 	act                    actBuf
+	off                    OffloadSeq // the offloaded layers' part, or nil
 }
 
-// NewSeq allocates a sequence with an empty cache.
-func (f *Fast) NewSeq() *Seq {
+// NewSeq allocates a sequence with an empty cache: the CPU layers' here,
+// the offloaded ones' on their device (which may be out of memory).
+func (f *Fast) NewSeq() (*Seq, error) {
 	c := f.M.Config
-	s := &Seq{f: f, kvDim: c.KVHeads * c.HeadDim, k: make([][]uint16, c.Layers), v: make([][]uint16, c.Layers)}
+	L := f.cpuLayers()
+	s := &Seq{f: f, kvDim: c.KVHeads * c.HeadDim, k: make([][]uint16, L), v: make([][]uint16, L)}
 	for l := range s.k {
 		s.k[l] = make([]uint16, f.ctx*s.kvDim)
 		s.v[l] = make([]uint16, f.ctx*s.kvDim)
 	}
-	return s
+	if f.off != nil {
+		var err error
+		if s.off, err = f.off.NewSeq(f.ctx); err != nil {
+			return nil, fmt.Errorf("layers %d to %d on the GPU: %w", f.off.From, c.Layers-1, err)
+		}
+	}
+	return s, nil
+}
+
+// Free releases what the sequence holds on another device.
+func (s *Seq) Free() {
+	if s.off != nil {
+		s.off.Free()
+		s.off = nil
+	}
 }
 
 // grow makes scratch room for n new rows among m pending ones.
@@ -200,7 +257,7 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	xb := s.xb[:n*H]
-	for l := range f.M.Layers {
+	for l := range f.cpuLayers() {
 		w := &f.M.Layers[l]
 		f.K.RMSNorm(xb, x, w.AttnNorm, n, H, c.RMSEps)
 		s.act.set(xb, n, H)
@@ -247,12 +304,17 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 		add(x, xb)
 	}
 	hidden := s.hidden[:n*H]
+	if logitsFrom < n && len(s.logits) < s.rows*c.Vocab {
+		s.logits = make([]float32, s.rows*c.Vocab)
+	}
+	if s.off != nil {
+		// The rest runs on the other device: the new rows' mask rows
+		// are the last n of the pending nodes'.
+		return s.off.Forward(x, n, pos, s.len, base, mask[base*m:], logitsFrom, hidden, s.logits)
+	}
 	f.K.RMSNorm(hidden, x, f.M.OutputNorm, n, H, c.RMSEps)
 	if logitsFrom < n {
 		rows := n - logitsFrom
-		if len(s.logits) < s.rows*c.Vocab {
-			s.logits = make([]float32, s.rows*c.Vocab)
-		}
 		s.act.set(hidden[logitsFrom*H:], rows, H)
 		f.matmul(s.logits[:rows*c.Vocab], f.M.Output, &s.act)
 	}
@@ -304,6 +366,11 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 func (s *Seq) commit(path []int) error {
 	if err := checkPath(s.pending, path); err != nil {
 		return err
+	}
+	if s.off != nil {
+		if err := s.off.Commit(s.len, path); err != nil {
+			return err
+		}
 	}
 	d := s.kvDim
 	for k, p := range path {

@@ -76,6 +76,12 @@ func TestReferenceGolden(t *testing.T) {
 
 // checkGolden compares a runner with llama.cpp on every golden case.
 func checkGolden(t *testing.T, newRunner func(*models.Llama) runner) {
+	checkGoldenBounds(t, newRunner, boundsFor)
+}
+
+// checkGoldenBounds is checkGolden with the bounds of each case from
+// boundsOf.
+func checkGoldenBounds(t *testing.T, newRunner func(*models.Llama) runner, boundsOf func(string) bounds) {
 	cases, err := golden.Cases()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +97,7 @@ func checkGolden(t *testing.T, newRunner func(*models.Llama) runner) {
 			}
 			defer m.Close()
 			run := newRunner(m)
-			b := boundsFor(gc.Name)
+			b := boundsOf(gc.Name)
 			quantized := b.first > 1e-5
 			var worstLogit, worstHidden float64
 			var rels []float64

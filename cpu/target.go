@@ -20,6 +20,7 @@ type Target struct {
 	treeLogits, treeHidden [][]float32
 	views, hviews          [][]float32 // rows of a single batch, not copied
 	features               [][]float32
+	err                    error // why the sequence could not be made
 }
 
 var defaultKernels = sync.OnceValues(kernels.Best)
@@ -40,10 +41,22 @@ func NewTarget(m *models.Llama, pool *Pool, ctx int) *Target {
 	return NewTargetWith(NewFast(m, DefaultKernels(), pool, ctx))
 }
 
-// NewTargetWith runs a sequence of f.
+// NewTargetWith runs a sequence of f. Where f offloads layers, making the
+// sequence's part on the other device can fail: Err says so, and every
+// call returns that error.
 func NewTargetWith(f *Fast) *Target {
-	return &Target{f: f, s: f.NewSeq(), last: make([]float32, f.M.Config.Vocab)}
+	s, err := f.NewSeq()
+	if err != nil {
+		s = &Seq{f: f}
+	}
+	return &Target{f: f, s: s, last: make([]float32, f.M.Config.Vocab), err: err}
 }
+
+// Err is why the target's sequence could not be made (nil: it was).
+func (t *Target) Err() error { return t.err }
+
+// Close releases what the sequence holds on another device.
+func (t *Target) Close() { t.s.Free() }
 
 // Forward runs tokens in batches, commits them, and returns the logits of
 // the last one.
@@ -60,6 +73,9 @@ func (t *Target) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
 }
 
 func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("forward: no tokens")
 	}
@@ -103,6 +119,9 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 // hidden state. The slices are reused by the next call.
 func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err error) {
 	c := t.f.M.Config
+	if t.err != nil {
+		return nil, nil, t.err
+	}
 	if len(parents) != len(tokens) {
 		return nil, nil, fmt.Errorf("extend: %d tokens but %d parents", len(tokens), len(parents))
 	}
@@ -136,7 +155,12 @@ func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err 
 }
 
 // Commit keeps a chain of pending nodes and drops the rest.
-func (t *Target) Commit(path []int) error { return t.s.commit(path) }
+func (t *Target) Commit(path []int) error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.s.commit(path)
+}
 
 // Len is the number of committed tokens.
 func (t *Target) Len() int { return t.s.len }
