@@ -225,3 +225,20 @@ func (s *LayerSeq) Commit(past int, path []int) (err error) {
 	}
 	return nil
 }
+
+// MeasureLayers is what NewLayers(m, from) and seqs sequences of ctx
+// positions hold on a GPU (onGPU) or the host, counted on a device that
+// only counts.
+func MeasureLayers(m *models.Llama, from, ctx, seqs int, onGPU bool) (uint64, error) {
+	s := &sizer{gpu: onGPU}
+	l, err := NewLayers(s, m, from)
+	if err != nil {
+		return 0, err
+	}
+	for range seqs {
+		if _, err := l.NewSeq(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return s.held, nil
+}

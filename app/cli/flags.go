@@ -23,6 +23,7 @@ type modelFlags struct {
 	draft   string
 	tree    engine.TreeParams
 	plan    bool
+	layers  string
 	adapt   adaptFlags
 }
 
@@ -36,6 +37,7 @@ func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
 	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
 	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree each round, and decode without drafting while drafting would be slower")
+	fl.StringVar(&f.layers, "gpu-layers", "auto", "the target's last layers (with its LM head) on the GPU: a number, 0 (none), or auto (as many as fit beside the draft)")
 	f.adapt.register(c)
 }
 
@@ -55,6 +57,9 @@ func (f *modelFlags) options(stderr io.Writer) (runner.Options, error) {
 	o.Threads, o.Ctx, o.Draft, o.Tree, o.Plan, o.Adapt, o.Device = f.threads, f.ctx, f.draft, f.tree, f.plan, a, f.adapt.device
 	if f.threads < 1 {
 		return o, usageError{fmt.Errorf("--threads %d must be at least 1", f.threads)}
+	}
+	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
+		return o, usageError{err}
 	}
 	o.Notify = func(n runner.Notice) { fmt.Fprintln(stderr, n) }
 	if err := o.Validate(); err != nil {
@@ -135,7 +140,7 @@ func applySettings(c *cobra.Command, o *runner.Options, m *runner.Model) error {
 		return nil
 	}
 	fl := c.Flags()
-	flags := map[string][]string{"threads": {"threads"}, "ctx": {"ctx"}, "draft": {"draft"}, "device": {"device"},
+	flags := map[string][]string{"threads": {"threads"}, "ctx": {"ctx"}, "draft": {"draft"}, "device": {"device"}, "gpu layers": {"gpu-layers"},
 		"tree": {"tree-k", "tree-depth", "tree-tokens"}, "plan": {"plan"}}
 	given := func(option string) bool {
 		for _, name := range flags[option] {

@@ -8,6 +8,7 @@ import (
 
 	"dovetail/app/runner/store"
 	"dovetail/engine"
+	"dovetail/gpu"
 )
 
 // Options say how a model runs. Start from DefaultOptions: a front end
@@ -34,7 +35,11 @@ type Options struct {
 	Draft string
 	// Device is where a DGF draft runs and trains: auto, cpu or cuda[:N].
 	Device string
-	Tree   engine.TreeParams
+	// GPULayers is how many of the target's last layers run on that GPU
+	// (with its final norm and LM head): GPULayersAuto lets the placement
+	// choose from the memory left after the draft; 0: none.
+	GPULayers int
+	Tree      engine.TreeParams
 	// Plan lets the cost model choose the tree each round and decode
 	// without drafting while drafting would be slower.
 	Plan bool
@@ -53,11 +58,15 @@ type Options struct {
 	// Predicted is the decode speed setup predicted for these settings
 	// (0: none), recorded beside what the runner measures.
 	Predicted float64
+
+	// layerDevice, in tests, is the device offloaded layers go to in place
+	// of a GPU (the host device's layer path).
+	layerDevice func() (gpu.Device, error)
 }
 
 // DefaultOptions are what `dovetail run` does without flags.
 func DefaultOptions() Options {
-	return Options{Draft: "auto", Device: "auto", Tree: engine.ServerTree, Plan: true, Adapt: DefaultAdapt()}
+	return Options{Draft: "auto", Device: "auto", GPULayers: GPULayersAuto, Tree: engine.ServerTree, Plan: true, Adapt: DefaultAdapt()}
 }
 
 // Adapt are the online adaptation settings of a DGF draft.
@@ -114,6 +123,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("context %d must not be negative", o.Ctx)
 	case o.Slots < 0 || o.Slots > 256:
 		return fmt.Errorf("parallel sequences %d out of range [1, 256]", o.Slots)
+	case o.GPULayers < GPULayersAuto:
+		return fmt.Errorf("GPU layers %d: want a number of layers, 0 (none) or auto", o.GPULayers)
 	}
 	if err := o.Tree.Validate(); err != nil {
 		return err

@@ -28,6 +28,7 @@ type Runner struct {
 	per    int // threads per slot
 	budget Budget
 	fast   *cpu.Fast
+	off    *offload // the target's layers on a GPU, or nil
 	slots  []*Slot
 	draft  *drafting
 	plan   *engine.Planner
@@ -91,15 +92,19 @@ func New(m *Model, o Options) (*Runner, error) {
 	for range n {
 		r.slots = append(r.slots, &Slot{r: r, pool: cpu.NewPool(r.per)})
 	}
-	r.fast = cpu.NewFast(m.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx)
-	for _, s := range r.slots {
-		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
-	}
+	// New counts as a generation under way: a day-0 draft set up below
+	// starts once New has returned and the runner has been quiet.
 	r.mu.Lock()
-	r.lastEnd = time.Now() // a day-0 draft starting below waits from here
+	r.active = 1
 	r.mu.Unlock()
 	d, err := r.openDrafting()
 	if err != nil {
+		r.closeSlots()
+		return nil, err
+	}
+	// The target's layers take the GPU memory the draft leaves.
+	if err := r.openTarget(n); err != nil {
+		d.close()
 		r.closeSlots()
 		return nil, err
 	}
@@ -109,7 +114,8 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.slots[i].drafter = dr
 	}
 	drafting := len(d.drafters) > 0 || d.dayZero != nil
-	r.lastEnd = time.Now() // and from here: a caller's first request comes now
+	r.active = 0
+	r.lastEnd = time.Now() // a caller's first request comes now
 	r.mu.Unlock()
 	if drafting && o.Plan {
 		r.plan = r.planner()
@@ -318,6 +324,29 @@ func (r *Runner) Close() error {
 
 func (r *Runner) closeSlots() {
 	for _, s := range r.slots {
+		if s.target != nil {
+			s.target.Close()
+		}
 		s.pool.Close()
 	}
+	r.off.close()
+	r.off = nil
+}
+
+// openTarget places the target's layers (placeLayers) and makes each
+// slot's sequence over one packed copy of the CPU's share.
+func (r *Runner) openTarget(slots int) error {
+	off, err := r.placeLayers(slots)
+	if err != nil {
+		return err
+	}
+	r.off = off
+	r.fast = cpu.NewFastOffload(r.model.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx, off.cpuSide())
+	for _, s := range r.slots {
+		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
+		if err := s.target.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

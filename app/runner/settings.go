@@ -105,6 +105,8 @@ func (ms ModelSettings) Apply(o *Options, given func(option string) bool) []stri
 	set("draft", ms.Draft != "" && checkDraftSpec(ms.Draft) == nil, func() { o.Draft = ms.Draft }, ms.Draft)
 	_, _, derr := parseDevice(ms.Device)
 	set("device", ms.Device != "" && derr == nil, func() { o.Device = ms.Device }, ms.Device)
+	// 0 is what setup saved before layers could go to a GPU: auto stands.
+	set("gpu layers", ms.GPULayers > 0, func() { o.GPULayers = ms.GPULayers }, ms.GPULayers)
 	set("tree", ms.Tree.Validate() == nil, func() { o.Tree = ms.Tree },
 		fmt.Sprintf("k %d, depth %d, %d tokens", ms.Tree.TopK, ms.Tree.Depth, ms.Tree.Tokens))
 	set("plan", true, func() { o.Plan = ms.Plan }, ms.Plan)

@@ -1,0 +1,193 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"dovetail/cpu"
+	"dovetail/gpu"
+	"dovetail/models"
+)
+
+// GPULayersAuto is the Options.GPULayers that lets the placement choose.
+const GPULayersAuto = -1
+
+// gpuReserve is GPU memory left free beside the draft and the target's
+// layers: the CUDA context, the driver's own allocations and the
+// allocator's slack, which no buffer count sees.
+const gpuReserve = 512 << 20
+
+// ParseGPULayers reads --gpu-layers: auto, or a number of layers (0:
+// none; more than the model has: all of them, as llama.cpp's -ngl 999).
+func ParseGPULayers(s string) (int, error) {
+	if strings.EqualFold(s, "auto") {
+		return GPULayersAuto, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--gpu-layers %q: want auto or a number of layers (0: none)", s)
+	}
+	return n, nil
+}
+
+// gpuLayersFit is how many of m's last layers fit in avail bytes of a GPU,
+// with the final norm and the LM head, which go first (llama.cpp's
+// order), and seqs sequences' KV caches of ctx positions; and the bytes
+// they take. Each layer is counted as the device holds it.
+func gpuLayersFit(m *models.Llama, ctx, seqs int, avail uint64) (int, uint64) {
+	L := m.Config.Layers
+	for k := L; k > 0; k-- {
+		b, err := gpu.MeasureLayers(m, L-k, ctx, seqs, true)
+		if err == nil && b <= avail {
+			return k, b
+		}
+	}
+	return 0, 0
+}
+
+// gpuAvail is what a GPU of free bytes has for the target's layers once
+// the parts of b already placed there (the draft, its trainer) and the
+// reserve are taken.
+func gpuAvail(free uint64, b Budget) uint64 {
+	used := b.GPU() + gpuReserve
+	if free <= used {
+		return 0
+	}
+	return free - used
+}
+
+// offload is the target's layers on a device, and the device.
+type offload struct {
+	dev    gpu.Device
+	layers *gpu.Layers
+}
+
+func (o *offload) close() {
+	if o == nil {
+		return
+	}
+	o.layers.Free()
+	o.dev.Close()
+}
+
+// cpuSide is what cpu.Fast is told of the offloaded layers (nil: none).
+func (o *offload) cpuSide() *cpu.Offload {
+	if o == nil {
+		return nil
+	}
+	return &cpu.Offload{From: o.layers.From, NewSeq: func(ctx int) (cpu.OffloadSeq, error) {
+		s, err := o.layers.NewSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}}
+}
+
+// placeLayers puts the target's last layers on a GPU: Options.GPULayers
+// of them, or under auto as many as fit in its free memory after the
+// draft, its trainer and gpuReserve, fewer when the device runs out. It
+// returns nil when none go, with a one-line notice when some were asked
+// for and cannot.
+func (r *Runner) placeLayers(seqs int) (*offload, error) {
+	want, m := r.opts.GPULayers, r.model.Llama
+	if want == 0 {
+		return nil, nil
+	}
+	warn := func(format string, a ...any) {
+		if want > 0 {
+			r.notify(Notice{Warning: true, Text: fmt.Sprintf(format, a...)})
+		}
+	}
+	if err := gpu.CanOffload(m); err != nil {
+		warn("--gpu-layers %d: %v: every layer runs on the CPU", want, err)
+		return nil, nil
+	}
+	dev, err := r.layerDevice()
+	switch {
+	case errors.Is(err, gpu.ErrNoCUDA):
+		warn("--gpu-layers %d: no NVIDIA GPU here: every layer runs on the CPU", want)
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("--gpu-layers: %w", err)
+	case dev == nil:
+		warn("--gpu-layers %d: --device cpu keeps every layer on the CPU", want)
+		return nil, nil
+	}
+	L := m.Config.Layers
+	free := r.budget.GPUFree
+	if free == 0 {
+		free, _ = dev.MemInfo()
+	}
+	fit, _ := gpuLayersFit(m, r.ctx, seqs, gpuAvail(free, r.budget))
+	k := fit
+	if want > 0 {
+		k = min(want, L)
+		if onHost := gpu.OnHost(dev); k > fit && !onHost {
+			warn("--gpu-layers %d: %d of %d layers fit in the %s free on %s: the other %d run on the CPU",
+				want, fit, L, HumanBytes(free), dev.Name(), L-fit)
+			k = fit
+		}
+	}
+	for ; k > 0; k /= 2 {
+		layers, err := gpu.NewLayers(dev, m, L-k)
+		if err == nil {
+			bytes, _ := gpu.MeasureLayers(m, L-k, r.ctx, seqs, !gpu.OnHost(dev))
+			r.budget.add("target layers", dev.Name(), bytes)
+			if !gpu.OnHost(dev) {
+				r.leaveFile(L - k)
+			}
+			return &offload{dev: dev, layers: layers}, nil
+		}
+		var de *gpu.DeviceError
+		if !errors.As(err, &de) {
+			dev.Close()
+			return nil, err
+		}
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("%d target layers did not fit on %s (%v): trying %d", k, dev.Name(), err, k/2)})
+	}
+	dev.Close()
+	return nil, nil
+}
+
+// layerDevice opens the GPU the layers go to: the one --device names, or
+// the first; none under --device cpu.
+func (r *Runner) layerDevice() (gpu.Device, error) {
+	if r.opts.layerDevice != nil {
+		return r.opts.layerDevice()
+	}
+	kind, ordinal, err := parseDevice(r.opts.Device)
+	if err != nil || kind == "cpu" {
+		return nil, err
+	}
+	return gpu.NewCUDA(ordinal)
+}
+
+// leaveFile takes the matrices of layers [from, L) and the LM head, which
+// a GPU now holds, out of the CPU's weights: their pages of the file are
+// let go, and the budget no longer counts them.
+func (r *Runner) leaveFile(from int) {
+	m := r.model.Llama
+	var ts []*models.Tensor
+	for i := from; i < m.Config.Layers; i++ {
+		l := &m.Layers[i]
+		ts = append(ts, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
+	}
+	if m.Output != m.TokenEmbd { // tied: the CPU still embeds with it
+		ts = append(ts, m.Output)
+	}
+	var gone uint64
+	for _, t := range ts {
+		gone += uint64(len(t.Data))
+		if m.File != nil {
+			m.File.Evict(t.Data)
+		}
+	}
+	for i, p := range r.budget.Parts {
+		if p.Name == "weights" && p.Device == "cpu" {
+			r.budget.Parts[i].Bytes -= min(gone, p.Bytes)
+		}
+	}
+}
