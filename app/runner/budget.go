@@ -46,6 +46,15 @@ func (b *Budget) add(name, device string, bytes uint64) {
 	}
 }
 
+// takeWeights takes n bytes off the CPU's weights: what went to a GPU.
+func (b *Budget) takeWeights(n uint64) {
+	for i, p := range b.Parts {
+		if p.Name == "weights" && p.Device == "cpu" {
+			b.Parts[i].Bytes -= min(n, p.Bytes)
+		}
+	}
+}
+
 // fits reports whether the host parts fit in the memory available.
 func (b Budget) fits() bool { return b.Available == 0 || b.CPU() <= b.Available }
 

@@ -90,6 +90,7 @@ func PlanFit(m *Model, machine probe.Report, cal *Calibration, st *store.Store) 
 		return f
 	}
 	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, st, machine)
+	fitLayers(&f, m, machine)
 	f.Placement.Tree = engine.ServerTree
 	var tree engine.TreeParams
 	if f.Predicted, tree = predict(m, cal, f.Placement, st); tree != (engine.TreeParams{}) {
@@ -144,13 +145,39 @@ func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.R
 		p.TrainerDevice = side(pl.trainGPU, q.room)
 	}
 	if pl.draftGPU {
-		return pl.budget, FitsPartly, fmt.Sprintf("the target on the CPU (its layers on the GPU are not supported yet); the draft on %s, its trainer on %s",
-			p.DraftDevice, p.TrainerDevice)
+		return pl.budget, FitsPartly, fmt.Sprintf("the draft on %s, its trainer on %s", p.DraftDevice, p.TrainerDevice)
 	}
 	if n := placeNotice(pl, true, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
 		why = n
 	}
 	return pl.budget, FitsCPU, fmt.Sprintf("%s; the draft on the CPU, its trainer on %s", why, p.TrainerDevice)
+}
+
+// fitLayers puts as many of the target's last layers on the first GPU as
+// fit beside what f already placed there, as --gpu-layers auto would,
+// and says so in front of f's reason.
+func fitLayers(f *Fit, m *Model, machine probe.Report) {
+	if len(machine.GPUs) == 0 || f.Verdict == NoFit {
+		return
+	}
+	g, L := machine.GPUs[0], m.Config().Layers
+	if err := gpu.CanOffload(m.Llama); err != nil {
+		f.Reason = fmt.Sprintf("the target on the CPU (%v); %s", err, f.Reason)
+		return
+	}
+	k, bytes := gpuLayersFit(m.Llama, f.Placement.Ctx, 1, gpuAvail(g.VRAMFreeBytes, f.Budget))
+	if k == 0 {
+		f.Reason = fmt.Sprintf("the target on the CPU (no room for its layers on %s); %s", g.Name, f.Reason)
+		return
+	}
+	f.Placement.GPULayers = k
+	f.Budget.add("target layers", g.Name, bytes)
+	f.Budget.takeWeights(offloadedFileBytes(m.Llama, L-k))
+	f.Verdict = FitsPartly
+	if k == L && f.Placement.DraftDevice == g.Name {
+		f.Verdict = FitsGPU
+	}
+	f.Reason = fmt.Sprintf("the target's last %d of %d layers on %s, the rest on the CPU; %s", k, L, g.Name, f.Reason)
 }
 
 // savedDraftOf is the draft --draft auto would load for m (nil: none).

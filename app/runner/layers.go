@@ -170,24 +170,34 @@ func (r *Runner) layerDevice() (gpu.Device, error) {
 // let go, and the budget no longer counts them.
 func (r *Runner) leaveFile(from int) {
 	m := r.model.Llama
+	for _, t := range offloadedTensors(m, from) {
+		if m.File != nil {
+			m.File.Evict(t.Data)
+		}
+	}
+	r.budget.takeWeights(offloadedFileBytes(m, from))
+}
+
+// offloadedTensors are the matrices a GPU holds with layers [from, L):
+// theirs and the LM head (unless it is the embeddings, which the CPU
+// still reads).
+func offloadedTensors(m *models.Llama, from int) []*models.Tensor {
 	var ts []*models.Tensor
 	for i := from; i < m.Config.Layers; i++ {
 		l := &m.Layers[i]
 		ts = append(ts, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
 	}
-	if m.Output != m.TokenEmbd { // tied: the CPU still embeds with it
+	if m.Output != m.TokenEmbd {
 		ts = append(ts, m.Output)
 	}
-	var gone uint64
-	for _, t := range ts {
-		gone += uint64(len(t.Data))
-		if m.File != nil {
-			m.File.Evict(t.Data)
-		}
+	return ts
+}
+
+// offloadedFileBytes is the file's bytes of offloadedTensors.
+func offloadedFileBytes(m *models.Llama, from int) uint64 {
+	var n uint64
+	for _, t := range offloadedTensors(m, from) {
+		n += uint64(t.Rows) * uint64(t.RowBytes)
 	}
-	for i, p := range r.budget.Parts {
-		if p.Name == "weights" && p.Device == "cpu" {
-			r.budget.Parts[i].Bytes -= min(gone, p.Bytes)
-		}
-	}
+	return n
 }

@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/app/runner/probe"
+	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/engine"
 	"dovetail/gpu"
 	"dovetail/internal/golden"
+	"dovetail/quant"
 )
 
 // onHost sends offloaded layers to the host device's layer path: a GPU's
@@ -131,5 +134,46 @@ func sameButNearTies(t *testing.T, m *Model, prompt string, got, want []int) {
 		t.Errorf("the split parts from the CPU at token %d, where the CPU's two best are %.3g apart:\nsplit %v\nCPU   %v", i, gap, got, want)
 	} else {
 		t.Logf("the split parts from the CPU at token %d, a near tie (%.3g)", i, gap)
+	}
+}
+
+// The arithmetic of --gpu-layers auto for Llama-2-7B (Q4_0 and Q4_K_M) on
+// a 6 GB and an 8 GB card, 30 GiB of RAM: after the draft's share of the
+// card and the reserve, the LM head and each sequence's scratch first,
+// then whole layers, each with its weights as the CUDA device holds them
+// (float32 today) and its float32 keys and values at the context.
+func TestOffloadAuto7B(t *testing.T) {
+	const H, F, V, ctx = 4096, 11008, 32000, 4096
+	perLayer := uint64(4*(4*H*H+3*F*H) + 2*4*ctx*H + 2*4*H)
+	fixed := uint64(4*V*H + 4*H + 4*(64*(7*H+3*F+V)+64*32*ctx))
+	for _, c := range []struct {
+		file  string
+		types map[string]quant.Type
+	}{{"llama-2-7b.Q4_0.gguf", map[string]quant.Type{"weight": quant.Q4_0}}, {"llama-2-7b.Q4_K_M.gguf", q4km}} {
+		m := shapeModel(t, c.file, H, 32, 32, 32, F, V, ctx, c.types)
+		if one, _ := gpu.MeasureLayers(m.Llama, 31, ctx, 1, true); one != fixed+perLayer {
+			t.Fatalf("%s: one layer with the head takes %d bytes, by hand %d", c.file, one, fixed+perLayer)
+		}
+		for _, card := range []struct {
+			name string
+			free uint64
+		}{{"RTX 2060 (6 GB)", 5632 << 20}, {"RTX 2080 SUPER (8 GB)", 7680 << 20}} {
+			machine := probe.Report{CPU: probe.CPU{Cores: 8, Threads: 16}, Memory: probe.Memory{TotalBytes: 32e9, AvailableBytes: 30 << 30},
+				GPUs: []probe.GPU{{Name: card.name, VRAMTotalBytes: card.free + 512<<20, VRAMFreeBytes: card.free}}}
+			f := PlanFit(m, machine, nil, store.At(t.TempDir()))
+			placed := f.Budget.GPU()
+			layers, _ := partBytes(f.Budget, "target layers")
+			avail := card.free - (placed - layers) - gpuReserve
+			want := 0
+			if avail > fixed {
+				want = int((avail - fixed) / perLayer)
+			}
+			if f.Placement.GPULayers != want || (want > 0 && layers != fixed+uint64(want)*perLayer) {
+				t.Errorf("%s on %s: %d layers (%d bytes) placed, by hand %d of %d bytes free beside the draft's %d",
+					c.file, card.name, f.Placement.GPULayers, layers, want, avail, placed-layers)
+			}
+			t.Logf("%s on %s: %d layers beside the draft (%s on the card): %s", c.file, card.name, f.Placement.GPULayers,
+				HumanBytes(placed-layers), f.Reason)
+		}
 	}
 }
