@@ -16,8 +16,9 @@ import (
 type Prefs struct {
 	APIServer  bool   `json:"api_server"`
 	APIAddress string `json:"api_address"`
-	Threads    int    `json:"threads,omitempty"` // 0: the model's settings
-	Ctx        int    `json:"ctx,omitempty"`     // 0: the model's settings
+	Threads    int    `json:"threads,omitempty"`    // 0: the model's settings
+	Ctx        int    `json:"ctx,omitempty"`        // 0: the model's settings
+	GPULayers  string `json:"gpu_layers,omitempty"` // "": the model's settings, else as --gpu-layers
 	Highlight  bool   `json:"highlight"`
 	MemoryOff  bool   `json:"memory_off"`
 	Model      string `json:"model,omitempty"` // the last model's path ("": the embedded one)

@@ -84,6 +84,9 @@ func (s *session) load(o loadOptions) error {
 	if o.prefs.Ctx > 0 {
 		opts.Ctx = o.prefs.Ctx
 	}
+	if n, err := runner.ParseGPULayers(o.prefs.GPULayers); o.prefs.GPULayers != "" && err == nil {
+		opts.GPULayers = n
+	}
 	if o.prefs.MemoryOff {
 		opts.Adapt.Engine.MemoryTokens = 0
 	}

@@ -111,3 +111,29 @@ func TestSettingsLosslessCheck(t *testing.T) {
 		t.Fatalf("check: %q", s.result.Text)
 	}
 }
+
+// The target's layers on the GPU: a value that is not auto, 0 or a number
+// is refused in words; a good one is saved and the model loads with it
+// (here, with no GPU, on the CPU all the same).
+func TestSettingsGPULayers(t *testing.T) {
+	st := store.At(t.TempDir())
+	a := started(t, Options{Store: st})
+	s := a.settings
+	s.layers.SetText("lots")
+	test.Tap(s.apply)
+	if s.problem.Hidden || !strings.Contains(s.problem.Text, "target layers on the GPU") || !strings.Contains(s.problem.Text, `"lots"`) {
+		t.Fatalf("problem %q", s.problem.Text)
+	}
+	if p := loadPrefs(st); p.GPULayers != "" {
+		t.Fatalf("a refused value was saved: %+v", p)
+	}
+	s.layers.SetText("0")
+	test.Tap(s.apply)
+	if !s.problem.Hidden {
+		t.Fatalf("0 refused: %q", s.problem.Text)
+	}
+	waitLoaded(t, a)
+	if p := loadPrefs(st); p.GPULayers != "0" {
+		t.Errorf("saved %+v", p)
+	}
+}

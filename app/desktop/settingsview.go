@@ -12,6 +12,8 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/widget"
+
+	"dovetail/app/runner"
 )
 
 // settingsView holds the local API server, the threads and context, where
@@ -25,6 +27,7 @@ type settingsView struct {
 	apiStatus *widget.Label
 	threads   *widget.Entry
 	ctx       *widget.Entry
+	layers    *widget.Entry
 	apply     *widget.Button
 	problem   *widget.Label
 	places    *widget.Label
@@ -38,7 +41,7 @@ type settingsView struct {
 
 func newSettingsView(a *App) *settingsView {
 	s := &settingsView{a: a, api: widget.NewCheck("Serve the API (OpenAI's and ollama's) from this app", nil),
-		address: widget.NewEntry(), apiStatus: widget.NewLabel(""), threads: widget.NewEntry(), ctx: widget.NewEntry(),
+		address: widget.NewEntry(), apiStatus: widget.NewLabel(""), threads: widget.NewEntry(), ctx: widget.NewEntry(), layers: widget.NewEntry(),
 		problem: widget.NewLabel(""), places: widget.NewLabel(""), prompt: widget.NewEntry(), result: widget.NewLabel("")}
 	s.problem.Importance = widget.DangerImportance
 	s.problem.Hide()
@@ -55,6 +58,8 @@ func newSettingsView(a *App) *settingsView {
 	if p.Ctx > 0 {
 		s.ctx.SetText(strconv.Itoa(p.Ctx))
 	}
+	s.layers.SetPlaceHolder("from the model's settings: auto (as many as fit beside the draft), 0 or a number")
+	s.layers.SetText(p.GPULayers)
 	s.apply = widget.NewButton("Apply (loads the model again)", s.applyChanges)
 	s.prompt.SetText("Once upon a time")
 	s.check = widget.NewButton("Check that speculative output equals the target alone", s.checkLossless)
@@ -66,7 +71,8 @@ func newSettingsView(a *App) *settingsView {
 		widget.NewCard("Local API server", "the same server as dovetail serve, on this machine only unless the address says otherwise",
 			container.NewVBox(s.api, widget.NewForm(widget.NewFormItem("Address", s.address)), s.apiStatus)),
 		widget.NewCard("Running the model", "", widget.NewForm(
-			widget.NewFormItem("CPU threads", s.threads), widget.NewFormItem("Context (tokens)", s.ctx))),
+			widget.NewFormItem("CPU threads", s.threads), widget.NewFormItem("Context (tokens)", s.ctx),
+			widget.NewFormItem("Target layers on the GPU", s.layers))),
 		s.apply, s.problem,
 		widget.NewCard("Where your data lives", "", s.places),
 		widget.NewCard("Lossless speculation", "greedy decoding with the draft and without must give the same text",
@@ -108,6 +114,11 @@ func (s *settingsView) values() (Prefs, error) {
 	}
 	if p.Ctx, err = num(s.ctx, "the context", 1<<20); err != nil {
 		return p, err
+	}
+	if p.GPULayers = strings.TrimSpace(s.layers.Text); p.GPULayers != "" {
+		if _, err := runner.ParseGPULayers(p.GPULayers); err != nil {
+			return p, fmt.Errorf("target layers on the GPU: want auto, 0 or a number of layers, not %q", p.GPULayers)
+		}
 	}
 	if p.APIServer && p.APIAddress == "" {
 		return p, fmt.Errorf("the API server needs an address, such as 127.0.0.1:11435")
