@@ -29,6 +29,8 @@ type Runner struct {
 	budget Budget
 	fast   *cpu.Fast
 	off    *offload // the target's layers on a GPU, or nil
+	// release gives back the heap limit's share this runner holds.
+	release func()
 	slots  []*Slot
 	draft  *drafting
 	plan   *engine.Planner
@@ -117,6 +119,7 @@ func New(m *Model, o Options) (*Runner, error) {
 	r.active = 0
 	r.lastEnd = time.Now() // a caller's first request comes now
 	r.mu.Unlock()
+	r.release = holdMemory(r.budget.CPU())
 	if drafting && o.Plan {
 		r.plan = r.planner()
 	}
@@ -319,6 +322,9 @@ func (r *Runner) Close() error {
 		err = r.draft.close()
 	}
 	r.closeSlots()
+	if r.release != nil {
+		r.release()
+	}
 	return err
 }
 
