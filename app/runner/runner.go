@@ -31,9 +31,9 @@ type Runner struct {
 	off    *offload // the target's layers on a GPU, or nil
 	// release gives back the heap limit's share this runner holds.
 	release func()
-	slots  []*Slot
-	draft  *drafting
-	plan   *engine.Planner
+	slots   []*Slot
+	draft   *drafting
+	plan    *engine.Planner
 
 	// mu guards the slots' drafters and the draft's adaptation, which a
 	// draft starting in the background sets (dayzero.go).
