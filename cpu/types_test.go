@@ -101,6 +101,7 @@ func TestWeightTypesForward(t *testing.T) {
 	}{
 		{quant.Q8_0, 0.03}, {quant.Q6_K, 0.09}, {quant.Q3_K, 0.6}, {quant.Q2_K, 1.2}, {quant.Q5_K, 0.16}, {quant.Q4_K, 0.27},
 		{quant.Q4_0, 0.4}, {quant.Q5_0, 0.18}, {quant.IQ4_NL, 0.33}, {quant.IQ4_XS, 0.3},
+		{quant.Q4_1, 0.37}, {quant.Q5_1, 0.18},
 	} {
 		m := typesModel(t, c.typ)
 		if m.Layers[0].Q.Type != c.typ || m.Layers[1].Down.Type != c.typ {

@@ -136,6 +136,53 @@ func DotQ5_0Q8_0(w, xq []byte, n int) float32 {
 	return sumf
 }
 
+// DotQ4_1Q8_0 is the dot of Q4_1 weights (value q·d + m) with Q8_0
+// activations: per block (d·dy)·Σ q·y + (m·dy)·Σ y in float32, the
+// integer sums exact. ggml takes dy·Σ y from Q8_1 activations, rounded to
+// f16; this sums it in full. Preconditions: n >= 0 is a multiple of 32, w
+// holds at least n/32*20 bytes and xq n/32*34; otherwise it returns NaN.
+func DotQ4_1Q8_0(w, xq []byte, n int) float32 { return dotOffset(w, xq, n, false) }
+
+// DotQ5_1Q8_0 is DotQ4_1Q8_0 for Q5_1 weights (a fifth bit per value).
+func DotQ5_1Q8_0(w, xq []byte, n int) float32 { return dotOffset(w, xq, n, true) }
+
+func dotOffset(w, xq []byte, n int, five bool) float32 {
+	bs := blockQ4_1
+	if five {
+		bs = blockQ5_1
+	}
+	if n < 0 || n%QK != 0 {
+		return nan
+	}
+	nb := n / QK
+	if len(w) < nb*bs || len(xq) < nb*blockQ8_0 {
+		return nan
+	}
+	var sumf float32
+	for b := range nb {
+		wb := w[b*bs : (b+1)*bs]
+		xb := xq[b*blockQ8_0 : (b+1)*blockQ8_0]
+		var qh uint32
+		qs := wb[4 : 4+QK/2]
+		if five {
+			qh = binary.LittleEndian.Uint32(wb[4:8])
+			qs = wb[8 : 8+QK/2]
+		}
+		xv := xb[2 : 2+QK]
+		var sumi, sumy int32
+		for j, q := range qs {
+			x0 := int32(q&0xf | byte(qh>>j&1)<<4)
+			x1 := int32(q>>4 | byte(qh>>(j+QK/2)&1)<<4)
+			y0, y1 := int32(int8(xv[j])), int32(int8(xv[j+QK/2]))
+			sumi += x0*y0 + x1*y1
+			sumy += y0 + y1
+		}
+		dy := f16At(xb)
+		sumf += float32(float32(float32(f16At(wb)*dy)*float32(sumi)) + float32(float32(f16At(wb[2:])*dy)*float32(sumy)))
+	}
+	return sumf
+}
+
 // DotQ2_KQ8_K is ggml_vec_dot_q2_K_q8_K (generic): per super-block the
 // 2-bit quants times each 16 values' 4-bit scale, the mins through the
 // activations' 16-value sums, (dx*dw)*isum - (dx*dmin)*summs summed in

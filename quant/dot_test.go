@@ -734,3 +734,37 @@ func TestNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// Q4_1 and Q5_1 against Q8_0 activations equal the dequantized dot within
+// float rounding of their parts (the values and the offsets, which can
+// cancel), on rows from the quantizer and on random bytes.
+func TestDotOffset(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, c := range []struct {
+		typ  Type
+		dot  func(w, xq []byte, n int) float32
+		qmax float64
+	}{{Q4_1, DotQ4_1Q8_0, 15}, {Q5_1, DotQ5_1Q8_0, 31}} {
+		for _, n := range []int{QK, 7 * QK, 64 * QK} {
+			xq8 := quantize(t, Q8_0, randomFloats(r, n))
+			xv := dequant(t, Q8_0, xq8, n)
+			for _, w := range [][]byte{quantize(t, c.typ, randomFloats(r, n)), randomRow(r, c.typ, n)} {
+				wv := dequant(t, c.typ, w, n)
+				var want, mag float64
+				bs := c.typ.TypeSize()
+				for i := range wv {
+					want += float64(wv[i]) * float64(xv[i])
+					blk := w[i/QK*bs:]
+					mag += (math.Abs(float64(f16At(blk)))*c.qmax + math.Abs(float64(f16At(blk[2:])))) * math.Abs(float64(xv[i]))
+				}
+				got := c.dot(w, xq8, n)
+				if d := math.Abs(float64(got) - want); !(d <= float64(2*n/QK+4)*0x1p-23*mag) {
+					t.Errorf("%v n=%d: %v, dequantized dot %v (difference %g, magnitude %g)", c.typ, n, got, want, d, mag)
+				}
+			}
+		}
+		if v := c.dot(make([]byte, c.typ.TypeSize()-1), make([]byte, blockQ8_0), QK); v == v {
+			t.Errorf("%v: a short row gives %v, want NaN", c.typ, v)
+		}
+	}
+}

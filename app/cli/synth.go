@@ -33,7 +33,7 @@ func newSynthCmd() *cobra.Command {
 			}
 			t, err := quant.ParseType(typ)
 			if err != nil || !quant.CanQuantize(t) {
-				return usageError{fmt.Errorf("synth: --type %q: want q8_0, q4_0, q5_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16 or f32", typ)}
+				return usageError{fmt.Errorf("synth: --type %q: want q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16 or f32", typ)}
 			}
 			opts := synth.Options{Type: t, Seed: seed}
 			if vocab != "" {
@@ -63,7 +63,7 @@ func newSynthCmd() *cobra.Command {
 	}
 	fl := c.Flags()
 	fl.StringVar(&shape, "shape", "stories110M", "model shape: a preset or dim=…,layers=…,heads=…,ffn=…")
-	fl.StringVar(&typ, "type", "q8_0", "weight type: q8_0, q4_0, q5_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16, f32")
+	fl.StringVar(&typ, "type", "q8_0", "weight type: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16, f32")
 	fl.StringVar(&vocab, "vocab", "", "GGUF whose tokenizer to copy (its size must match the shape's vocab)")
 	fl.StringVarP(&out, "output", "o", "", "output GGUF file")
 	fl.Uint64Var(&seed, "seed", 1, "random seed")

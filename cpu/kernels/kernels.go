@@ -174,7 +174,7 @@ type impl struct {
 // native reports whether the C kernels implement MatMul for t.
 func native(t quant.Type) bool {
 	switch t {
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
+	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
 		quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
 		quant.F16, quant.BF16, quant.F32:
 		return true
@@ -183,12 +183,13 @@ func native(t quant.Type) bool {
 }
 
 // ActivationType is the form activations take for weights of type t, as in
-// llama.cpp (its vec_dot_type): Q8_0 for Q8_0, Q4_0, Q5_0 and IQ4_NL, Q8_K for
+// llama.cpp (its vec_dot_type, but Q8_0 where it takes Q8_1 for Q4_1 and
+// Q5_1: see quant.DotQ4_1Q8_0): Q8_0 for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL, Q8_K for
 // Q2_K to Q6_K, IQ3_S and IQ4_XS, f16 for F16, bf16 for BF16, and float32 for
 // F32 and every other type.
 func ActivationType(t quant.Type) quant.Type {
 	switch t {
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL:
+	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL:
 		return quant.Q8_0
 	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS:
 		return quant.Q8_K

@@ -23,29 +23,29 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 16
+const abiVersion = 17
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
 // purego.SyscallN passes integer registers and calling through it avoids the
 // reflection and allocation of purego.RegisterFunc on every call.
 type cLib struct {
-	quantizeQ8_0, quantizeQ8_K, toF16        uintptr
-	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K   uintptr
-	mmIQ4_NL, mmIQ4_XS, mmQ5_0               uintptr
-	mmQ2_K, mmQ3_K, mmIQ3_S                  uintptr
-	mmF16, mmBF16, mmF32                     uintptr
-	rmsnorm, siluMul, attention, abiProbe    uintptr
-	packRows, packQ8_0, packQ4_0             uintptr
-	mmPackedQ8_0, mmPackedQ4_0, amxInit      uintptr
-	packQ4_K, packQ5_K, packQ6_K             uintptr
-	mmPackedQ4_K, mmPackedQ5_K, mmPackedQ6_K uintptr
-	packIQ4_XS, mmPackedIQ4_XS               uintptr
-	packQ3_K, mmPackedQ3_K                   uintptr
-	packQ2_K, mmPackedQ2_K                   uintptr
-	poolNew, poolFree, poolMatMul            uintptr
-	poolMatMulRows                           uintptr
-	poolAttention, rope                      uintptr
+	quantizeQ8_0, quantizeQ8_K, toF16          uintptr
+	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K     uintptr
+	mmIQ4_NL, mmIQ4_XS, mmQ5_0, mmQ4_1, mmQ5_1 uintptr
+	mmQ2_K, mmQ3_K, mmIQ3_S                    uintptr
+	mmF16, mmBF16, mmF32                       uintptr
+	rmsnorm, siluMul, attention, abiProbe      uintptr
+	packRows, packQ8_0, packQ4_0               uintptr
+	mmPackedQ8_0, mmPackedQ4_0, amxInit        uintptr
+	packQ4_K, packQ5_K, packQ6_K               uintptr
+	mmPackedQ4_K, mmPackedQ5_K, mmPackedQ6_K   uintptr
+	packIQ4_XS, mmPackedIQ4_XS                 uintptr
+	packQ3_K, mmPackedQ3_K                     uintptr
+	packQ2_K, mmPackedQ2_K                     uintptr
+	poolNew, poolFree, poolMatMul              uintptr
+	poolMatMulRows                             uintptr
+	poolAttention, rope                        uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -70,6 +70,8 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_iq4_nl", &l.mmIQ4_NL},
 		{"dt_matmul_iq4_xs", &l.mmIQ4_XS},
 		{"dt_matmul_q5_0", &l.mmQ5_0},
+		{"dt_matmul_q4_1", &l.mmQ4_1},
+		{"dt_matmul_q5_1", &l.mmQ5_1},
 		{"dt_matmul_q2_k", &l.mmQ2_K},
 		{"dt_matmul_q3_k", &l.mmQ3_K},
 		{"dt_matmul_iq3_s", &l.mmIQ3_S},
@@ -249,7 +251,7 @@ func call(fn uintptr, args ...uintptr) {
 func (l *cLib) set(level string, amx bool) *Set {
 	mm := map[quant.Type]uintptr{
 		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q5_K: l.mmQ5_K, quant.Q6_K: l.mmQ6_K,
-		quant.IQ4_NL: l.mmIQ4_NL, quant.IQ4_XS: l.mmIQ4_XS, quant.Q5_0: l.mmQ5_0,
+		quant.IQ4_NL: l.mmIQ4_NL, quant.IQ4_XS: l.mmIQ4_XS, quant.Q5_0: l.mmQ5_0, quant.Q4_1: l.mmQ4_1, quant.Q5_1: l.mmQ5_1,
 		quant.Q2_K: l.mmQ2_K, quant.Q3_K: l.mmQ3_K, quant.IQ3_S: l.mmIQ3_S,
 		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
 	}

@@ -197,8 +197,8 @@ func TestThreads(t *testing.T) {
 				}
 			}
 		}
-		if th.MatMul(quant.Q4_1, make([]float32, 1), 1, make([]byte, 20), 20, 1, make([]byte, 128), 128, 1, 32, 16) {
-			t.Errorf("%s: Threads.MatMul took Q4_1, which has no C kernel", s.Name)
+		if th.MatMul(quant.IQ2_XS, make([]float32, 1), 1, make([]byte, 74), 74, 1, make([]byte, 1024), 1024, 1, 256, 16) {
+			t.Errorf("%s: Threads.MatMul took IQ2_XS, which has no C kernel", s.Name)
 		}
 		th.Close()
 		th.Close() // a second Close does nothing

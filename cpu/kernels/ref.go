@@ -84,6 +84,10 @@ func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi 
 				v = quant.DotQ3_KQ8_K(row, a, cols)
 			case quant.Q5_0:
 				v = quant.DotQ5_0Q8_0(row, a, cols)
+			case quant.Q4_1:
+				v = quant.DotQ4_1Q8_0(row, a, cols)
+			case quant.Q5_1:
+				v = quant.DotQ5_1Q8_0(row, a, cols)
 			case quant.IQ3_S:
 				v = quant.DotIQ3_SQ8_K(row, a, cols)
 			case quant.IQ4_NL:
