@@ -20,9 +20,11 @@ var memLimit struct {
 }
 
 // limitHeadroom is the slack above the budgets: what no budget counts
-// (request buffers, the tokenizer, goroutine stacks), and room for the
-// collector to work in.
-func limitHeadroom(total uint64) uint64 { return total/8 + 64<<20 }
+// (request buffers, the tokenizer, a window's fonts and images, goroutine
+// stacks, a closed runner's garbage), and room for the collector to work
+// in. Too little and it collects all the time: 64 MiB made a test that
+// opens thirty small runners in turn collect eight times as often.
+func limitHeadroom(total uint64) uint64 { return total/8 + 256<<20 }
 
 // holdMemory counts bytes of host memory for a runner until the returned
 // function gives them back, and sets the heap's limit to what is held.
