@@ -56,9 +56,6 @@ type OffloadSeq interface {
 // context length; more than it is allowed, as llama.cpp allows it: the
 // caller warns that the model was not trained that far).
 func NewFast(m *models.Llama, k *kernels.Set, pool *Pool, ctx int) *Fast {
-	if ctx <= 0 {
-		ctx = m.Config.ContextLength
-	}
 	return NewFastOffload(m, k, pool, ctx, nil)
 }
 

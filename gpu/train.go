@@ -91,8 +91,6 @@ type Trainer struct {
 	anchor  *Draft
 	aacts   *acts
 	alogits Buffer
-
-	lender *Trainer // a scorer's (NewScorer), whose buffers it borrows
 }
 
 // SetAnchor sets the draft whose distribution AnchorWeight holds the
@@ -143,7 +141,7 @@ func NewScorer(tr *Trainer, unroll int) (_ *Trainer, err error) {
 	if err := checkShape(cfg, tr.capRows, tr.maxLen); err != nil {
 		return nil, err
 	}
-	t := &Trainer{d: tr.d, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), capRows: tr.capRows, maxLen: tr.maxLen, lender: tr}
+	t := &Trainer{d: tr.d, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), capRows: tr.capRows, maxLen: tr.maxLen}
 	t.allocForward(tr)
 	return t, nil
 }
@@ -190,21 +188,20 @@ func (t *Trainer) allocForward(from *Trainer) {
 }
 
 // Free releases the trainer's buffers (not the draft's, nor those a
-// scorer borrowed: free the scorer before its lender).
+// scorer borrowed: free the scorer before the trainer it borrowed from).
 func (t *Trainer) Free() {
 	dev, c := t.d.Dev, t.d.C
+	scorer := t.Opt == nil // NewScorer's: it owns no optimizer, and borrowed
 	for i, a := range t.steps {
-		if i > 0 || t.lender == nil {
+		if i > 0 || !scorer {
 			a.free(dev, c, true)
 		}
 	}
 	bufs := append(append([]Buffer{}, t.kcat...), t.vcat...)
-	if t.lender == nil {
-		bufs = append(bufs, t.tfSharp, t.tf, t.logits, t.tlogits, t.lossV, t.lossP, t.agree)
-	}
-	if t.Opt != nil {
+	if !scorer {
+		bufs = append(bufs, t.tfSharp, t.tf, t.logits, t.tlogits, t.lossV, t.lossP, t.agree, t.df[0], t.df[1], t.dlogits)
+		bufs = append(append(bufs, t.dkcat...), t.dvcat...)
 		t.g.free(dev, c)
-		bufs = append(append(append(bufs, t.df[0], t.df[1], t.dlogits), t.dkcat...), t.dvcat...)
 		t.Opt.Free()
 	}
 	for _, b := range bufs {
