@@ -56,9 +56,30 @@ func (c *costFit) at(n int) float64 {
 	return max(c.a+c.b*float64(n), 0)
 }
 
+// outlier is how many times the median a step may take and still count:
+// beyond it the OS preempted the process, which says nothing of the target.
+const outlier = 4
+
+// typical is the mean of the samples within outlier times their median:
+// a prediction of tokens/s is one of mean time, and the median is below
+// the mean of a step's skewed times.
+func typical(v []float64) float64 {
+	slices.Sort(v)
+	med := stat.Quantile(0.5, stat.Empirical, v, nil)
+	var sum float64
+	n := 0
+	for _, x := range v {
+		if x <= outlier*med {
+			sum += x
+			n++
+		}
+	}
+	return sum / float64(n)
+}
+
 // fit fits the line: by least squares over the observations when they
 // cover two sizes or more (a slope that is not positive, or an intercept
-// below zero, falls back); from the median decode step and the default
+// below zero, falls back); from the typical decode step and the default
 // slope otherwise.
 func (c *costFit) fit() {
 	c.fitted = true
@@ -73,8 +94,7 @@ func (c *costFit) fit() {
 			base = append(base, c.t[i]/n)
 		}
 	}
-	slices.Sort(base)
-	perNode := stat.Quantile(0.5, stat.Empirical, base, nil) // seconds per node at the smallest size
+	perNode := typical(base) // seconds per node at the smallest size
 	a, b := perNode*(1-defaultVerifySlope), perNode*defaultVerifySlope
 	if lo != slices.Max(c.n) {
 		fa, fb := stat.LinearRegression(c.n, c.t, nil, false)

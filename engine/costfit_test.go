@@ -33,6 +33,15 @@ func TestCostFit(t *testing.T) {
 	if got, want := d.at(16), 0.02*(1+defaultVerifySlope*15); math.Abs(got-want) > 1e-9 {
 		t.Errorf("T(16) %.4f before any verification, want %.4f", got, want)
 	}
+	// Skewed steps (six of 10 ms, three of 16 ms) predict their mean, 12
+	// ms, not the median; a step the OS preempted (1 s) counts for nothing.
+	e := &costFit{}
+	for _, s := range []float64{0.010, 0.016, 0.010, 1, 0.010, 0.016, 0.010, 0.010, 0.016, 0.010} {
+		e.add(1, s)
+	}
+	if got := e.at(1); math.Abs(got-0.012) > 1e-9 {
+		t.Errorf("T(1) %.4f from skewed steps, want their mean 0.0120", got)
+	}
 }
 
 // A planner without a profile decodes plainly until it has measured,

@@ -111,3 +111,103 @@ func TestDGFRankedTreesEqualLogitTrees(t *testing.T) {
 		t.Error("the trained draft had nothing accepted")
 	}
 }
+
+// rowCounter counts the positions a draft's Forward and ForwardTop run.
+type rowCounter struct {
+	*gpu.Sequence
+	rows int
+}
+
+func (c *rowCounter) Forward(f [][]float32, tokens []int) ([]float32, []float32, error) {
+	c.rows += len(tokens)
+	return c.Sequence.Forward(f, tokens)
+}
+
+func (c *rowCounter) ForwardTop(f [][]float32, tokens []int, k int, scale float32) ([]engine.Choice, []float32, error) {
+	c.rows += len(tokens)
+	return c.Sequence.ForwardTop(f, tokens, k, scale)
+}
+
+// A drafter that caught up on the committed positions (CatchUp, as the
+// engine calls it after plain steps) then runs the root's position alone
+// and drafts the tree it would have drafted without: catching up is the
+// same work, timed apart.
+func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
+	m := load(t, "tinystories656K-Q8_0.gguf")
+	defer m.Close()
+	ck, err := draft.Parse(assets.DefaultDraftName, assets.DefaultDraft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := gpu.NewDraft(gpu.NewHost(2), ck.Config, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free()
+	if err := d.Load(ck); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.New(m.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := cpu.NewTarget(m, pool, 0)
+	ctx := tok.Encode("Once upon a time, a little fox", true, false)
+	logits, hidden, err := target.ForwardFeatures(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs [2]*rowCounter
+	var drafters [2]*engine.DGFDrafter
+	for i := range seqs {
+		seqs[i] = &rowCounter{Sequence: d.NewSequence(0)}
+		defer seqs[i].Free()
+		drafters[i] = engine.NewDGFDrafter(seqs[i])
+		drafters[i].Prefilled(ctx, hidden)
+	}
+	// Twelve plain greedy steps: each root runs and is accepted alone.
+	root := argmax(logits)
+	for range 12 {
+		ctx = append(ctx, root)
+		if logits, hidden, err = target.ForwardFeatures([]int{root}); err != nil {
+			t.Fatal(err)
+		}
+		for _, dr := range drafters {
+			dr.Accepted([]int{root}, hidden)
+		}
+		root = argmax(logits)
+	}
+	ctx = append(ctx, root)
+	n, err := drafters[0].CatchUp(ctx)
+	if err != nil || n != len(ctx)-2 {
+		t.Fatalf("CatchUp ran %d positions (%v), want %d: all but the root's", n, err, len(ctx)-2)
+	}
+	seqs[0].rows = 0
+	var trees [2]*engine.Tree
+	for i, dr := range drafters {
+		if trees[i], err = dr.Draft(ctx, engine.ServerTree); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seqs[0].rows != 1 {
+		t.Errorf("after CatchUp, Draft ran %d positions, want the root's alone", seqs[0].rows)
+	}
+	a, b := trees[0], trees[1]
+	if a.Len() == 0 || !slices.Equal(a.Tokens, b.Tokens) || !slices.Equal(a.Parents, b.Parents) {
+		t.Errorf("caught up first: tree %v %v; in one call: %v %v", a.Tokens, a.Parents, b.Tokens, b.Parents)
+	}
+	// Caught up already: nothing more to run.
+	if n, err := drafters[0].CatchUp(ctx); n != 0 || err != nil {
+		t.Errorf("CatchUp again: %d positions (%v), want 0", n, err)
+	}
+}
+
+func argmax(v []float32) int {
+	best := 0
+	for i, x := range v {
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

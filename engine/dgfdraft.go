@@ -41,6 +41,12 @@ type RankingModel interface {
 	ExtendTop(features [][]float32, tokens, parents []int, k int, scale float32) (top [][]Choice, predicted [][]float32, err error)
 }
 
+// Advancer is a FeatureModel that can commit positions without computing
+// their outputs (gpu.Sequence): a drafter catching up needs none.
+type Advancer interface {
+	Advance(features [][]float32, tokens []int) error
+}
+
 // Refresher is a FeatureModel whose weights online adaptation replaces
 // (gpu.Sequence of a gpu.Live draft): Refresh switches to the newest
 // weights, forgetting the committed positions when it does, and returns
@@ -118,11 +124,8 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	}
 	// Keep the committed positions whose tokens still match, and always
 	// rerun the root's position: its outputs seed the tree.
-	keep := 0
-	for keep < d.m.Len() && keep < L-1 && keep+1 < len(d.tokens) && d.tokens[keep+1] == ctx[keep+1] && d.tokens[0] == ctx[0] {
-		keep++
-	}
-	if err := d.m.Truncate(keep); err != nil {
+	keep, err := d.truncate(ctx, L)
+	if err != nil {
 		return nil, err
 	}
 	if rm, ok := d.m.(RankingModel); ok {
@@ -150,6 +153,42 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 		}
 		return lg, nil
 	})
+}
+
+// truncate keeps the committed draft positions below L−1 whose tokens
+// still match ctx, forgets the rest, and returns how many it kept.
+func (d *DGFDrafter) truncate(ctx []int, L int) (int, error) {
+	keep := 0
+	for keep < d.m.Len() && keep < L-1 && keep+1 < len(d.tokens) && d.tokens[keep+1] == ctx[keep+1] && d.tokens[0] == ctx[0] {
+		keep++
+	}
+	return keep, d.m.Truncate(keep)
+}
+
+// CatchUp commits the draft positions Draft(ctx, …) would run before the
+// root's (CatchUpper): after it, Draft runs the root's position alone.
+func (d *DGFDrafter) CatchUp(ctx []int) (int, error) {
+	if r, ok := d.m.(Refresher); ok {
+		d.version, _ = r.Refresh()
+	}
+	L := len(ctx) - 1
+	if L < 2 || len(d.features) < L || L >= d.m.Context() {
+		return 0, nil
+	}
+	keep, err := d.truncate(ctx, L)
+	if err != nil || keep >= L-1 {
+		return 0, err
+	}
+	if a, ok := d.m.(Advancer); ok {
+		err = a.Advance(d.features[keep:L-1], ctx[keep+1:L])
+	} else {
+		_, _, err = d.m.Forward(d.features[keep:L-1], ctx[keep+1:L])
+	}
+	if err != nil {
+		return 0, fmt.Errorf("draft model: %w", err)
+	}
+	d.tokens = append(d.tokens[:0], ctx[:L]...)
+	return L - 1 - keep, nil
 }
 
 // rankedTree is Draft's tree for a model that ranks its own logits.

@@ -48,3 +48,14 @@ type BranchDrafter interface {
 type Recaller interface {
 	Recall(ctx []int, p TreeParams) *Tree
 }
+
+// CatchUpper is a Drafter that reads every committed position before it
+// drafts (a draft model with a cache of its own). CatchUp runs the
+// positions of ctx (as Draft's) it has not read, all but the root's, and
+// returns how many it ran. The engine calls it before a drafted round that
+// follows rounds without a draft and times it apart: a draft step is what
+// the planner weighs a tree level by, and a probe after a hundred plain
+// steps would otherwise look like a draft a hundred times slower.
+type CatchUpper interface {
+	CatchUp(ctx []int) (int, error)
+}

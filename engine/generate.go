@@ -279,6 +279,9 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 	// planner: measured from one round's start to the next's.
 	var roundStart time.Time
 	var work time.Duration
+	// drafted: the last round was drafted by the drafter, which has then
+	// read every committed position but that round's accepted ones.
+	drafted := false
 	for {
 		if req.Planner != nil {
 			now := time.Now()
@@ -324,12 +327,20 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 				req.Planner.ObserveTarget(1, work)
 				req.Drafter.Accepted([]int{root}, hidden)
 				st.PlainSteps++
+				drafted = false
 				continue
 			}
 		}
 		p.Tokens = min(p.Tokens, t.Context()-t.Len()-1)
-		t0 := time.Now()
 		recalled := tree != nil
+		var caught time.Duration
+		if !recalled && !drafted && p.Tokens > 0 {
+			var err error
+			if caught, err = catchUp(req, e.history); err != nil {
+				return err
+			}
+		}
+		t0 := time.Now()
 		if recalled {
 			st.Recalled++
 		} else {
@@ -358,12 +369,13 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		path, next := acc.accept(tree, logits, e.history)
 		if req.Planner != nil {
 			req.Planner.ObserveTarget(len(nodes), time.Since(t1))
-			work = time.Since(t0)
+			work = time.Since(t0) + caught
 		}
 		if err := t.Commit(path); err != nil {
 			return err
 		}
-		st.DraftTime += t1.Sub(t0)
+		st.DraftTime += t1.Sub(t0) + caught
+		drafted = !recalled && p.Tokens > 0
 		st.VerifyTime += time.Since(t1)
 		st.Rounds++
 		st.Accepted += len(path) - 1
@@ -404,6 +416,23 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		}
 		tok, row = next, logits[path[len(path)-1]]
 	}
+}
+
+// catchUp has a CatchUpper read the positions committed since it last
+// drafted, before a round's drafting is timed, and tells the planner what
+// that took.
+func catchUp(req Request, history []int) (time.Duration, error) {
+	cu, ok := req.Drafter.(CatchUpper)
+	if !ok {
+		return 0, nil
+	}
+	t0 := time.Now()
+	n, err := cu.CatchUp(history)
+	d := time.Since(t0)
+	if err == nil && req.Planner != nil {
+		req.Planner.ObserveCatchUp(n, d)
+	}
+	return d, err
 }
 
 // recall is the chain a Recaller proposes, cut where the planner predicts

@@ -13,14 +13,38 @@ type ModelDrafter struct {
 // NewModelDrafter drafts with t, which must share the target's vocabulary.
 func NewModelDrafter(t Target) *ModelDrafter { return &ModelDrafter{t: t} }
 
-// Draft brings the draft's cache up to ctx (the tokens accepted last round
-// and the root) and grows a tree below the root.
-func (d *ModelDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
-	// Keep the common prefix; the draft may hold tokens the target refused.
+// CatchUp brings the draft's cache up to ctx but its root (CatchUpper).
+func (d *ModelDrafter) CatchUp(ctx []int) (int, error) {
+	keep := d.keep(ctx)
+	if err := d.t.Truncate(keep); err != nil {
+		return 0, err
+	}
+	d.committed = d.committed[:keep]
+	n := len(ctx) - 1 - keep
+	if n <= 0 || len(ctx) > d.t.Context() {
+		return 0, nil
+	}
+	if _, err := d.t.Forward(ctx[keep : len(ctx)-1]); err != nil {
+		return 0, fmt.Errorf("draft model: %w", err)
+	}
+	d.committed = append(d.committed, ctx[keep:len(ctx)-1]...)
+	return n, nil
+}
+
+// keep is the length of the common prefix of the draft's cache and ctx
+// without its root: the draft may hold tokens the target refused.
+func (d *ModelDrafter) keep(ctx []int) int {
 	keep := 0
 	for keep < len(d.committed) && keep < len(ctx)-1 && d.committed[keep] == ctx[keep] {
 		keep++
 	}
+	return keep
+}
+
+// Draft brings the draft's cache up to ctx (the tokens accepted last round
+// and the root) and grows a tree below the root.
+func (d *ModelDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+	keep := d.keep(ctx)
 	if err := d.t.Truncate(keep); err != nil {
 		return nil, err
 	}

@@ -23,6 +23,12 @@ type Planner struct {
 	reached []float64 // decayed count of rounds whose path reached depth d+1
 	offered []float64 // decayed count of rounds that offered a node at depth d+1
 	draftT  float64   // EMA of seconds per draft step
+	// catchT is an EMA of the seconds a drafter takes per committed
+	// position it reads when it catches up after rounds without a draft
+	// (CatchUpper): the price of a probe grows with the plain steps before
+	// it, since the draft reads every one of them first.
+	catchT float64
+	catchN int
 	// scale is how much slower (>1) or faster the target runs in this run
 	// than when it was profiled: an EMA of measured over profiled forward
 	// times, which every profiled cost is multiplied by. A profile is taken
@@ -236,10 +242,21 @@ func (pl *Planner) bestShape() (TreeParams, float64) {
 	return best, bestS
 }
 
+// measureShape is the first speculative round's: one draft step and the
+// smallest verification, the cheapest round that measures what a draft
+// step costs. Until then the plan cannot know whether the draft pays.
+func (pl *Planner) measureShape() TreeParams {
+	return TreeParams{TopK: pl.k, Depth: 0, Tokens: 1}
+}
+
 // Plan returns the shape to use next and whether to speculate at all.
 func (pl *Planner) Plan() (TreeParams, bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	if pl.rounds == 0 && pl.stepCost() > 0 {
+		pl.idle = 0
+		return pl.measureShape(), true
+	}
 	if !pl.bestKnown {
 		pl.best, pl.bestS = pl.bestShape()
 		pl.bestKnown = true
@@ -262,14 +279,56 @@ func (pl *Planner) Plan() (TreeParams, bool) {
 const maxProbeInterval = 4096
 
 // probeInterval is the rounds between probes with shape p while
-// speculation is off.
+// speculation is off: ProbeEvery, or more where a probe (the draft
+// catching up on the plain steps before it, drafting and verifying) would
+// cost more than ProbeShare of the decode time in between; the most when
+// no acceptance could make any shape win, once the draft's cost is known
+// beyond its cold first rounds (then a probe measures nothing worth it).
 func (pl *Planner) probeInterval(p TreeParams) int {
+	if pl.rounds >= coldRounds && !pl.couldWin() {
+		return maxProbeInterval
+	}
 	n := pl.ProbeEvery
 	if tt := pl.stepCost(); tt > 0 && pl.ProbeShare > 0 {
 		probe := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
-		n = max(n, int(math.Ceil(probe/(pl.ProbeShare*tt))))
+		spare := pl.ProbeShare*tt - pl.catchT
+		if spare <= 0 {
+			return maxProbeInterval
+		}
+		n = max(n, int(math.Ceil(probe/spare)))
 	}
 	return min(n, maxProbeInterval)
+}
+
+// couldWin reports whether some shape would beat plain decoding if the
+// target accepted every node it can (τ = 1 + min(depth+1, γ)).
+func (pl *Planner) couldWin() bool {
+	step := pl.stepCost()
+	for _, p := range pl.shapes {
+		cost := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1) + pl.overhead
+		if float64(1+min(p.Depth+1, p.Tokens))*step > cost {
+			return true
+		}
+	}
+	return false
+}
+
+// ObserveCatchUp records a drafter reading n committed positions it had
+// not read, which took d: what a probe costs on top of its round for each
+// plain step before it.
+func (pl *Planner) ObserveCatchUp(n int, d time.Duration) {
+	if n <= 0 || d < 0 {
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	t := d.Seconds() / float64(n)
+	if pl.catchN == 0 {
+		pl.catchT = t
+	} else {
+		pl.catchT = 0.9*pl.catchT + 0.1*t
+	}
+	pl.catchN++
 }
 
 // Observe records a speculative round: the shape used, the depth of its
@@ -310,12 +369,16 @@ func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Dur
 }
 
 // PredictedTokensPerSec is the predicted decode speed under the plan: the
-// best shape's, or plain decoding's when no shape beats it.
+// best shape's, or plain decoding's when no shape beats it or no draft
+// round has measured what drafting costs.
 func (pl *Planner) PredictedTokensPerSec() float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if pl.stepCost() <= 0 {
 		return 0
+	}
+	if pl.rounds == 0 {
+		return 1 / pl.stepCost()
 	}
 	_, s := pl.bestShape()
 	return max(s, 1) / pl.stepCost()

@@ -42,8 +42,9 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	if s := pl.Speedup(p); s < 2 {
 		t.Errorf("predicted speedup %.2f", s)
 	}
-	// Verification as dear as γ decode steps: never worth it.
-	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 11 * time.Millisecond })
+	// Verification nearly as dear as γ decode steps: not worth it at α
+	// 0.5, though it would be if the target accepted every node.
+	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 9 * time.Millisecond })
 	pl = NewPlanner(dear, 10)
 	pl.ProbeShare = 0
 	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
@@ -60,14 +61,78 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	if got, want := offRounds(), 64-64/pl.ProbeEvery; got != want {
 		t.Errorf("dear verify: %d of 64 rounds off, want %d", got, want)
 	}
-	// A probe (at least T_D + T_V(2) = 23 ms) may take 5% of the decode
-	// time between probes (10 ms a step): one every 46 rounds.
+	// A probe (at least T_D + T_V(2) = 19 ms) may take 5% of the decode
+	// time between probes (10 ms a step): one every 38 rounds or more.
 	pl.ProbeShare = 0.05
 	if got := offRounds(); got != 63 {
 		t.Errorf("dear verify, probes within 5%%: %d of 64 rounds off, want 63", got)
 	}
 	if got := pl.PredictedTokensPerSec(); got < 99 || got > 101 {
 		t.Errorf("predicted %.1f tokens/s with speculation off, want plain decoding's 100", got)
+	}
+	// Dearer still, no acceptance makes a round pay: no probe at all.
+	dearer := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 11 * time.Millisecond })
+	pl = NewPlanner(dearer, 10)
+	pl.ProbeShare = 0
+	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+	if got := offRounds(); got != 64 {
+		t.Errorf("a draft that cannot win: %d of 64 rounds off, want 64", got)
+	}
+}
+
+// The first speculative round measures the draft as cheaply as a round
+// can: one draft step, two nodes verified.
+func TestPlannerMeasuresDraftFirst(t *testing.T) {
+	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
+	pl := NewPlanner(prof, 10)
+	if got := pl.PredictedTokensPerSec(); got < 99 || got > 101 {
+		t.Errorf("before any draft round: predicted %.1f tokens/s, want plain decoding's 100", got)
+	}
+	p, on := pl.Plan()
+	if want := (TreeParams{TopK: 10, Depth: 0, Tokens: 1}); !on || p != want {
+		t.Fatalf("first plan %+v on=%v, want %+v on", p, on, want)
+	}
+	observeRounds(pl, p, 0.8, 100*time.Microsecond, 1)
+	if p, on := pl.Plan(); !on || p.Depth < 1 {
+		t.Errorf("after a cheap draft step: plan %+v on=%v, want a deeper tree", p, on)
+	}
+	// A provisional planner measures the draft once a decode step is
+	// known, not before.
+	pl = NewProvisionalPlanner(10)
+	if _, on := pl.Plan(); on {
+		t.Error("provisional, nothing measured: speculates")
+	}
+	pl.ObserveTarget(1, 10*time.Millisecond)
+	if p, on := pl.Plan(); !on || p.Depth != 0 || p.Tokens != 1 {
+		t.Errorf("provisional, a step measured: plan %+v on=%v, want the measuring round", p, on)
+	}
+}
+
+// A probe's price includes the draft reading the plain steps before it:
+// probes come further apart the more a caught-up position costs, and not
+// at all while catching up alone costs more than the probe share.
+func TestPlannerProbesPayForCatchUp(t *testing.T) {
+	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 9 * time.Millisecond })
+	interval := func(catchUp time.Duration) int {
+		pl := NewPlanner(dear, 10)
+		observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+		if catchUp > 0 {
+			pl.ObserveCatchUp(10, 10*catchUp)
+		}
+		n := 1
+		for ; n <= 2*maxProbeInterval; n++ {
+			if _, on := pl.Plan(); on {
+				break
+			}
+		}
+		return n
+	}
+	free, cheap, dear2 := interval(0), interval(200*time.Microsecond), interval(time.Millisecond)
+	if !(free < cheap && cheap < maxProbeInterval) {
+		t.Errorf("probe every %d rounds without catch-up, %d at 0.2 ms a position: want more, fewer than %d", free, cheap, maxProbeInterval)
+	}
+	if dear2 != maxProbeInterval {
+		t.Errorf("catching up alone costs 10%% of a step: a probe every %d rounds, want %d", dear2, maxProbeInterval)
 	}
 }
 

@@ -172,6 +172,14 @@ func (s *Sequence) ForwardTop(features [][]float32, tokens []int, k int, scale f
 	return s.outTop[0], s.outPred[0], nil
 }
 
+// Advance is Forward without its outputs (engine.Advancer): a drafter
+// catching up on committed positions reads nothing of them, and the LM
+// head's row would cost as much as the rest of a draft step.
+func (s *Sequence) Advance(features [][]float32, tokens []int) error {
+	_, err := s.commit(features, tokens)
+	return err
+}
+
 // commit runs Forward's positions and returns the last pass.
 func (s *Sequence) commit(features [][]float32, tokens []int) (*acts, error) {
 	if err := s.check(features, tokens); err != nil {

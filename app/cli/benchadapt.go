@@ -116,7 +116,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	defer stop()
 
 	w := csv.NewWriter(out)
-	w.Write([]string{"request", "domain", "tau", "tokens_per_s", "draft_version", "config", "round_ms"})
+	w.Write([]string{"request", "domain", "tau", "tokens_per_s", "draft_version", "config", "round_ms", "predicted_tokens_per_s"})
 	var all [][]runner.ReplayRow
 	var names []string
 	for _, spec := range specs {
@@ -132,7 +132,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 			}
 			for _, r := range res.Rows {
 				w.Write([]string{strconv.Itoa(r.Request), r.Domain, fmt.Sprintf("%.4f", r.Tau), fmt.Sprintf("%.2f", r.TokensPerSec),
-					strconv.Itoa(r.Version), name, fmt.Sprintf("%.3f", r.RoundMs)})
+					strconv.Itoa(r.Version), name, fmt.Sprintf("%.3f", r.RoundMs), fmt.Sprintf("%.2f", r.Predicted)})
 			}
 			if res.Adapted {
 				st := res.Adaptation
@@ -165,14 +165,14 @@ func summarize(w io.Writer, name string, rows []runner.ReplayRow) {
 	fmt.Fprintf(w, "%s:\n", name)
 	for lo := 0; lo < len(rows); {
 		hi := lo
-		var tau, tps, rms float64
+		var tau, tps, rms, pred float64
 		for hi < len(rows) && rows[hi].Domain == rows[lo].Domain {
-			tau, tps, rms = tau+rows[hi].Tau, tps+rows[hi].TokensPerSec, rms+rows[hi].RoundMs
+			tau, tps, rms, pred = tau+rows[hi].Tau, tps+rows[hi].TokensPerSec, rms+rows[hi].RoundMs, pred+rows[hi].Predicted
 			hi++
 		}
 		n := float64(hi - lo)
-		fmt.Fprintf(w, "  requests %3d–%3d %-12s τ %.3f  %7.1f tokens/s  %.3f ms/round  draft v%d→v%d\n",
-			rows[lo].Request, rows[hi-1].Request, rows[lo].Domain, tau/n, tps/n, rms/n, rows[lo].Version, rows[hi-1].Version)
+		fmt.Fprintf(w, "  requests %3d–%3d %-12s τ %.3f  %7.1f tokens/s (planner: %.1f)  %.3f ms/round  draft v%d→v%d\n",
+			rows[lo].Request, rows[hi-1].Request, rows[lo].Domain, tau/n, tps/n, pred/n, rms/n, rows[lo].Version, rows[hi-1].Version)
 		lo = hi
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,6 +38,25 @@ func TestBenchAdapt(t *testing.T) {
 	}
 	if len(rows) != 1+2*3 || rows[3][1] != "caps" || rows[4][5] != "scratch/per-request" {
 		t.Fatalf("rows %v", rows)
+	}
+	// Fixed trees: nothing planned, nothing predicted.
+	for _, r := range rows[1:] {
+		if r[7] != "0.00" {
+			t.Errorf("row %v without --plan: predicted tokens/s %q", r, r[7])
+		}
+	}
+	// With --plan the planner's prediction follows each request.
+	_, errOut, code = runCLI(t, "bench", "adapt", "-m", golden.ModelPath("stories260K-f32.gguf"), "--workload", wl,
+		"--draft", "scratch", "--mode", "background", "--plan", "-n", "12", "--csv", out)
+	if code != 0 {
+		t.Fatalf("--plan: exit %d: %s", code, errOut)
+	}
+	b, _ := os.ReadFile(out)
+	planned, _ := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	for _, r := range planned[1:] {
+		if p, err := strconv.ParseFloat(r[7], 64); err != nil || p <= 0 {
+			t.Errorf("row %v with --plan: predicted tokens/s %q", r, r[7])
+		}
 	}
 	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Fatalf("plot: %v", err)

@@ -165,6 +165,12 @@ func TestRunAutoUsesEmbeddedDraft(t *testing.T) {
 	if r.Stats.Draft != "dgf:untrained" || r.Stats.Adapt != "background" {
 		t.Errorf("--draft auto for a model without a draft: %+v", r.Stats)
 	}
+	// That request ran before the new draft: nothing was planned, so
+	// nothing is predicted of it.
+	if r.Stats.PredictedTokS != 0 || r.Stats.Rounds+r.Stats.PlainSteps != 0 {
+		t.Errorf("a request the new draft did not run: predicted %.1f tokens/s, %d rounds, %d plain steps",
+			r.Stats.PredictedTokS, r.Stats.Rounds, r.Stats.PlainSteps)
+	}
 	r = runJSON(t, "-m", golden.ModelPath("stories260K-f32.gguf"), "-p", "Once", "--temp", "0", "-n", "8", "--adapt", "off")
 	if r.Stats.Draft != "none" {
 		t.Errorf("--draft auto --adapt off for a model without a draft: %+v", r.Stats)

@@ -213,7 +213,9 @@ func writeRunJSON(out io.Writer, r *runner.Runner, prompt, tokens []int, text st
 			AcceptanceByDepth: st.AcceptanceByDepth(), DraftMs: ms(st.DraftTime), VerifyMs: ms(st.VerifyTime),
 			DraftVersion: st.DraftVersion, Adapt: info.Adapt.String(), PlainSteps: st.PlainSteps,
 			Recalled: st.Recalled, Memory: memoryOf(r.Budget())}}
-	if p := r.Planner(); p != nil {
+	// As reportRun: a request that ran without its draft (a new one not
+	// started yet) was not planned.
+	if p := r.Planner(); p != nil && st.Rounds+st.PlainSteps+st.Recalled > 0 {
 		res.Stats.PredictedTokS = p.PredictedTokensPerSec()
 	}
 	if tokens == nil {

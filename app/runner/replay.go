@@ -78,6 +78,9 @@ type ReplayRow struct {
 	TokensPerSec float64
 	Version      int     // the draft's weights' version after it
 	RoundMs      float64 // decode time per round: what a trainer competing for the CPU slows
+	// Predicted is the planner's tokens/s after the request (0: not
+	// planned): what it expects of the next one, as `run --json` reports.
+	Predicted float64
 }
 
 // ReplayResult is a replay's rows and what adaptation did.
@@ -120,6 +123,9 @@ func RunReplay(ctx context.Context, m *Model, p Replay, onRow func(ReplayRow)) (
 		row := ReplayRow{Request: i + 1, Domain: it.Domain, Tau: st.Tau(), TokensPerSec: st.GenTokensPerSec(), Version: st.DraftVersion}
 		if st.Rounds > 0 {
 			row.RoundMs = float64(st.GenTime.Microseconds()) / 1000 / float64(st.Rounds)
+		}
+		if pl := r.Planner(); pl != nil {
+			row.Predicted = pl.PredictedTokensPerSec()
 		}
 		res.Rows = append(res.Rows, row)
 		if onRow != nil {
