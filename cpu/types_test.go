@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -139,4 +141,80 @@ func worstErr(got, want [][]float32) float64 {
 		worst = math.Max(worst, relErr(got[i], want[i]))
 	}
 	return worst
+}
+
+// iquantModels are typesShape with every layer matrix in typ, made of
+// random blocks (quant cannot quantize to the 2- and 3-bit i-quants: their
+// quantizers need an importance matrix), and its f32 twin, which holds
+// exactly their dequantized values.
+func iquantModels(t *testing.T, typ quant.Type) (m, twin *models.Llama) {
+	t.Helper()
+	m, twin = typesModel(t, quant.F32), typesModel(t, quant.F32)
+	rng := rand.New(rand.NewPCG(uint64(typ), 9))
+	for l := range m.Layers {
+		a, b := &m.Layers[l], &twin.Layers[l]
+		for i, mt := range []*models.Tensor{a.Q, a.K, a.V, a.O, a.Gate, a.Up, a.Down} {
+			tt := []*models.Tensor{b.Q, b.K, b.V, b.O, b.Gate, b.Up, b.Down}[i]
+			rb, err := typ.RowSize(mt.Cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, mt.Rows*rb)
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			// A scale per super-block of 256 values, of the size that gives
+			// the f32 model's weights' magnitude.
+			per := rb / (mt.Cols / quant.QKK)
+			for j := 0; j < len(data); j += per {
+				h := quant.F32ToF16(float32(2e-4 + 2e-4*rng.Float64()))
+				data[j], data[j+1] = byte(h), byte(h>>8)
+			}
+			vals := make([]float32, mt.Rows*mt.Cols)
+			for r := range mt.Rows {
+				if err := quant.DequantizeRow(typ, vals[r*mt.Cols:(r+1)*mt.Cols], data[r*rb:(r+1)*rb]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mt.Type, mt.RowBytes, mt.Data = typ, rb, data
+			tt.Data = make([]byte, 4*len(vals))
+			for j, v := range vals {
+				binary.LittleEndian.PutUint32(tt.Data[4*j:], math.Float32bits(v))
+			}
+		}
+	}
+	return m, twin
+}
+
+// The 2- and 3-bit i-quants, whose C kernels take Q8_K activations: at
+// every level within the activations' quantization error of the f32 twin
+// of the very same weights, and the first position within float rounding
+// of the Go level.
+func TestIQuantsForward(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	prompt := []int{1, 403, 407, 261, 380, 300}
+	goK, err := kernels.ByName("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS} {
+		m, twin := iquantModels(t, typ)
+		want := typesLogits(t, NewTargetWith(NewFast(twin, goK, pool, 0)), prompt)
+		ref := typesLogits(t, NewTargetWith(NewFast(m, goK, pool, 0)), prompt)
+		const bound = 0.05 // measured: 0.001 (IQ2_*), 0.0125 (IQ3_XXS)
+		if e := worstErr(ref, want); e > bound {
+			t.Errorf("%v at go: logits within %.4f of the f32 twin, bound %.4f", typ, e, bound)
+		}
+		for _, k := range levels(t) {
+			got := typesLogits(t, NewTargetWith(NewFast(m, k, pool, 0)), prompt)
+			if e := relErr(got[0], ref[0]); e > 1e-5 {
+				t.Errorf("%v at %s: first position within %.2g of the Go level", typ, k.Name, e)
+			}
+			if e := worstErr(got, want); e > bound {
+				t.Errorf("%v at %s: logits within %.4f of the f32 twin, bound %.4f", typ, k.Name, e, bound)
+			}
+			t.Logf("%v at %s: within %.4f of the twin", typ, k.Name, worstErr(got, want))
+		}
+	}
 }

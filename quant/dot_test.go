@@ -401,6 +401,145 @@ func refDotIQ3_SQ8_K(n int, x, y []byte) float32 {
 	return sumf
 }
 
+// refDotIQ2_XXSQ8_K transcribes ggml's generic ggml_vec_dot_iq2_xxs_q8_K.
+func refDotIQ2_XXSQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ2_XXS:], y[i*blockQ8_K:]
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		q2, q8 := bx[2:], by[4:]
+		var bsum int32
+		for ib32 := 0; ib32 < QKK/32; ib32++ {
+			aux8 := q2[:8]
+			aux1 := binary.LittleEndian.Uint32(q2[4:])
+			q2 = q2[8:]
+			ls := int32(2*(aux1>>28) + 1)
+			var sumi int32
+			for l := range 4 {
+				grid := iq2xxsGrid[aux8[l]]
+				signs := ksignsIQ2XS[(aux1>>(7*l))&127]
+				for j := range 8 {
+					s := int32(1)
+					if signs&kmaskIQ2XS[j] != 0 {
+						s = -1
+					}
+					sumi += int32(uint8(grid>>(8*j))) * int32(int8(q8[j])) * s
+				}
+				q8 = q8[8:]
+			}
+			bsum += sumi * ls
+		}
+		sumf += float32(d * float32(bsum))
+	}
+	return 0.125 * sumf
+}
+
+// refDotIQ2_XSQ8_K transcribes ggml's generic ggml_vec_dot_iq2_xs_q8_K.
+func refDotIQ2_XSQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ2_XS:], y[i*blockQ8_K:]
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		q2, sc, q8 := bx[2:], bx[2+QKK/4:], by[4:]
+		var bsum int32
+		for ib32 := 0; ib32 < QKK/32; ib32++ {
+			ls1, ls2 := int32(2*(sc[ib32]&0xf)+1), int32(2*(sc[ib32]>>4)+1)
+			for h, ls := range []int32{ls1, ls2} {
+				var sumi int32
+				for l := 2 * h; l < 2*h+2; l++ {
+					q := binary.LittleEndian.Uint16(q2[2*l:])
+					grid := iq2xsGrid[q&511]
+					signs := ksignsIQ2XS[q>>9]
+					for j := range 8 {
+						s := int32(1)
+						if signs&kmaskIQ2XS[j] != 0 {
+							s = -1
+						}
+						sumi += int32(uint8(grid>>(8*j))) * int32(int8(q8[j])) * s
+					}
+					q8 = q8[8:]
+				}
+				bsum += sumi * ls
+			}
+			q2 = q2[8:]
+		}
+		sumf += float32(d * float32(bsum))
+	}
+	return 0.125 * sumf
+}
+
+// refDotIQ2_SQ8_K transcribes ggml's generic ggml_vec_dot_iq2_s_q8_K.
+func refDotIQ2_SQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ2_S:], y[i*blockQ8_K:]
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		qs, qh, scales, q8 := bx[2:], bx[2+QKK/4:], bx[2+QKK/4+QKK/32:], by[4:]
+		signs := qs[QKK/8:]
+		var bsum int32
+		for ib32 := 0; ib32 < QKK/32; ib32++ {
+			ls1, ls2 := int32(1+2*(scales[ib32]&0xf)), int32(1+2*(scales[ib32]>>4))
+			var sumi1, sumi2 int32
+			for l := range 4 {
+				grid := iq2sGrid[int(qs[l])|(int(qh[ib32])<<(8-2*l))&0x300]
+				for j := range 8 {
+					s := int32(1)
+					if signs[l]&kmaskIQ2XS[j] != 0 {
+						s = -1
+					}
+					if l < 2 {
+						sumi1 += int32(int8(q8[j])) * int32(uint8(grid>>(8*j))) * s
+					} else {
+						sumi2 += int32(int8(q8[j])) * int32(uint8(grid>>(8*j))) * s
+					}
+				}
+				q8 = q8[8:]
+			}
+			bsum += ls1*sumi1 + ls2*sumi2
+			qs, signs = qs[4:], signs[4:]
+		}
+		sumf += float32(d * float32(bsum))
+	}
+	return 0.125 * sumf
+}
+
+// refDotIQ3_XXSQ8_K transcribes ggml's generic ggml_vec_dot_iq3_xxs_q8_K.
+func refDotIQ3_XXSQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ3_XXS:], y[i*blockQ8_K:]
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		q3, gas, q8 := bx[2:], bx[2+QKK/4:], by[4:]
+		var bsum int32
+		for ib32 := 0; ib32 < QKK/32; ib32++ {
+			aux32 := binary.LittleEndian.Uint32(gas)
+			gas = gas[4:]
+			ls := int32(2*(aux32>>28) + 1)
+			var sumi int32
+			for l := range 4 {
+				grid1, grid2 := iq3xxsGrid[q3[2*l]], iq3xxsGrid[q3[2*l+1]]
+				signs := ksignsIQ2XS[(aux32>>(7*l))&127]
+				for j := range 4 {
+					s1, s2 := int32(1), int32(1)
+					if signs&kmaskIQ2XS[j] != 0 {
+						s1 = -1
+					}
+					if signs&kmaskIQ2XS[j+4] != 0 {
+						s2 = -1
+					}
+					sumi += int32(uint8(grid1>>(8*j))) * int32(int8(q8[j])) * s1
+					sumi += int32(uint8(grid2>>(8*j))) * int32(int8(q8[j+4])) * s2
+				}
+				q8 = q8[8:]
+			}
+			q3 = q3[8:]
+			bsum += sumi * ls
+		}
+		sumf += float32(d * float32(bsum))
+	}
+	return 0.25 * sumf
+}
+
 // refDotQ5_0Q8_0 transcribes ggml's ggml_vec_dot_q5_0_q8_0 (its scalar
 // loop), high bits extracted as ggml shifts them.
 func refDotQ5_0Q8_0(n int, x, y []byte) float32 {
@@ -681,6 +820,22 @@ func TestDotInt8(t *testing.T) {
 		w = randomRow(r, IQ3_S, n)
 		want, mag = dot(dequant(t, IQ3_S, w, n), xkv)
 		checkIntDot(t, "DotIQ3_SQ8_K", DotIQ3_SQ8_K(w, xk, n), refDotIQ3_SQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ2_XXS, n)
+		want, mag = dot(dequant(t, IQ2_XXS, w, n), xkv)
+		checkIntDot(t, "DotIQ2_XXSQ8_K", DotIQ2_XXSQ8_K(w, xk, n), refDotIQ2_XXSQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ2_XS, n)
+		want, mag = dot(dequant(t, IQ2_XS, w, n), xkv)
+		checkIntDot(t, "DotIQ2_XSQ8_K", DotIQ2_XSQ8_K(w, xk, n), refDotIQ2_XSQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ2_S, n)
+		want, mag = dot(dequant(t, IQ2_S, w, n), xkv)
+		checkIntDot(t, "DotIQ2_SQ8_K", DotIQ2_SQ8_K(w, xk, n), refDotIQ2_SQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ3_XXS, n)
+		want, mag = dot(dequant(t, IQ3_XXS, w, n), xkv)
+		checkIntDot(t, "DotIQ3_XXSQ8_K", DotIQ3_XXSQ8_K(w, xk, n), refDotIQ3_XXSQ8_K(n, w, xk), want, mag, n/QKK)
 
 		w = randomRow(r, Q5_0, n)
 		want, mag = dot(dequant(t, Q5_0, w, n), x8v)

@@ -46,11 +46,10 @@
 //
 // Deviations from a straight "one function per kernel" API, and why:
 //   - MatMul takes the weight type and dispatches on it, because the forward
-//     pass holds tensors of mixed types. Types other than Q8_0, Q4_0, Q5_0,
-//     Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ3_S, IQ4_NL, IQ4_XS, F16, BF16 and F32
-//     (Q4_1, Q5_1, IQ2_XXS, ...) are accepted with F32 activations and run in Go at every
-//     level: they are rare in the models Dovetail targets, and a correct
-//     slow path beats a missing one.
+//     pass holds tensors of mixed types. Every type quant reads has a C
+//     kernel; a type without one (native says which) would be accepted with
+//     F32 activations and run in Go at every level: a correct slow path
+//     beats a missing one.
 //   - Arguments are validated in Go before any C code runs, and a violated
 //     precondition panics: a shape error is a bug in the caller, and letting
 //     it reach C would turn it into memory corruption.
@@ -175,7 +174,7 @@ type impl struct {
 func native(t quant.Type) bool {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
 		quant.F16, quant.BF16, quant.F32:
 		return true
 	}
@@ -185,13 +184,14 @@ func native(t quant.Type) bool {
 // ActivationType is the form activations take for weights of type t, as in
 // llama.cpp (its vec_dot_type, but Q8_0 where it takes Q8_1 for Q4_1 and
 // Q5_1: see quant.DotQ4_1Q8_0): Q8_0 for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL, Q8_K for
-// Q2_K to Q6_K, IQ3_S and IQ4_XS, f16 for F16, bf16 for BF16, and float32 for
-// F32 and every other type.
+// Q2_K to Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_XS, f16 for
+// F16, bf16 for BF16, and float32 for F32 and every other type.
 func ActivationType(t quant.Type) quant.Type {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL:
 		return quant.Q8_0
-	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS:
+	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S:
 		return quant.Q8_K
 	case quant.F16:
 		return quant.F16

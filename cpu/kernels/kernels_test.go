@@ -90,7 +90,8 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 		for b := 0; b < len(w); b += bs {
 			blk := w[b : b+bs]
 			switch t {
-			case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S, quant.IQ2_XS:
+			case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS,
+				quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S:
 				putF16(blk, float32(r.NormFloat64()*0.01))
 			case quant.Q4_K, quant.Q5_K, quant.Q4_1, quant.Q5_1:
 				putF16(blk, float32(r.NormFloat64()*0.01))
@@ -224,6 +225,8 @@ func chain(t quant.Type, cols int) int {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S:
 		return cols / 32
+	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS: // a scale per 16 values at most
+		return cols / 16
 	case quant.Q4_1, quant.Q5_1: // a term for the values and one for the offset
 		return 2 * cols / 32
 	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K:
@@ -255,11 +258,10 @@ func matmulCases() []mmCase {
 	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL, quant.F16, quant.BF16, quant.F32} {
 		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
 	}
-	for _, t := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS} {
+	for _, t := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS,
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS} {
 		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
 	}
-	// Types without C kernels take f32 activations at every level.
-	cs = append(cs, mmCase{quant.IQ2_XS, 9, 256, 2, 9})
 	return cs
 }
 
@@ -522,7 +524,8 @@ func TestSiLUMul(t *testing.T) {
 func TestActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	x := randFloats(r, 3*256, 2)
-	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.IQ3_S, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
+	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.IQ3_S,
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
 		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
 		if len(want) != ActivationBytes(wt, len(x)) {
 			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))

@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 17
+const abiVersion = 18
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -33,7 +33,8 @@ type cLib struct {
 	quantizeQ8_0, quantizeQ8_K, toF16          uintptr
 	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K     uintptr
 	mmIQ4_NL, mmIQ4_XS, mmQ5_0, mmQ4_1, mmQ5_1 uintptr
-	mmQ2_K, mmQ3_K, mmIQ3_S                    uintptr
+	mmQ2_K, mmQ3_K, mmIQ3_S, mmIQ3_XXS         uintptr
+	mmIQ2_XXS, mmIQ2_XS, mmIQ2_S               uintptr
 	mmF16, mmBF16, mmF32                       uintptr
 	rmsnorm, siluMul, attention, abiProbe      uintptr
 	packRows, packQ8_0, packQ4_0               uintptr
@@ -75,6 +76,10 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_q2_k", &l.mmQ2_K},
 		{"dt_matmul_q3_k", &l.mmQ3_K},
 		{"dt_matmul_iq3_s", &l.mmIQ3_S},
+		{"dt_matmul_iq3_xxs", &l.mmIQ3_XXS},
+		{"dt_matmul_iq2_xxs", &l.mmIQ2_XXS},
+		{"dt_matmul_iq2_xs", &l.mmIQ2_XS},
+		{"dt_matmul_iq2_s", &l.mmIQ2_S},
 		{"dt_matmul_f16", &l.mmF16},
 		{"dt_matmul_bf16", &l.mmBF16},
 		{"dt_matmul_f32", &l.mmF32},
@@ -252,7 +257,8 @@ func (l *cLib) set(level string, amx bool) *Set {
 	mm := map[quant.Type]uintptr{
 		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q5_K: l.mmQ5_K, quant.Q6_K: l.mmQ6_K,
 		quant.IQ4_NL: l.mmIQ4_NL, quant.IQ4_XS: l.mmIQ4_XS, quant.Q5_0: l.mmQ5_0, quant.Q4_1: l.mmQ4_1, quant.Q5_1: l.mmQ5_1,
-		quant.Q2_K: l.mmQ2_K, quant.Q3_K: l.mmQ3_K, quant.IQ3_S: l.mmIQ3_S,
+		quant.Q2_K: l.mmQ2_K, quant.Q3_K: l.mmQ3_K, quant.IQ3_S: l.mmIQ3_S, quant.IQ3_XXS: l.mmIQ3_XXS,
+		quant.IQ2_XXS: l.mmIQ2_XXS, quant.IQ2_XS: l.mmIQ2_XS, quant.IQ2_S: l.mmIQ2_S,
 		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
 	}
 	var mmTab [quant.BF16 + 1]uintptr // indexed by type: no map lookup per call

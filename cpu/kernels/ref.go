@@ -90,6 +90,14 @@ func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi 
 				v = quant.DotQ5_1Q8_0(row, a, cols)
 			case quant.IQ3_S:
 				v = quant.DotIQ3_SQ8_K(row, a, cols)
+			case quant.IQ3_XXS:
+				v = quant.DotIQ3_XXSQ8_K(row, a, cols)
+			case quant.IQ2_XXS:
+				v = quant.DotIQ2_XXSQ8_K(row, a, cols)
+			case quant.IQ2_XS:
+				v = quant.DotIQ2_XSQ8_K(row, a, cols)
+			case quant.IQ2_S:
+				v = quant.DotIQ2_SQ8_K(row, a, cols)
 			case quant.IQ4_NL:
 				v = quant.DotIQ4_NLQ8_0(row, a, cols)
 			case quant.IQ4_XS:

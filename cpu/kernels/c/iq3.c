@@ -1,5 +1,9 @@
-// IQ3_S weights × Q8_K activations (IQ3_M and IQ3_S files). A super-block
-// of 256 values: an f16 scale, qs[64] low 8 bits of 9-bit indices into a
+// IQ3_XXS and IQ3_S weights × Q8_K activations (IQ3_XXS, IQ3_XS, IQ3_S and
+// IQ3_M files). IQ3_XXS, 98 bytes a super-block of 256 values: an f16
+// scale, qs[64] indices into iq3xxs_grid (four magnitudes each), then per
+// 32 values a u32 of four 7-bit sign indices and a 4-bit scale, as IQ2_XXS
+// (iq2.c, whose row kernel it shares: the value is d·(2s+1)/4 ·
+// magnitude · sign). IQ3_S, a super-block of 256 values: an f16 scale, qs[64] low 8 bits of 9-bit indices into a
 // grid of four magnitudes each (iq3s_grid, copied from ggml-common.h; its
 // bytes are odd values 1..15), qh[8] the ninth bits, signs[32] one bit per
 // value, and 4-bit scales per 32 values (the scale is 2s+1).
@@ -8,10 +12,12 @@
 // entries are looked up once per row into vectors of 32 unsigned bytes,
 // the signs moved onto the activations (as ggml's AVX2 kernel does); the
 // portable dot elsewhere.
-#include "rows.h"
+#include "iq.h"
 
+#define IQ3_XXS_SIZE 98
 #define IQ3_S_SIZE 110
 
+extern const uint32_t dt_iq3xxs_grid[256];
 extern const uint32_t dt_iq3s_grid[512];
 
 // iq3s_index is the grid index of value pair entry e (0..7) of 32-value
@@ -64,6 +70,25 @@ DT_INLINE void iq3_s_row(const int NT, float *out, int64_t ldo, const uint8_t *w
 
 ROW_FNS(iq3_s_row)
 
+DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
+	const uint8_t *qs = wb + 2, *ss = wb + 2 + QKK / 4;
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *q = qs + 8 * ib;
+		const uint32_t aux = ld32(ss + 4 * ib);
+		g[ib].q = _mm256_set_epi32((int)dt_iq3xxs_grid[q[7]], (int)dt_iq3xxs_grid[q[6]], (int)dt_iq3xxs_grid[q[5]],
+		                           (int)dt_iq3xxs_grid[q[4]], (int)dt_iq3xxs_grid[q[3]], (int)dt_iq3xxs_grid[q[2]],
+		                           (int)dt_iq3xxs_grid[q[1]], (int)dt_iq3xxs_grid[q[0]]);
+		g[ib].neg = iq_neg(ksign(aux & 127) | ksign(aux >> 7 & 127) << 8 | ksign(aux >> 14 & 127) << 16 |
+		                   ksign(aux >> 21 & 127) << 24);
+		const int ls = 2 * (int)(aux >> 28) + 1;
+		g[ib].sc = iq_scales(ls, ls);
+	}
+}
+
+IQ_ROW(iq3_xxs_row, IQ3_XXS_SIZE, iq3_xxs_groups, 0.25f)
+ROW_FNS(iq3_xxs_row)
+
 #else
 
 // dot_iq3_s mirrors quant.DotIQ3_SQ8_K's integer sums.
@@ -89,7 +114,30 @@ static float dot_iq3_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
 	return sumf;
 }
 
+// dot_iq3_xxs mirrors quant.DotIQ3_XXSQ8_K's integer sums.
+static float dot_iq3_xxs(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ3_XXS_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		const uint8_t *qs = w + 2, *ss = w + 2 + QKK / 4;
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++) {
+			const uint32_t aux = ld32(ss + 4 * ib);
+			int32_t sumi = 0;
+			for (int l = 0; l < 4; l++) {
+				const uint64_t g = dt_iq3xxs_grid[qs[8 * ib + 2 * l]] | (uint64_t)dt_iq3xxs_grid[qs[8 * ib + 2 * l + 1]] << 32;
+				sumi += signed8(g, ksign(aux >> (7 * l) & 127), q8 + 32 * ib + 8 * l);
+			}
+			bsum += sumi * (2 * (int32_t)(aux >> 28) + 1);
+		}
+		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	}
+	return 0.25f * sumf;
+}
+
 #endif
+
+IQ_MATMUL(iq3_xxs)
 
 DT_API void dt_matmul_iq3_s(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {

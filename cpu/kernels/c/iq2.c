@@ -1,0 +1,144 @@
+// IQ2_XXS, IQ2_XS and IQ2_S weights × Q8_K activations (the 2-bit i-quants
+// of IQ2_XXS, IQ2_XS, IQ2_S and IQ2_M files). A super-block of 256 values:
+// an f16 scale, then
+//
+//	IQ2_XXS (66 bytes): per 32 values two u32, the first four bytes
+//	        indices into iq2xxs_grid (8 magnitudes each), the second four
+//	        7-bit sign indices and a 4-bit scale (top bits);
+//	IQ2_XS  (74 bytes): per 8 values a u16, 9 bits of index into
+//	        iq2xs_grid and 7 of sign index; then 4-bit scales per 16;
+//	IQ2_S   (82 bytes): 8-bit indices, a byte of signs per 8 values, the
+//	        indices' top 2 bits, 4-bit scales per 16, into iq2s_grid.
+//
+// A 7-bit sign index k stands for the byte k | parity(k) << 7 (ggml's
+// ksigns_iq2xs). The value is d·(2s+1)/8 · magnitude · sign. With SIMD, as
+// IQ3_S (iq3.c): one weight row against up to four activation rows, the
+// grid entries looked up once per row, the signs moved onto the
+// activations; the portable dot elsewhere.
+#include "iq.h"
+
+#define IQ2_XXS_SIZE 66
+#define IQ2_XS_SIZE 74
+#define IQ2_S_SIZE 82
+
+extern const uint64_t dt_iq2xxs_grid[256];
+extern const uint64_t dt_iq2xs_grid[512];
+extern const uint64_t dt_iq2s_grid[1024];
+
+// iq2s_index is IQ2_S's grid index of 8-value entry l (0..3) of 32-value
+// group ib.
+DT_INLINE int iq2s_index(const uint8_t *qs, const uint8_t *qh, int ib, int l) {
+	return qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
+}
+
+#if defined(DT_AVX2)
+
+DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		const uint8_t *q = wb + 2 + 8 * ib;
+		const uint32_t aux = ld32(q + 4);
+		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xxs_grid[q[3]], (int64_t)dt_iq2xxs_grid[q[2]],
+		                            (int64_t)dt_iq2xxs_grid[q[1]], (int64_t)dt_iq2xxs_grid[q[0]]);
+		g[ib].neg = iq_neg(ksign(aux & 127) | ksign(aux >> 7 & 127) << 8 | ksign(aux >> 14 & 127) << 16 |
+		                    ksign(aux >> 21 & 127) << 24);
+		const int ls = 2 * (int)(aux >> 28) + 1;
+		g[ib].sc = iq_scales(ls, ls);
+	}
+}
+
+DT_INLINE void iq2_xs_groups(const uint8_t *wb, iq_group g[8]) {
+	const uint8_t *scales = wb + 2 + QKK / 4;
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		uint32_t q[4];
+		#pragma GCC unroll 4
+		for (int l = 0; l < 4; l++) q[l] = ld16(wb + 2 + 2 * (4 * ib + l));
+		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xs_grid[q[3] & 511], (int64_t)dt_iq2xs_grid[q[2] & 511],
+		                            (int64_t)dt_iq2xs_grid[q[1] & 511], (int64_t)dt_iq2xs_grid[q[0] & 511]);
+		g[ib].neg = iq_neg(ksign(q[0] >> 9) | ksign(q[1] >> 9) << 8 | ksign(q[2] >> 9) << 16 | ksign(q[3] >> 9) << 24);
+		g[ib].sc = iq_scales(2 * (scales[ib] & 0xf) + 1, 2 * (scales[ib] >> 4) + 1);
+	}
+}
+
+DT_INLINE void iq2_s_groups(const uint8_t *wb, iq_group g[8]) {
+	const uint8_t *qs = wb + 2, *signs = wb + 2 + QKK / 8, *qh = wb + 2 + QKK / 4, *scales = wb + 2 + QKK / 4 + QKK / 32;
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		g[ib].q = _mm256_set_epi64x(
+		    (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 3)], (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 2)],
+		    (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 1)], (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 0)]);
+		g[ib].neg = iq_neg(ld32(signs + 4 * ib));
+		g[ib].sc = iq_scales(2 * (scales[ib] & 0xf) + 1, 2 * (scales[ib] >> 4) + 1);
+	}
+}
+
+IQ_ROW(iq2_xxs_row, IQ2_XXS_SIZE, iq2_xxs_groups, 0.125f)
+IQ_ROW(iq2_xs_row, IQ2_XS_SIZE, iq2_xs_groups, 0.125f)
+IQ_ROW(iq2_s_row, IQ2_S_SIZE, iq2_s_groups, 0.125f)
+
+ROW_FNS(iq2_xxs_row)
+ROW_FNS(iq2_xs_row)
+ROW_FNS(iq2_s_row)
+
+#else
+
+// The portable dots mirror quant.DotIQ2_*Q8_K's integer sums.
+static float dot_iq2_xxs(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ2_XXS_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++) {
+			const uint8_t *q = w + 2 + 8 * ib;
+			const uint32_t aux = ld32(q + 4);
+			int32_t sumi = 0;
+			for (int l = 0; l < 4; l++) sumi += signed8(dt_iq2xxs_grid[q[l]], ksign(aux >> (7 * l) & 127), q8 + 32 * ib + 8 * l);
+			bsum += sumi * (2 * (int32_t)(aux >> 28) + 1);
+		}
+		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	}
+	return 0.125f * sumf;
+}
+
+static float dot_iq2_xs(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ2_XS_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		const uint8_t *scales = w + 2 + QKK / 4;
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++) {
+			int32_t sumi[2] = {0, 0};
+			for (int l = 0; l < 4; l++) {
+				const uint32_t q = ld16(w + 2 + 2 * (4 * ib + l));
+				sumi[l / 2] += signed8(dt_iq2xs_grid[q & 511], ksign(q >> 9), q8 + 32 * ib + 8 * l);
+			}
+			bsum += sumi[0] * (2 * (scales[ib] & 0xf) + 1) + sumi[1] * (2 * (scales[ib] >> 4) + 1);
+		}
+		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	}
+	return 0.125f * sumf;
+}
+
+static float dot_iq2_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ2_S_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		const uint8_t *qs = w + 2, *signs = w + 2 + QKK / 8, *qh = w + 2 + QKK / 4, *scales = w + 2 + QKK / 4 + QKK / 32;
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++) {
+			int32_t sumi[2] = {0, 0};
+			for (int l = 0; l < 4; l++)
+				sumi[l / 2] += signed8(dt_iq2s_grid[iq2s_index(qs, qh, ib, l)], signs[4 * ib + l], q8 + 32 * ib + 8 * l);
+			bsum += sumi[0] * (2 * (scales[ib] & 0xf) + 1) + sumi[1] * (2 * (scales[ib] >> 4) + 1);
+		}
+		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	}
+	return 0.125f * sumf;
+}
+
+#endif
+
+IQ_MATMUL(iq2_xxs)
+IQ_MATMUL(iq2_xs)
+IQ_MATMUL(iq2_s)
