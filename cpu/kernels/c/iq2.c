@@ -11,10 +11,10 @@
 //	        indices' top 2 bits, 4-bit scales per 16, into iq2s_grid.
 //
 // A 7-bit sign index k stands for the byte k | parity(k) << 7 (ggml's
-// ksigns_iq2xs). The value is d·(2s+1)/8 · magnitude · sign. With SIMD, as
-// IQ3_S (iq3.c): one weight row against up to four activation rows, the
-// grid entries looked up once per row, the signs moved onto the
-// activations; the portable dot elsewhere.
+// ksigns_iq2xs). The value is d·(2s+1)/8 · magnitude · sign. With SIMD
+// (iq.h) each super-block of a weight row is unpacked once for every
+// activation row, the signs moved onto the activations; the portable dot
+// elsewhere.
 #include "iq.h"
 
 #define IQ2_XXS_SIZE 66
@@ -38,10 +38,13 @@ DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 	for (int ib = 0; ib < 8; ib++) {
 		const uint8_t *q = wb + 2 + 8 * ib;
 		const uint32_t aux = ld32(q + 4);
+#if defined(DT_AVX512)
+		g[ib].q = _mm256_i32gather_epi64((const long long *)dt_iq2xxs_grid, _mm_cvtepu8_epi32(_mm_cvtsi32_si128(ld32(q))), 8);
+#else
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xxs_grid[q[3]], (int64_t)dt_iq2xxs_grid[q[2]],
 		                            (int64_t)dt_iq2xxs_grid[q[1]], (int64_t)dt_iq2xxs_grid[q[0]]);
-		g[ib].neg = iq_neg(ksign(aux & 127) | ksign(aux >> 7 & 127) << 8 | ksign(aux >> 14 & 127) << 16 |
-		                    ksign(aux >> 21 & 127) << 24);
+#endif
+		g[ib].neg = iq_neg(ksign28(aux));
 		const int ls = 2 * (int)(aux >> 28) + 1;
 		g[ib].sc = iq_scales(ls, ls);
 	}
@@ -54,9 +57,14 @@ DT_INLINE void iq2_xs_groups(const uint8_t *wb, iq_group g[8]) {
 		uint32_t q[4];
 		#pragma GCC unroll 4
 		for (int l = 0; l < 4; l++) q[l] = ld16(wb + 2 + 2 * (4 * ib + l));
+#if defined(DT_AVX512)
+		const __m128i idx = _mm_and_si128(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * ib))), _mm_set1_epi32(511));
+		g[ib].q = _mm256_i32gather_epi64((const long long *)dt_iq2xs_grid, idx, 8);
+#else
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xs_grid[q[3] & 511], (int64_t)dt_iq2xs_grid[q[2] & 511],
 		                            (int64_t)dt_iq2xs_grid[q[1] & 511], (int64_t)dt_iq2xs_grid[q[0] & 511]);
-		g[ib].neg = iq_neg(ksign(q[0] >> 9) | ksign(q[1] >> 9) << 8 | ksign(q[2] >> 9) << 16 | ksign(q[3] >> 9) << 24);
+#endif
+		g[ib].neg = iq_neg(ksign4(q[0] >> 9 | q[1] >> 9 << 8 | q[2] >> 9 << 16 | q[3] >> 9 << 24));
 		g[ib].sc = iq_scales(2 * (scales[ib] & 0xf) + 1, 2 * (scales[ib] >> 4) + 1);
 	}
 }
@@ -65,21 +73,20 @@ DT_INLINE void iq2_s_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *qs = wb + 2, *signs = wb + 2 + QKK / 8, *qh = wb + 2 + QKK / 4, *scales = wb + 2 + QKK / 4 + QKK / 32;
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
+#if defined(DT_AVX512)
+		// Entry l's index: qs[4ib+l] and bits 2l, 2l+1 of qh[ib] as its top two.
+		const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh[ib]), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi32(3));
+		const __m128i idx = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(ld32(qs + 4 * ib))), _mm_slli_epi32(hi, 8));
+		g[ib].q = _mm256_i32gather_epi64((const long long *)dt_iq2s_grid, idx, 8);
+#else
 		g[ib].q = _mm256_set_epi64x(
 		    (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 3)], (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 2)],
 		    (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 1)], (int64_t)dt_iq2s_grid[iq2s_index(qs, qh, ib, 0)]);
+#endif
 		g[ib].neg = iq_neg(ld32(signs + 4 * ib));
 		g[ib].sc = iq_scales(2 * (scales[ib] & 0xf) + 1, 2 * (scales[ib] >> 4) + 1);
 	}
 }
-
-IQ_ROW(iq2_xxs_row, IQ2_XXS_SIZE, iq2_xxs_groups, 0.125f)
-IQ_ROW(iq2_xs_row, IQ2_XS_SIZE, iq2_xs_groups, 0.125f)
-IQ_ROW(iq2_s_row, IQ2_S_SIZE, iq2_s_groups, 0.125f)
-
-ROW_FNS(iq2_xxs_row)
-ROW_FNS(iq2_xs_row)
-ROW_FNS(iq2_s_row)
 
 #else
 
@@ -139,6 +146,6 @@ static float dot_iq2_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 #endif
 
-IQ_MATMUL(iq2_xxs)
-IQ_MATMUL(iq2_xs)
-IQ_MATMUL(iq2_s)
+IQ_MATMUL(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_groups, 0.125f)
+IQ_MATMUL(iq2_xs, IQ2_XS_SIZE, iq2_xs_groups, 0.125f)
+IQ_MATMUL(iq2_s, IQ2_S_SIZE, iq2_s_groups, 0.125f)
