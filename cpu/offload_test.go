@@ -9,12 +9,32 @@ import (
 	"dovetail/models"
 )
 
+// layerDevice is a device the last layers can go to, by name.
+type layerDevice struct {
+	name string
+	dev  gpu.Device
+}
+
+// layerDevices are the host device's layer path, which tests the split on
+// a machine without a GPU, and CUDA device 0 where there is one: what
+// --gpu-layers runs on a user's machine.
+func layerDevices(t testing.TB) []layerDevice {
+	devs := []layerDevice{{"host", gpu.NewHost(2)}}
+	if d, err := gpu.NewCUDA(0); err == nil {
+		t.Cleanup(d.Close)
+		devs = append(devs, layerDevice{"cuda", d})
+	} else {
+		t.Logf("the split on the host device only: %v", err)
+	}
+	return devs
+}
+
 // offloaded is a target of m whose last k layers, final norm and LM head
-// run on the host device's layer path (package gpu), wired as the runner
-// wires a GPU's: the split tested on a machine without one.
-func offloaded(t testing.TB, m *models.Llama, pool *Pool, k int) *Target {
+// run on dev's layer path (package gpu), wired as the runner wires a
+// GPU's.
+func offloaded(t testing.TB, dev gpu.Device, m *models.Llama, pool *Pool, k int) *Target {
 	t.Helper()
-	layers, err := gpu.NewLayers(gpu.NewHost(2), m, m.Config.Layers-k)
+	layers, err := gpu.NewLayers(dev, m, m.Config.Layers-k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +54,8 @@ func offloaded(t testing.TB, m *models.Llama, pool *Pool, k int) *Target {
 	return tg
 }
 
-// With its last 1, L/2 and L layers offloaded, the target matches
+// With its last 1, L/2 and L layers offloaded (to the host device, and to
+// CUDA where there is one), the target matches
 // llama.cpp on every golden case within the bounds the CPU-only target is
 // held to, but for the first position: there the CPU repeats llama.cpp's
 // roundings step by step (int8 activations, f16 keys), which the host
@@ -54,13 +75,15 @@ func TestOffloadGolden(t *testing.T) {
 		}
 		return b
 	}
-	for _, frac := range []string{"1", "L/2", "L"} {
-		t.Run(frac, func(t *testing.T) {
-			checkGoldenBounds(t, func(m *models.Llama) runner {
-				k := map[string]int{"1": 1, "L/2": m.Config.Layers / 2, "L": m.Config.Layers}[frac]
-				return targetRunner(offloaded(t, m, pool, k))
-			}, offBounds)
-		})
+	for _, d := range layerDevices(t) {
+		for _, frac := range []string{"1", "L/2", "L"} {
+			t.Run(d.name+"/"+frac, func(t *testing.T) {
+				checkGoldenBounds(t, func(m *models.Llama) runner {
+					k := map[string]int{"1": 1, "L/2": m.Config.Layers / 2, "L": m.Config.Layers}[frac]
+					return targetRunner(offloaded(t, d.dev, m, pool, k))
+				}, offBounds)
+			})
+		}
 	}
 }
 
@@ -71,69 +94,72 @@ func TestOffloadGolden(t *testing.T) {
 func TestOffloadTreeAndCompaction(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
+	devs := layerDevices(t)
 	for _, name := range []string{"stories260K-f32.gguf", "stories260K-Q4_0-mixed.gguf", "tinystories656K-Q8_0.gguf"} {
 		m := loadTest(t, name)
 		for _, k := range slices.Compact([]int{1, m.Config.Layers / 2, m.Config.Layers}) {
-			t.Run(fmt.Sprintf("%s/k=%d", name, k), func(t *testing.T) {
-				cpuOnly, split := NewTarget(m, pool, 0), offloaded(t, m, pool, k)
-				prompt := make([]int, 70) // two batches
-				for i := range prompt {
-					prompt[i] = 1 + (37*i)%(m.Config.Vocab-1)
-				}
-				want, err := cpuOnly.Forward(prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := split.Forward(prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				near(t, "prefill", got, want)
-				tokens := []int{30, 31, 32, 33, 34, 35, 36}
-				parents := []int{-1, 0, 0, 1, -1, 3, 4}
-				var wl, gl [][]float32
-				for _, part := range [][2]int{{0, 3}, {3, 7}} {
-					w, _, err := cpuOnly.Extend(tokens[part[0]:part[1]], parents[part[0]:part[1]])
+			for _, d := range devs {
+				t.Run(fmt.Sprintf("%s/%s/k=%d", d.name, name, k), func(t *testing.T) {
+					cpuOnly, split := NewTarget(m, pool, 0), offloaded(t, d.dev, m, pool, k)
+					prompt := make([]int, 70) // two batches
+					for i := range prompt {
+						prompt[i] = 1 + (37*i)%(m.Config.Vocab-1)
+					}
+					want, err := cpuOnly.Forward(prompt)
 					if err != nil {
 						t.Fatal(err)
 					}
-					g, _, err := split.Extend(tokens[part[0]:part[1]], parents[part[0]:part[1]])
+					got, err := split.Forward(prompt)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wl, gl = append(wl, cloneRows(w)...), append(gl, cloneRows(g)...)
-				}
-				for i := range tokens {
-					near(t, fmt.Sprintf("tree node %d", i), gl[i], wl[i])
-				}
-				path := []int{0, 1, 3, 5}
-				if err := cpuOnly.Commit(path); err != nil {
-					t.Fatal(err)
-				}
-				if err := split.Commit(path); err != nil {
-					t.Fatal(err)
-				}
-				// Greedy decoding after the compaction reads the moved keys.
-				tok := argmax(gl[5])
-				for i := range 12 {
-					w, err := cpuOnly.Forward([]int{tok})
-					if err != nil {
+					near(t, "prefill", got, want)
+					tokens := []int{30, 31, 32, 33, 34, 35, 36}
+					parents := []int{-1, 0, 0, 1, -1, 3, 4}
+					var wl, gl [][]float32
+					for _, part := range [][2]int{{0, 3}, {3, 7}} {
+						w, _, err := cpuOnly.Extend(tokens[part[0]:part[1]], parents[part[0]:part[1]])
+						if err != nil {
+							t.Fatal(err)
+						}
+						g, _, err := split.Extend(tokens[part[0]:part[1]], parents[part[0]:part[1]])
+						if err != nil {
+							t.Fatal(err)
+						}
+						wl, gl = append(wl, cloneRows(w)...), append(gl, cloneRows(g)...)
+					}
+					for i := range tokens {
+						near(t, fmt.Sprintf("tree node %d", i), gl[i], wl[i])
+					}
+					path := []int{0, 1, 3, 5}
+					if err := cpuOnly.Commit(path); err != nil {
 						t.Fatal(err)
 					}
-					g, err := split.Forward([]int{tok})
-					if err != nil {
+					if err := split.Commit(path); err != nil {
 						t.Fatal(err)
 					}
-					near(t, fmt.Sprintf("decode step %d", i), g, w)
-					if argmax(g) != argmax(w) {
-						t.Fatalf("decode step %d: token %d split, %d on the CPU", i, argmax(g), argmax(w))
+					// Greedy decoding after the compaction reads the moved keys.
+					tok := argmax(gl[5])
+					for i := range 12 {
+						w, err := cpuOnly.Forward([]int{tok})
+						if err != nil {
+							t.Fatal(err)
+						}
+						g, err := split.Forward([]int{tok})
+						if err != nil {
+							t.Fatal(err)
+						}
+						near(t, fmt.Sprintf("decode step %d", i), g, w)
+						if argmax(g) != argmax(w) {
+							t.Fatalf("decode step %d: token %d split, %d on the CPU", i, argmax(g), argmax(w))
+						}
+						tok = argmax(w)
 					}
-					tok = argmax(w)
-				}
-				if split.Len() != cpuOnly.Len() {
-					t.Errorf("length %d split, %d on the CPU", split.Len(), cpuOnly.Len())
-				}
-			})
+					if split.Len() != cpuOnly.Len() {
+						t.Errorf("length %d split, %d on the CPU", split.Len(), cpuOnly.Len())
+					}
+				})
+			}
 		}
 	}
 }
