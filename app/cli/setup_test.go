@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,10 @@ func TestSetup(t *testing.T) {
 			t.Fatalf("%v: %s", err, sc.Text())
 		}
 	}
-	if n != 1 || res.Model != "stories260K-f32.gguf" || res.Fit != runner.FitsCPU || res.SettingsFile == "" || res.Memory.CPUBytes == 0 ||
+	// On a machine with a GPU the target's layers go there (--gpu-layers
+	// auto), and the verdict says so.
+	onGPU := slices.ContainsFunc(res.Memory.Parts, func(p runner.Part) bool { return p.Device != "cpu" })
+	if n != 1 || res.Model != "stories260K-f32.gguf" || (res.Fit == runner.FitsCPU) == onGPU || res.SettingsFile == "" || res.Memory.CPUBytes == 0 ||
 		res.Memory.GPUBytes == nil || len(res.Memory.Parts) < 4 || !(res.Predicted.Plain > 0 && res.Predicted.Low <= res.Predicted.With && res.Predicted.With <= res.Predicted.High) {
 		t.Fatalf("%d objects, the last %+v", n, res)
 	}

@@ -139,7 +139,7 @@ func TestDrafterErrors(t *testing.T) {
 func TestMemoryBudget(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Plan = false
+	o.Plan, o.Device = false, "cpu" // every part on the CPU, GPU or not
 	r := start(t, m, o)
 	b := r.Budget()
 	var names []string
@@ -178,7 +178,7 @@ func TestMemoryBudget(t *testing.T) {
 func TestMemoryLimitDegrades(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Plan = false
+	o.Plan, o.Device = false, "cpu" // the limit is the host's, GPU or not
 	full := start(t, m, o).Budget()
 	part := func(name string) uint64 {
 		for _, p := range full.Parts {
@@ -199,7 +199,7 @@ func TestMemoryLimitDegrades(t *testing.T) {
 		{target + 1024, "none", "drafting off"},
 	} {
 		o := options(t)
-		o.Plan, o.Draft, o.MemoryLimit = false, "dgf:"+zero, c.limit
+		o.Plan, o.Device, o.Draft, o.MemoryLimit = false, "cpu", "dgf:"+zero, c.limit
 		r := start(t, m, o)
 		if r.Draft().Name != c.draft || r.Draft().Adapt != engine.AdaptOff || !hasNotice(r.Notices(), c.note) {
 			t.Errorf("limit %d: %+v, want %s and %q", c.limit, r.Draft(), c.draft, c.note)
@@ -227,7 +227,8 @@ func TestSlotsShareWeights(t *testing.T) {
 	m := open(t, "stories260K-Q8_0-mixed.gguf")
 	grow := func(slots int) (uint64, Budget) {
 		o := options(t)
-		o.Draft, o.Plan, o.Slots, o.Ctx = "none", false, slots, 32
+		// Every layer on the CPU, GPU or not: the weights measured are the heap's.
+		o.Draft, o.Plan, o.Slots, o.Ctx, o.Device = "none", false, slots, 32, "cpu"
 		before := heapInUse()
 		r, err := New(m, o)
 		if err != nil {
