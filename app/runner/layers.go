@@ -19,6 +19,26 @@ const GPULayersAuto = -1
 // allocator's slack, which no buffer count sees.
 const gpuReserve = 512 << 20
 
+// gpuMinLayerBytes is the size of a target layer's weights, as its file
+// holds them, from which --gpu-layers auto puts layers on a GPU: below it
+// the CPU reads a layer faster than the GPU path launches the layer's
+// kernels and waits for them, so offloading would slow decoding down
+// (docs/measurements, "The target's layers on a GPU").
+const gpuMinLayerBytes = 8 << 20
+
+// layerBytes is the mean size of one of m's layers in its file.
+func layerBytes(m *models.Llama) uint64 {
+	L := uint64(m.Config.Layers)
+	if L == 0 {
+		return 0
+	}
+	all := offloadedFileBytes(m, 0)
+	if m.Output != m.TokenEmbd {
+		all -= uint64(m.Output.Rows) * uint64(m.Output.RowBytes)
+	}
+	return all / L
+}
+
 // ParseGPULayers reads --gpu-layers: auto, or a number of layers (0:
 // none; more than the model has: all of them, as llama.cpp's -ngl 999).
 func ParseGPULayers(s string) (int, error) {
@@ -88,7 +108,8 @@ func (o *offload) cpuSide() *cpu.Offload {
 
 // placeLayers puts the target's last layers on a GPU: Options.GPULayers
 // of them, or under auto as many as fit in its free memory after the
-// draft, its trainer and gpuReserve, fewer when the device runs out. It
+// draft, its trainer and gpuReserve (none when its layers are under
+// gpuMinLayerBytes), fewer when the device runs out. It
 // returns nil when none go, with a one-line notice when some were asked
 // for and cannot.
 func (r *Runner) placeLayers(seqs int) (*offload, error) {
@@ -104,6 +125,9 @@ func (r *Runner) placeLayers(seqs int) (*offload, error) {
 	if err := gpu.CanOffload(m); err != nil {
 		warn("--gpu-layers %d: %v: every layer runs on the CPU", want, err)
 		return nil, nil
+	}
+	if want == GPULayersAuto && layerBytes(m) < gpuMinLayerBytes {
+		return nil, nil // faster on the CPU; a number given stands
 	}
 	dev, err := r.layerDevice()
 	switch {

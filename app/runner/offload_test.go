@@ -21,51 +21,68 @@ func onHost(o *Options) {
 	o.layerDevice = func() (gpu.Device, error) { return gpu.NewHost(1), nil }
 }
 
-// With its last 1, L/2 or L layers on the host device's layer path, the
-// target decodes greedily what it decodes on the CPU alone — but where
+// layerPlaces are where a test's offloaded layers go: the host device's
+// layer path, and where this machine has an NVIDIA GPU, the GPU that
+// --gpu-layers opens on a user's machine.
+func layerPlaces(t *testing.T) map[string]func(*Options) {
+	places := map[string]func(*Options){"host": onHost}
+	if d, err := gpu.NewCUDA(0); err == nil {
+		d.Close()
+		places["cuda"] = func(o *Options) { o.Device = "auto" }
+	}
+	return places
+}
+
+// With its last 1, L/2 or L layers on the host device's layer path (and
+// on the GPU, where there is one), the target decodes greedily what it decodes on the CPU alone — but where
 // the CPU's two best tokens are nearly tied, which the devices' roundings
 // may order either way (as llama.cpp's CPU and GPU do) — and the same
 // with each drafter, token for token (tree verification and compaction on
 // both sides); the budget counts the layers on their device.
 func TestOffloadSpeculative(t *testing.T) {
-	for _, name := range []string{"", "stories260K-f32.gguf"} {
+	for _, c := range []struct{ name, prompt string }{
+		{"", "Lily and Tom"}, {"", "Once upon a time"}, {"stories260K-f32.gguf", "Lily and Tom"},
+	} {
+		name, prompt := c.name, c.prompt
 		m := open(t, name)
 		o := options(t)
 		o.Draft, o.Plan, o.GPULayers = "none", false, 0
-		cpuOut, _ := greedy(t, start(t, m, o), "Lily and Tom", 40)
+		cpuOut, _ := greedy(t, start(t, m, o), prompt, 40)
 		drafts := []string{"none", "ngram", "auto"}
 		if name != "" {
 			drafts = []string{"none", "ngram", "model:" + golden.ModelPath("stories260K-Q4_0-mixed.gguf"), "dgf:" + zeroDraft(t, m)}
 		}
 		L := m.Config().Layers
-		for _, k := range slices.Compact([]int{1, L / 2, L}) {
-			var plain []int // the split's, without drafting
-			for _, d := range drafts {
-				kind, _, _ := strings.Cut(d, ":")
-				t.Run(fmt.Sprintf("%s/k=%d/%s", m.Name, k, kind), func(t *testing.T) {
-					o := options(t)
-					o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = d, false, k, true, engine.LaptopTree
-					o.Adapt.Mode = engine.AdaptOff
-					onHost(&o)
-					r := start(t, m, o)
-					if r.off == nil || r.off.layers.From != L-k {
-						t.Fatalf("%d layers asked for, placed %+v", k, r.off)
-					}
-					if b, dev := partBytes(r.Budget(), "target layers"); b == 0 || !strings.HasPrefix(dev, "host") {
-						t.Errorf("budget: target layers %d bytes on %q", b, dev)
-					}
-					out, st := greedy(t, r, "Lily and Tom", 40)
-					if plain == nil {
-						plain = out
-						sameButNearTies(t, m, "Lily and Tom", out, cpuOut)
-					}
-					if !slices.Equal(out, plain) {
-						t.Errorf("drafting with %s: %v\nwithout:  %v", d, out, plain)
-					}
-					if (d == "none") != (st.Rounds == 0) {
-						t.Errorf("%d speculative rounds", st.Rounds)
-					}
-				})
+		for place, to := range layerPlaces(t) {
+			for _, k := range slices.Compact([]int{1, L / 2, L}) {
+				var plain []int // the split's, without drafting
+				for _, d := range drafts {
+					kind, _, _ := strings.Cut(d, ":")
+					t.Run(fmt.Sprintf("%s/%s/%s/k=%d/%s", place, m.Name, prompt, k, kind), func(t *testing.T) {
+						o := options(t)
+						o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = d, false, k, true, engine.LaptopTree
+						o.Adapt.Mode = engine.AdaptOff
+						to(&o)
+						r := start(t, m, o)
+						if r.off == nil || r.off.layers.From != L-k {
+							t.Fatalf("%d layers asked for, placed %+v", k, r.off)
+						}
+						if b, dev := partBytes(r.Budget(), "target layers"); b == 0 || dev == "" || dev == "cpu" || (place == "host") != strings.HasPrefix(dev, "host") {
+							t.Errorf("budget: target layers %d bytes on %q", b, dev)
+						}
+						out, st := greedy(t, r, prompt, 40)
+						if plain == nil {
+							plain = out
+							sameButNearTies(t, m, prompt, out, cpuOut)
+						}
+						if !slices.Equal(out, plain) {
+							t.Errorf("drafting with %s: %v\nwithout:  %v", d, out, plain)
+						}
+						if (d == "none") != (st.Rounds == 0) {
+							t.Errorf("%d speculative rounds", st.Rounds)
+						}
+					})
+				}
 			}
 		}
 	}
@@ -175,5 +192,35 @@ func TestOffloadAuto7B(t *testing.T) {
 			t.Logf("%s on %s: %d layers beside the draft (%s on the card): %s", c.file, card.name, f.Placement.GPULayers,
 				HumanBytes(placed-layers), f.Reason)
 		}
+	}
+}
+
+// Under auto, a target whose layers are under gpuMinLayerBytes stays on
+// the CPU, which decodes it faster, and nothing is said; setup says why;
+// a number given still places them (TestOffloadSpeculative). A 7B
+// model's layers are far over it.
+func TestOffloadAutoSmallLayers(t *testing.T) {
+	m := open(t, "")
+	if b := layerBytes(m.Llama); b == 0 || b >= gpuMinLayerBytes {
+		t.Fatalf("the embedded model's layers: %d bytes each", b)
+	}
+	o := options(t)
+	o.Draft = "none"
+	var notes []string
+	o.Notify = func(n Notice) { notes = append(notes, n.Text) }
+	onHost(&o)
+	if r := start(t, m, o); r.off != nil || len(notes) != 0 {
+		t.Errorf("auto placed %+v, said %q", r.off, notes)
+	}
+	machine := probe.Report{CPU: probe.CPU{Cores: 8, Threads: 16}, Memory: probe.Memory{TotalBytes: 32e9, AvailableBytes: 30 << 30},
+		GPUs: []probe.GPU{{Name: "RTX 2060", VRAMTotalBytes: 6 << 30, VRAMFreeBytes: 5632 << 20}}}
+	f := PlanFit(m, machine, nil, store.At(t.TempDir()))
+	if f.Placement.GPULayers != 0 || !strings.Contains(f.Reason, "the target on the CPU (its layers") {
+		t.Errorf("setup: %d layers on the GPU: %s", f.Placement.GPULayers, f.Reason)
+	}
+	const H, F = 4096, 11008
+	big := shapeModel(t, "llama-2-7b.Q4_0.gguf", H, 32, 32, 32, F, 32000, 4096, map[string]quant.Type{"weight": quant.Q4_0})
+	if b := layerBytes(big.Llama); b != (4*H*H+3*F*H)/32*18 {
+		t.Errorf("a 7B Q4_0 layer: %d bytes, by hand %d", b, (4*H*H+3*F*H)/32*18)
 	}
 }
