@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"time"
 
 	"dovetail/cpu/kernels"
 	"dovetail/models"
@@ -144,6 +146,7 @@ type Seq struct {
 	scratch                [][]float32 // attention, one per pool chunk
 	act                    actBuf
 	off                    OffloadSeq // the offloaded layers' part, or nil
+	yielded                time.Time  // see yield
 }
 
 // NewSeq allocates a sequence with an empty cache: the CPU layers' here,
@@ -255,6 +258,7 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	xb := s.xb[:n*H]
 	for l := range f.cpuLayers() {
+		s.yield()
 		w := &f.M.Layers[l]
 		f.K.RMSNorm(xb, x, w.AttnNorm, n, H, c.RMSEps)
 		s.act.set(xb, n, H)
@@ -357,6 +361,25 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	f.pool.For(w.Rows, func(lo, hi int) {
 		f.K.MatMul(w.Type, out, w.Rows, w.Data, w.RowBytes, lo, hi, act, rowBytes, a.n, w.Cols)
 	})
+}
+
+// yieldEvery bounds how long a forward pass runs without yielding: see
+// Seq.yield.
+const yieldEvery = 4 * time.Millisecond
+
+// yield lets the Go scheduler see the goroutine reschedule every
+// yieldEvery. A forward pass spends its time in calls into C, which the
+// scheduler counts as system calls; one that runs 10 ms on one
+// scheduling tick gets its P retaken by sysmon every 20 µs for as long
+// as it goes on (runtime.retake), waking runtime threads onto the cores
+// the kernels' threads spin and stream on: tens of thousands of context
+// switches a second on 2 cores (docs/measurements, "The Go scheduler
+// during a forward pass").
+func (s *Seq) yield() {
+	if now := time.Now(); now.Sub(s.yielded) >= yieldEvery {
+		runtime.Gosched()
+		s.yielded = now
+	}
 }
 
 // commit keeps the pending nodes on path (see State.Commit).

@@ -3,6 +3,7 @@ package cpu
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"dovetail/cpu/kernels"
 	"dovetail/models"
@@ -177,5 +178,32 @@ func TestFastWithPool(t *testing.T) {
 		if !slices.Equal(la, lb) {
 			t.Errorf("%s: the same model on another pool decodes differently", k.Name)
 		}
+	}
+}
+
+// A forward pass yields to the Go scheduler once yieldEvery has passed
+// since it last did, and not before.
+func TestFastYields(t *testing.T) {
+	pool := NewPool(1)
+	defer pool.Close()
+	f := NewFast(loadTest(t, "stories260K-f32.gguf"), DefaultKernels(), pool, 0)
+	s, err := f.NewSeq()
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-2 * yieldEvery)
+	s.yielded = long
+	if err := s.forward([]int{1, 2, 3}, []int{-1, 0, 1}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if !s.yielded.After(long) {
+		t.Fatalf("no yield after %v", time.Since(long))
+	}
+	recent := s.yielded
+	if err := s.forward([]int{4}, []int{2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(recent) < yieldEvery && s.yielded != recent {
+		t.Errorf("yielded again %v after the last time", s.yielded.Sub(recent))
 	}
 }
