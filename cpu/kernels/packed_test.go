@@ -27,8 +27,8 @@ func packingSets(t *testing.T) []*Set {
 }
 
 // TestMatMulPacked checks packed products against the Go reference (within
-// float tolerance) on shapes that leave a partial row group and cross the
-// 4096-column chunk, and checks that a row's result does not depend on how
+// float tolerance) on shapes that leave a partial row group, cross the
+// 4096-column piece and are too wide for a whole chunk of rows, and checks that a row's result does not depend on how
 // many activation rows go with it, nor on whether AMX computes it: that is
 // what keeps verifying a tree bit for bit equal to decoding its nodes.
 func TestMatMulPacked(t *testing.T) {
@@ -39,6 +39,9 @@ func TestMatMulPacked(t *testing.T) {
 	}{
 		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
 		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
+		// Rows too wide for a table of 64 activation rows: chunks of 48,
+		// 16 and 15 rows.
+		{quant.Q4_0, 19, 32 * 600}, {quant.Q8_0, 17, 32 * 1100}, {quant.Q4_0, 3, 32 * 2100},
 		{quant.Q4_K, 37, 256 * 3}, {quant.Q5_K, 37, 256 * 3}, {quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 37, 256 * 3}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 37, 256 * 3}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 37, 256 * 3}, {quant.Q3_K, 3, 256}, {quant.Q2_K, 37, 256 * 3}, {quant.Q2_K, 18, 256},
 	} {
 		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
@@ -146,7 +149,7 @@ func TestThreads(t *testing.T) {
 		for _, c := range []struct {
 			t          quant.Type
 			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q8_0, 5, 64}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)

@@ -23,7 +23,7 @@
 // The arithmetic is the unpacked AVX-512 kernels': an exact int32 block
 // dot, corrected by -off*sum(activation block) through its start value, then
 // acc = fma(float(dot), dw*dx, acc) block after block. Blocks are taken in
-// chunks of PK_KC whatever n is, each chunk's sum added into out, so the
+// pieces of PK_KC whatever n is, each piece's sum added into out, so the
 // result for an activation row is bit for bit the same with 1 row or 64,
 // with AMX or without: verifying a tree scores its nodes exactly as decoding
 // them one by one would.
@@ -39,7 +39,7 @@
 #define PK_ROWS 16
 #define PK_Q8_0 544
 #define PK_Q4_0 288
-#define PK_KC 128 // blocks per chunk (4096 columns)
+#define PK_KC 128 // blocks summed before out is added to (4096 columns)
 #define PK_JC 64  // activation rows per chunk
 #ifndef AMX_MIN_ROWS
 #define AMX_MIN_ROWS 8 // fewer rows in an activation tile go to the AVX-512 tiles
@@ -304,46 +304,72 @@ AMX_FNS(amx_q4_0)
 
 #pragma GCC pop_options
 
-// A product runs chunk by chunk (PK_JC activation rows × PK_KC blocks):
-// pk_prep fills a chunk's activation table (and AMX's A tiles), which
-// every thread then reads in pk_groups. So the C thread pool prepares a
-// chunk once however many pieces it cuts the rows into.
-#define PK_TAB_BYTES ((size_t)PK_JC * PK_KC * sizeof(q8a))
-#define PK_PAD_BYTES ((size_t)PK_JC / 16 * PK_KC * 512)
+// A product runs chunk by chunk of activation rows (up to PK_JC of them):
+// pk_prep fills a chunk's activation table for every block of the row (and
+// AMX's A tiles), which every thread then reads in pk_groups. So the C
+// thread pool prepares a chunk once however many pieces it cuts the weight
+// rows into. Each group then multiplies its blocks in pieces of PK_KC,
+// each piece's sum added into out (the float steps every n takes), one
+// piece after the other: the group's weights stream from memory in one
+// run. (Taking the first PK_KC blocks of every group before the rest
+// read a 5632-wide matrix at 26 GB/s where narrower ones streamed at 36:
+// docs/measurements, "Wide matrices in one run".)
+//
+// PK_TAB entries bound a chunk's table: rows of more than PK_TAB/PK_JC
+// blocks come in chunks of fewer rows (whole activation tiles, for AMX,
+// up to rows of PK_TAB/16 blocks), which changes nothing in the sums.
+#define PK_TAB ((int64_t)PK_JC * 512)
+#define PK_TAB_BYTES ((size_t)PK_TAB * sizeof(q8a))
+#define PK_PAD_BYTES ((size_t)PK_TAB * 32) // AMX A tiles: 512 bytes per 16 rows and block
 
 size_t pk_scratch_bytes(void) { return PK_TAB_BYTES + PK_PAD_BYTES; }
 
-int64_t pk_chunks(const pk_args *a) {
+// pk_rows is the activation rows of a chunk, for a table of tab entries.
+static int64_t pk_rows(const pk_args *a, int64_t tab) {
 	const int64_t nb = a->cols / QK;
-	return ((a->n + PK_JC - 1) / PK_JC) * ((nb + PK_KC - 1) / PK_KC);
+	int64_t jc = tab / nb;
+	if (jc > PK_JC) jc = PK_JC;
+	if (jc >= 16) jc -= jc % 16;
+	return jc < 1 ? 1 : jc;
 }
 
-// pk_chunk gives chunk c's activation rows [jb, jb+jn) and blocks [b0, b0+nbc).
-static void pk_chunk(const pk_args *a, int64_t c, int64_t *jb, int64_t *jn, int64_t *b0, int64_t *nbc) {
-	const int64_t nb = a->cols / QK, per = (nb + PK_KC - 1) / PK_KC;
-	*jb = c / per * PK_JC, *b0 = c % per * PK_KC;
-	*jn = a->n - *jb < PK_JC ? a->n - *jb : PK_JC;
-	*nbc = nb - *b0 < PK_KC ? nb - *b0 : PK_KC;
+static int64_t pk_chunks_of(const pk_args *a, int64_t tab) {
+	const int64_t jc = pk_rows(a, tab);
+	return (a->n + jc - 1) / jc;
 }
 
-static int pk_amx(const pk_args *a) { return a->amx && a->n >= AMX_MIN_ROWS; }
+int64_t pk_chunks(const pk_args *a) { return pk_chunks_of(a, PK_TAB); }
 
-void pk_prep(const pk_args *a, int64_t c, void *scratch) {
-	int64_t jb, jn, b0, nbc;
-	pk_chunk(a, c, &jb, &jn, &b0, &nbc);
+// pk_chunk gives chunk c's activation rows [jb, jb+jn).
+static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int64_t *jn) {
+	const int64_t jc = pk_rows(a, tab);
+	*jb = c * jc;
+	*jn = a->n - *jb < jc ? a->n - *jb : jc;
+}
+
+// pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
+// or more go to AMX: its A tiles need chunks of whole tiles.
+static int pk_amx(const pk_args *a) { return a->amx && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16; }
+
+static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *scratch) {
+	int64_t jb, jn;
+	pk_chunk(a, tab_entries, c, &jb, &jn);
+	const int64_t nb = a->cols / QK;
 	q8a *tab = scratch;
-	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, b0, nbc, a->type == 0 ? 128 : 8);
+	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, a->type == 0 ? 128 : 8);
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
 		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
 		// tile load reads 512 contiguous bytes rather than 16 lines.
 		uint8_t *pad = (uint8_t *)scratch + PK_TAB_BYTES;
-		memset(pad, 0, (size_t)((jn + 15) / 16 * nbc * 512));
+		memset(pad, 0, (size_t)((jn + 15) / 16 * nb * 512));
 		for (int64_t j = 0; j < jn; j++)
-			for (int64_t b = 0; b < nbc; b++)
-				memcpy(pad + ((j / 16) * nbc + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + (b0 + b) * Q8_0_SIZE + 2, 32);
+			for (int64_t b = 0; b < nb; b++)
+				memcpy(pad + ((j / 16) * nb + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + b * Q8_0_SIZE + 2, 32);
 	}
 }
+
+void pk_prep(const pk_args *a, int64_t c, void *scratch) { pk_prep_tab(a, PK_TAB, c, scratch); }
 
 // pk_begin and pk_end bracket a thread's pk_groups calls for one product
 // (AMX's tile configuration is per thread).
@@ -355,10 +381,11 @@ void pk_end(const pk_args *a) {
 	if (pk_amx(a)) amx_end();
 }
 
-// pk_groups runs row groups [glo, ghi) of chunk c, prepared in scratch.
-void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
-	int64_t jb, jn, b0, nbc;
-	pk_chunk(a, c, &jb, &jn, &b0, &nbc);
+// pk_groups_tab runs row groups [glo, ghi) of chunk c, prepared in scratch
+// (a table of tab entries).
+static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
+	int64_t jb, jn;
+	pk_chunk(a, tab_entries, c, &jb, &jn);
 	const int q4 = a->type == 1, use_amx = pk_amx(a);
 	const int64_t PB = q4 ? PK_Q4_0 : PK_Q8_0, nb = a->cols / QK;
 	pk_fn const *fns = q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
@@ -368,16 +395,23 @@ void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, in
 	for (int64_t g = glo; g < ghi; g++) {
 		const int64_t r0 = g * PK_ROWS;
 		const int rows_g = a->rows - r0 < PK_ROWS ? (int)(a->rows - r0) : PK_ROWS;
-		const uint8_t *pg = a->pw + (g * nb + b0) * PB;
-		for (int64_t j0 = 0; j0 < jn; j0 += 16) {
-			const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
-			float *o = a->out + (jb + j0) * a->ldo + r0;
-			if (use_amx && nt >= AMX_MIN_ROWS)
-				amx[nt](pg, rows_g, nbc, pad + (j0 / 16) * nbc * 512, tab + j0 * nbc, nbc, o, a->ldo, b0 > 0);
-			else
-				fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nbc, nbc, o, a->ldo, b0 > 0);
+		for (int64_t b0 = 0; b0 < nb; b0 += PK_KC) {
+			const int64_t nbc = nb - b0 < PK_KC ? nb - b0 : PK_KC;
+			const uint8_t *pg = a->pw + (g * nb + b0) * PB;
+			for (int64_t j0 = 0; j0 < jn; j0 += 16) {
+				const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
+				float *o = a->out + (jb + j0) * a->ldo + r0;
+				if (use_amx && nt >= AMX_MIN_ROWS)
+					amx[nt](pg, rows_g, nbc, pad + ((j0 / 16) * nb + b0) * 512, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
+				else
+					fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
+			}
 		}
 	}
+}
+
+void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
+	pk_groups_tab(a, PK_TAB, c, scratch, glo, ghi);
 }
 
 // pk_matmul runs row groups [glo, ghi) of a product on this thread.
@@ -386,13 +420,15 @@ static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 	if (!scratch) scratch = aligned_alloc(64, pk_scratch_bytes());
 	pk_args b = *a;
 	if (!scratch) {
-		// Without memory for AMX's copies of the activations, the AVX-512
-		// tiles give the same result.
+		// Without memory for the scratch, a table on the stack, in chunks
+		// of fewer rows (rows of up to 8192 blocks), and the AVX-512 tiles,
+		// which give AMX's results.
+		enum { FB = 8192 };
+		q8a tab[FB];
 		b.amx = 0;
-		q8a tab[PK_JC * PK_KC];
-		for (int64_t c = 0; c < pk_chunks(&b); c++) {
-			pk_prep(&b, c, tab);
-			pk_groups(&b, c, tab, glo, ghi);
+		for (int64_t c = 0; c < pk_chunks_of(&b, FB); c++) {
+			pk_prep_tab(&b, FB, c, tab);
+			pk_groups_tab(&b, FB, c, tab, glo, ghi);
 		}
 		return;
 	}
