@@ -7,6 +7,18 @@
 
 #define MAX_HD 1024
 
+// ATT_AHEAD is how many positions ahead the keys and values a head reads
+// are prefetched. A head reads hd halves of every row of the cache, rows
+// kvdim apart: a stride the hardware prefetchers follow too slowly, so
+// at a thousand positions decode spent most of its time waiting for them
+// (docs/measurements, "Attention over a long context").
+#define ATT_AHEAD 32
+
+// prefetch_head asks for the hd halves at p (a line each 32).
+DT_INLINE void prefetch_head(const uint16_t *p, int64_t hd) {
+	for (int64_t d = 0; d < hd; d += 32) __builtin_prefetch(p + d);
+}
+
 #if defined(DT_AVX512)
 DT_INLINE __mmask16 tailmask(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
@@ -74,6 +86,7 @@ static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T,
 		__mmask16 m[4];
 		for (int c = 0; c < 4; c++) m[c] = d0 + 16 * c < hd ? tailmask(hd - d0 - 16 * c) : 0;
 		for (int64_t t = 0; t < T; t++) {
+			prefetch_head(v + (t + ATT_AHEAD) * kvdim + d0, hd - d0 < 64 ? hd - d0 : 64);
 			if (s[t] == 0) continue;
 			const __m512 wt = _mm512_set1_ps(s[t]);
 			const uint16_t *vt = v + t * kvdim + d0;
@@ -125,6 +138,7 @@ static void softmax_f16(float *s, int64_t T, float mx) {
 static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T, int64_t kvdim, int64_t hd) {
 	for (int64_t d = 0; d < hd; d++) out[d] = 0;
 	for (int64_t t = 0; t < T; t++) {
+		prefetch_head(v + (t + ATT_AHEAD) * kvdim, hd);
 		if (s[t] == 0) continue;
 		const float wt = s[t];
 		const uint16_t *vt = v + t * kvdim;
@@ -155,11 +169,13 @@ static void att_row(float *out, const float *q, const uint16_t *kc, const uint16
 #if defined(DT_AVX512)
 	// The committed positions, which every row sees, four at a time.
 	for (; t0 + 4 <= past; t0 += 4) {
+		for (int i = 0; i < 4; i++) prefetch_head(K + (t0 + ATT_AHEAD + i) * kvdim, hd);
 		dot_qk4(s + t0, qr, K + t0 * kvdim, kvdim, hd, scale);
 		for (int i = 0; i < 4; i++) mx = s[t0 + i] > mx ? s[t0 + i] : mx;
 	}
 #endif
 	for (int64_t t = t0; t < T; t++) {
+		prefetch_head(K + (t + ATT_AHEAD) * kvdim, hd);
 		if (t >= past && !mask[j * n + t - past]) {
 			s[t] = -INFINITY;
 			continue;
@@ -215,6 +231,7 @@ static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint
 	__m512 mxv = _mm512_set1_ps(-INFINITY);
 	for (; t0 + 4 <= past; t0 += 4) {
 		const uint16_t *k = K + t0 * kvdim;
+		for (int i = 0; i < 4; i++) prefetch_head(k + (ATT_AHEAD + i) * kvdim, hd);
 		__m512 a[4][4];
 		for (int r = 0; r < 4; r++)
 			for (int i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
@@ -260,6 +277,7 @@ static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint
 			for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
 		for (int64_t t = 0; t < T; t++) {
 			const uint16_t *vt = V + t * kvdim + d0;
+			prefetch_head(vt + ATT_AHEAD * kvdim, hd - d0 < 64 ? hd - d0 : 64);
 			__m512 v[4];
 			for (int c = 0; c < 4; c++) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], vt + 16 * c));
 			for (int r = 0; r < 4; r++) {
