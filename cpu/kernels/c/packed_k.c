@@ -26,9 +26,10 @@
 // gathers nor the transposes of kquants.c's tiles.
 //
 // Unlike those tiles, every activation row takes the same float steps
-// whatever the number of rows beside it (the sub-block's scale times the
-// row's dx, then one fma per sub-block), so a tree's verification scores
-// each node bit for bit as decoding it alone does.
+// whatever the number of rows beside it (per sub-block one fma of its
+// product and scale into the row's super-block sum, per super-block one
+// of that sum and the row's scale), so a tree's verification scores each
+// node bit for bit as decoding it alone does.
 #include "kquants.h"
 
 #define PK_ROWS 16
@@ -42,24 +43,41 @@
 
 #if defined(DT_AVX512)
 
-// pk_sub adds one 32-value sub-block's products into the NT rows'
-// accumulators: W its 16 rows' weights in dot8's order, scf its scale per
-// row (lane), x the first activation row's 32 quants.
-DT_INLINE void pk_sub(const int NT, __m512 acc[16], const __m512i W[8], __m512 scf, const float dy[16],
-                      const uint8_t *x, int64_t arb) {
+// A super-block's sub-blocks are summed per activation row in t, each
+// product times its sub-block's scale, and t times the row's scale dy
+// then added into the row's accumulator (pk_rows_add): one multiply per
+// row and super-block rather than one per sub-block, which with 16 rows
+// beside each other bound the tiles (docs/measurements, "Scales once a
+// super-block").
+
+// pk_sub adds one 32-value sub-block's products into the NT rows' sums t:
+// W its 16 rows' weights in dot8's order, scf its scale per row (lane), x
+// the first activation row's 32 quants.
+DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x, int64_t arb) {
 	#pragma GCC unroll 4
 	for (int j = 0; j + 4 <= NT; j += 4) {
 		__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
 		dot8x4(S, W, x + j * arb, arb);
 		#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++)
-			acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), _mm512_mul_ps(scf, _mm512_set1_ps(dy[j + i])), acc[j + i]);
+		for (int i = 0; i < 4; i++) t[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), scf, t[j + i]);
 	}
 	#pragma GCC unroll 4
 	for (int j = NT / 4 * 4; j < NT; j++) {
 		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * arb);
-		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(scf, _mm512_set1_ps(dy[j])), acc[j]);
+		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf, t[j]);
 	}
+}
+
+// pk_rows_zero clears the NT rows' sums.
+DT_INLINE void pk_rows_zero(const int NT, __m512 t[16]) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
+}
+
+// pk_rows_add adds the NT rows' sums t, times their scales dy, into acc.
+DT_INLINE void pk_rows_add(const int NT, __m512 acc[16], const __m512 t[16], const float dy[16]) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(dy[j]), acc[j]);
 }
 
 // pk_offsets takes a super-block's offsets off the NT rows' accumulators:
@@ -81,8 +99,8 @@ DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
 // scale of its own (Q2_K, Q3_K): W[0..3] the first group, W[4..7] the
 // second.
-DT_INLINE void pk_sub16(const int NT, __m512 acc[16], const __m512i W[8], __m512 sc0, __m512 sc1, const float dy[16],
-                        const uint8_t *x, int64_t arb) {
+DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 sc0, __m512 sc1, const uint8_t *x,
+                        int64_t arb) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
 		const uint8_t *xj = x + j * arb;
@@ -92,9 +110,8 @@ DT_INLINE void pk_sub16(const int NT, __m512 acc[16], const __m512i W[8], __m512
 			S0 = _mm512_dpbusd_epi32(S0, W[v], _mm512_set1_epi32(ld32(xj + 4 * v)));
 			S1 = _mm512_dpbusd_epi32(S1, W[4 + v], _mm512_set1_epi32(ld32(xj + 16 + 4 * v)));
 		}
-		const __m512 y = _mm512_set1_ps(dy[j]);
-		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), _mm512_mul_ps(sc0, y), acc[j]);
-		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), _mm512_mul_ps(sc1, y), acc[j]);
+		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), sc0, t[j]);
+		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), sc1, t[j]);
 	}
 }
 
@@ -135,6 +152,8 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		__m512 t[16];
+		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
 		for (int c = 0; c < 2; c++) {
 			#pragma GCC unroll 1
@@ -143,9 +162,10 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 				#pragma GCC unroll 8
 				for (int v = 0; v < 8; v++)
 					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-				pk_sub16(NT, acc, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], dy, act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
+		pk_rows_add(NT, acc, t, dy);
 		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
@@ -190,6 +210,8 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		__m512 t[16];
+		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
 		for (int c = 0; c < 2; c++) {
 			#pragma GCC unroll 1
@@ -202,9 +224,10 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
 				}
 				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				pk_sub16(NT, acc, W, scf[sb], scf[sb + 1], dy, act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
+		pk_rows_add(NT, acc, t, dy);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
 		pk_offsets(NT, acc, cp, d4, dy, act + b * Q8_K_SIZE, arb);
 	}
@@ -238,6 +261,8 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		__m512 t[16];
+		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
 		for (int k = 0; k < 4; k++) {
 			#pragma GCC unroll 2
@@ -249,9 +274,10 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
 				iq4_xs_weights(T, h, table, W);
-				pk_sub(NT, acc, W, scf[s], dy, act + b * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
+		pk_rows_add(NT, acc, t, dy);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
 		pk_offsets(NT, acc, cp, d128, dy, act + b * Q8_K_SIZE, arb);
 	}
@@ -289,6 +315,8 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		__m512 t[16];
+		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
 		for (int h = 0; h < 2; h++) {
 			__m512i Th[8];
@@ -316,13 +344,13 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 1], _mm512_set1_epi32(ld32(x + 4)));
 							S = _mm512_dpbusd_epi32(S, Wq[4 * e + 2], _mm512_set1_epi32(ld32(x + 8)));
 							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 3], _mm512_set1_epi32(ld32(x + 12)));
-							acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)),
-							                         _mm512_mul_ps(scf[i], _mm512_set1_ps(dy[j])), acc[j]);
+							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t[j]);
 						}
 					}
 				}
 			}
 		}
+		pk_rows_add(NT, acc, t, dy);
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
 		pk_offsets(NT, acc, cp, d32, dy, act + b * Q8_K_SIZE, arb);
 	}
@@ -413,6 +441,8 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		__m512 t[16];
+		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
 		for (int k = 0; k < 4; k++) {
 			#pragma GCC unroll 2
@@ -425,9 +455,10 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
 				}
 				const int s = 2 * k + h;
-				pk_sub(NT, acc, W, scf[s], dy, act + b * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
+		pk_rows_add(NT, acc, t, dy);
 		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
