@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/cpu/kernels"
 	"dovetail/models"
 )
 
@@ -37,6 +38,36 @@ func MeasureBandwidth(threads, reps int) float64 {
 		wg.Wait()
 		gbs := float64(2*size*threads) / time.Since(start).Seconds() / 1e9
 		best = max(best, gbs)
+	}
+	return best
+}
+
+// MeasureReadBandwidth estimates how fast threads goroutines read memory,
+// in GB/s, each streaming its own 128 MiB, which no cache holds, with k's
+// loads (kernels.Set.StreamRead): what decoding does to the weights, so
+// the bandwidth its roofline is taken from. (Counted as STREAM's copy
+// counts, MeasureBandwidth, a machine can give far more than reads alone:
+// 56 GB/s against 41 on one core of this project's 2-core VM,
+// docs/measurements, "The roofline of decoding".) The best of reps
+// passes is reported.
+func MeasureReadBandwidth(k *kernels.Set, threads, reps int) float64 {
+	const size = 128 << 20
+	bufs := make([][]byte, threads)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+		for j := 0; j < size; j += 4096 {
+			bufs[i][j] = byte(j >> 12) // touch every page
+		}
+	}
+	best := 0.0
+	for range reps {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, b := range bufs {
+			wg.Go(func() { k.StreamRead(b) })
+		}
+		wg.Wait()
+		best = max(best, float64(size*threads)/time.Since(start).Seconds()/1e9)
 	}
 	return best
 }

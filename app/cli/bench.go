@@ -33,7 +33,8 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure prefill and decode speed, tree verification cost T_V(n)/T_T and memory bandwidth",
 		Long: "Measure prefill (64 tokens) and decode (64 tokens) speed, the cost of verifying n draft\n" +
 			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and this\n" +
-			"machine's memory bandwidth, and print decode speed as a share of the bandwidth roofline.",
+			"machine's memory bandwidth (how fast the threads read it, as decoding reads weights), and print\n" +
+			"decode speed as a share of that roofline.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if threads < 1 || threads > runtime.NumCPU() {
@@ -66,7 +67,7 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintf(out, "model %s, kernels %s, %d threads\n", res.Model, res.Kernels, threads)
 			fmt.Fprintf(out, "prefill  %8.1f tokens/s (64 tokens)\n", res.PrefillTokS)
 			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
-			fmt.Fprintf(out, "memory   %8.1f GB/s; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
+			fmt.Fprintf(out, "memory   %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
 			fmt.Fprintf(out, "T_V(n)/T_T:")
 			for _, n := range runner.BenchSizes {
 				fmt.Fprintf(out, "  %d: %.2f", n, b.VerifyRatio[n])

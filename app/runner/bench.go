@@ -12,9 +12,9 @@ type BenchResult struct {
 	PrefillTokS   float64
 	DecodeTokS    float64
 	VerifyRatio   map[int]float64 // T_V(n)/T_T
-	BandwidthGBs  float64
-	WeightBytes   int64   // read per decoded token
-	RooflineShare float64 // decode speed as a share of bandwidth / weight bytes
+	BandwidthGBs  float64         // how fast Threads threads read memory
+	WeightBytes   int64           // read per decoded token
+	RooflineShare float64         // decode speed as a share of bandwidth / weight bytes
 }
 
 // BenchSizes are the tree sizes Bench verifies.
@@ -37,10 +37,9 @@ func Bench(m *Model, threads, reps int) (BenchResult, error) {
 	for _, n := range BenchSizes {
 		res.VerifyRatio[n] = prof.VerifyRatio(n)
 	}
-	res.BandwidthGBs = cpu.MeasureBandwidth(threads, 5)
-	// Decode reads the weights once per token; at full bandwidth (counted
-	// read + write, as STREAM's copy) reading alone runs at about the same
-	// rate, so the roofline is bandwidth/bytes.
+	// Decode reads the weights once per token: the roofline is the rate
+	// at which these threads read memory, over the bytes.
+	res.BandwidthGBs = cpu.MeasureReadBandwidth(f.K, threads, 5)
 	res.RooflineShare = res.DecodeTokS * float64(res.WeightBytes) / (res.BandwidthGBs * 1e9)
 	return res, nil
 }

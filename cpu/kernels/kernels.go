@@ -152,6 +152,12 @@ type Set struct {
 	// w_t*v_t[d]. scratch must hold AttentionScratch(past, n) floats;
 	// nothing allocates.
 	Attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+
+	// StreamRead reads b (its length a multiple of 64) as fast as this
+	// level's loads stream memory, as decoding reads weights, and returns
+	// the wrapping sum of its little-endian 64-bit words, the same at every
+	// level (see cpu.MeasureReadBandwidth).
+	StreamRead func(b []byte) uint64
 }
 
 // impl is a level's kernels before argument checking; newSet wraps it so
@@ -162,12 +168,13 @@ type impl struct {
 	toF16        func(dst []uint16, x []float32)
 	// matmul handles the types for which native reports true; the others
 	// go to the Go reference.
-	matmul    func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int)
-	rmsnorm   func(out, x, weight []float32, n, cols int, eps float32)
-	siluMul   func(out, gate, up []float32)
-	rope      func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32)
-	attention func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
-	packing   packImpl
+	matmul     func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int)
+	rmsnorm    func(out, x, weight []float32, n, cols int, eps float32)
+	siluMul    func(out, gate, up []float32)
+	rope       func(x []float32, heads, hd, pairs int, neox bool, cos, sin []float32)
+	attention  func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
+	streamRead func(b []byte) uint64
+	packing    packImpl
 }
 
 // native reports whether the C kernels implement MatMul for t.
@@ -322,6 +329,15 @@ func newSet(name string, im impl) *Set {
 		if jhi > jlo {
 			im.attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, scratch)
 		}
+	}
+	s.StreamRead = func(b []byte) uint64 {
+		if len(b)%64 != 0 {
+			panic(fmt.Sprintf("kernels: StreamRead: %d bytes, not a multiple of 64", len(b)))
+		}
+		if len(b) == 0 {
+			return 0
+		}
+		return im.streamRead(b)
 	}
 	s.setPacking(im.packing)
 	return s

@@ -740,3 +740,28 @@ func TestAttentionChecks(t *testing.T) {
 	}()
 	goSet.Attention(make([]float32, 4), make([]float32, 4), make([]uint16, 4), make([]uint16, 4), 0, 1, []uint8{0}, 1, 1, 4, 1, 0, 1, make([]float32, 1))
 }
+
+// StreamRead sums the same words at every level as the Go reference, for
+// lengths that leave every remainder of its unrolled loops.
+func TestStreamRead(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, s := range sets(t) {
+		for _, n := range []int{0, 64, 128, 192, 256, 320, 4096 + 192, 1 << 20} {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			if got, want := s.StreamRead(b), refStreamRead(b); got != want {
+				t.Errorf("%s: %d bytes: sum %#x, want %#x", s.Name, n, got, want)
+			}
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: 100 bytes read without a panic", s.Name)
+				}
+			}()
+			s.StreamRead(make([]byte, 100))
+		}()
+	}
+}

@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 18
+const abiVersion = 19
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -47,6 +47,7 @@ type cLib struct {
 	poolNew, poolFree, poolMatMul              uintptr
 	poolMatMulRows                             uintptr
 	poolAttention, rope                        uintptr
+	streamRead                                 uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -110,6 +111,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_pool_matmul_packed", &l.poolMatMul},
 		{"dt_pool_matmul", &l.poolMatMulRows},
 		{"dt_pool_attention", &l.poolAttention},
+		{"dt_stream_read", &l.streamRead},
 	}
 }
 
@@ -345,6 +347,11 @@ func (l *cLib) set(level string, amx bool) *Set {
 			runtime.KeepAlive(out)
 			runtime.KeepAlive(x)
 			runtime.KeepAlive(weight)
+		},
+		streamRead: func(b []byte) uint64 {
+			r, _, _ := purego.SyscallN(l.streamRead, p(b), uintptr(len(b)))
+			runtime.KeepAlive(b)
+			return uint64(r)
 		},
 		siluMul: func(out, gate, up []float32) {
 			call(l.siluMul, p(out), p(gate), p(up), uintptr(len(gate)))

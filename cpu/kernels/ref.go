@@ -25,12 +25,25 @@ var goSet = newSet("go", impl{
 			dst[i] = quant.F32ToF16(v)
 		}
 	},
-	matmul:    refMatMul,
-	rmsnorm:   refRMSNorm,
-	siluMul:   refSiLUMul,
-	rope:      refRoPE,
-	attention: refAttention,
+	matmul:     refMatMul,
+	rmsnorm:    refRMSNorm,
+	siluMul:    refSiLUMul,
+	rope:       refRoPE,
+	attention:  refAttention,
+	streamRead: refStreamRead,
 })
+
+// refStreamRead is StreamRead in Go: the wrapping sum of b's 64-bit words,
+// eight independent sums a line.
+func refStreamRead(b []byte) uint64 {
+	var s [8]uint64
+	for i := 0; i+64 <= len(b); i += 64 {
+		for k := range s {
+			s[k] += binary.LittleEndian.Uint64(b[i+8*k:])
+		}
+	}
+	return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
+}
 
 // refQuantizeQ8_0 quantizes as ggml's SIMD quantize_row_q8_0, which differs
 // from the reference quantizer in two roundings: the inverse scale is
