@@ -41,7 +41,7 @@ DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 		// Four loads rather than a gather, at every level: its indices
 		// are whole bytes, and the loads decoded faster than a gather on
 		// AMD's Zen 5, where the other types' gathers did not lose
-		// (docs/measurements, "The 2- and 3-bit i-quants").
+		// (docs/measurements, "Side by side").
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xxs_grid[q[3]], (int64_t)dt_iq2xxs_grid[q[2]],
 		                            (int64_t)dt_iq2xxs_grid[q[1]], (int64_t)dt_iq2xxs_grid[q[0]]);
 		g[ib].neg = iq_neg(ksign28(aux));
