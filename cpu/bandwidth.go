@@ -47,7 +47,6 @@ func MeasureBandwidth(threads, reps int) float64 {
 // loads (kernels.Set.StreamRead): what decoding does to the weights, so
 // the bandwidth its roofline is taken from. (Counted as STREAM's copy
 // counts, MeasureBandwidth, a machine can give far more than reads alone:
-// 56 GB/s against 41 on one core of this project's 2-core VM,
 // docs/measurements, "The roofline of decoding".) The best of reps
 // passes is reported.
 func MeasureReadBandwidth(k *kernels.Set, threads, reps int) float64 {

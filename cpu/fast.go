@@ -372,9 +372,8 @@ const yieldEvery = 4 * time.Millisecond
 // scheduler counts as system calls; one that runs 10 ms on one
 // scheduling tick gets its P retaken by sysmon every 20 µs for as long
 // as it goes on (runtime.retake), waking runtime threads onto the cores
-// the kernels' threads spin and stream on: tens of thousands of context
-// switches a second on 2 cores (docs/measurements, "The Go scheduler
-// during a forward pass").
+// the kernels' threads spin and stream on (docs/measurements, "The Go
+// scheduler during a forward pass").
 func (s *Seq) yield() {
 	if now := time.Now(); now.Sub(s.yielded) >= yieldEvery {
 		runtime.Gosched()
