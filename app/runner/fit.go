@@ -165,8 +165,8 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 		f.Reason = fmt.Sprintf("the target on the CPU (%v); %s", err, f.Reason)
 		return
 	}
-	if layerBytes(m.Llama) < gpuMinLayerBytes {
-		f.Reason = fmt.Sprintf("the target on the CPU (its layers, %s each, run faster there); %s", HumanBytes(layerBytes(m.Llama)), f.Reason)
+	if lb := layerBytes(m.Llama); lb < gpuMinLayerBytes {
+		f.Reason = fmt.Sprintf("the target on the CPU (its layers, %s each, run faster there); %s", HumanBytes(lb), f.Reason)
 		return
 	}
 	k, bytes := gpuLayersFit(m.Llama, f.Placement.Ctx, 1, gpuAvail(g.VRAMFreeBytes, f.Budget))

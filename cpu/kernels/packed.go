@@ -140,6 +140,12 @@ func (t *Threads) Close() {
 	}
 }
 
+// maxPackedQ8Blocks is the widest Q8_0 or Q4_0 row, in blocks, whose
+// products packed.c's activation tables hold (a whole row of blocks for at
+// least one activation row; its stack fallback has 8192 entries): wider
+// matrices stay in the GGUF layout.
+const maxPackedQ8Blocks = 8192
+
 func (s *Set) setPacking(pi packImpl) {
 	s.PackRows = pi.rows
 	s.NewThreads = func(n int) *Threads {
@@ -159,6 +165,9 @@ func (s *Set) setPacking(pi packImpl) {
 		}
 		if rows < 1 || cols < 1 {
 			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
+		}
+		if (t == quant.Q8_0 || t == quant.Q4_0) && cols/32 > maxPackedQ8Blocks {
+			return nil
 		}
 		ab := ActivationBytes(t, cols)
 		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, ab), ab, 1, cols)

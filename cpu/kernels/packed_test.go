@@ -306,3 +306,21 @@ func TestThreadsAttention(t *testing.T) {
 		}
 	}
 }
+
+// Q8_0 and Q4_0 rows wider than the packed products' activation tables
+// stay in the GGUF layout; the widest that fits packs.
+func TestPackTooWide(t *testing.T) {
+	for _, s := range packingSets(t) {
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+			for _, c := range []struct {
+				blocks int
+				packs  bool
+			}{{maxPackedQ8Blocks, true}, {maxPackedQ8Blocks + 1, false}} {
+				rb, _ := typ.RowSize(32 * c.blocks)
+				if p := s.Pack(typ, make([]byte, rb), rb, 1, 32*c.blocks); (p != nil) != c.packs {
+					t.Errorf("%s %v: %d blocks a row packed: %v, want %v", s.Name, typ, c.blocks, p != nil, c.packs)
+				}
+			}
+		}
+	}
+}

@@ -421,8 +421,9 @@ static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 	pk_args b = *a;
 	if (!scratch) {
 		// Without memory for the scratch, a table on the stack, in chunks
-		// of fewer rows (rows of up to 8192 blocks), and the AVX-512 tiles,
-		// which give AMX's results.
+		// of fewer rows (rows of up to 8192 blocks: kernels.Pack leaves
+		// wider ones unpacked), and the AVX-512 tiles, which give AMX's
+		// results.
 		enum { FB = 8192 };
 		q8a tab[FB];
 		b.amx = 0;
