@@ -285,6 +285,24 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
+// q6_dot16 is the 4 vpdpbusd of a 16-value sub-block against one
+// activation row: in two chains for a row alone (their latency would
+// show), in one when four rows or more give the core independent chains
+// (an add fewer per row and sub-block). The integer is the same.
+DT_INLINE __m512i q6_dot16(const int NT, const __m512i W[4], const uint8_t *x) {
+	__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+	if (NT >= 4) {
+		#pragma GCC unroll 4
+		for (int v = 0; v < 4; v++) S = _mm512_dpbusd_epi32(S, W[v], _mm512_set1_epi32(ld32(x + 4 * v)));
+		return S;
+	}
+	S = _mm512_dpbusd_epi32(S, W[0], _mm512_set1_epi32(ld32(x)));
+	S1 = _mm512_dpbusd_epi32(S1, W[1], _mm512_set1_epi32(ld32(x + 4)));
+	S = _mm512_dpbusd_epi32(S, W[2], _mm512_set1_epi32(ld32(x + 8)));
+	S1 = _mm512_dpbusd_epi32(S1, W[3], _mm512_set1_epi32(ld32(x + 12)));
+	return _mm512_add_epi32(S, S1);
+}
+
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
 // the unsigned 6-bit quants, scaled, and the 32 they are offset by taken
 // off through the activations' sums times the scales.
@@ -339,12 +357,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 						#pragma GCC unroll 16
 						for (int j = 0; j < NT; j++) {
 							const uint8_t *x = act + j * arb + b * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
-							__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-							S = _mm512_dpbusd_epi32(S, Wq[4 * e + 0], _mm512_set1_epi32(ld32(x)));
-							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 1], _mm512_set1_epi32(ld32(x + 4)));
-							S = _mm512_dpbusd_epi32(S, Wq[4 * e + 2], _mm512_set1_epi32(ld32(x + 8)));
-							S1 = _mm512_dpbusd_epi32(S1, Wq[4 * e + 3], _mm512_set1_epi32(ld32(x + 12)));
-							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf[i], t[j]);
+							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q6_dot16(NT, Wq + 4 * e, x)), scf[i], t[j]);
 						}
 					}
 				}
