@@ -17,12 +17,32 @@ DT_INLINE uint32_t ksign4(uint32_t x) {
 	return x | (t & 0x01010101) << 7;
 }
 
-// ksign28 is ksign4 of the four 7-bit fields of the low 28 bits of aux.
-DT_INLINE uint32_t ksign28(uint32_t aux) {
-	return ksign4((aux & 0x7f) | (aux << 1 & 0x7f00) | (aux << 2 & 0x7f0000) | (aux << 3 & 0x7f000000));
+#if defined(DT_AVX2)
+
+// ksign_bytes is ksign of each byte of x (7-bit indices, bit 7 clear):
+// ksign4 in vector lanes, its xor-folds in 16-bit lanes, whose shifts
+// carry bits across bytes only into the bits the parity does not read.
+DT_INLINE __m256i ksign_bytes(__m256i x) {
+	__m256i t = _mm256_xor_si256(x, _mm256_srli_epi16(x, 4));
+	t = _mm256_xor_si256(t, _mm256_srli_epi16(t, 2));
+	t = _mm256_xor_si256(t, _mm256_srli_epi16(t, 1));
+	return _mm256_or_si256(x, _mm256_slli_epi16(_mm256_and_si256(t, _mm256_set1_epi8(1)), 7));
 }
 
-#if defined(DT_AVX2)
+// iq_aux_signs unpacks the eight sign-and-scale words of an IQ2_XXS or
+// IQ3_XXS super-block (four 7-bit sign indices and a 4-bit scale s each)
+// at once: signs[ib] group ib's four sign bytes, ls[ib] its 2s+1. Done
+// word by word, the sign bytes' parity was most of a group's work.
+DT_INLINE void iq_aux_signs(__m256i aux, uint32_t signs[8], uint32_t ls[8]) {
+	const __m256i m7 = _mm256_set1_epi32(0x7f);
+	__m256i x = _mm256_and_si256(aux, m7);
+	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 7), m7), 8));
+	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 14), m7), 16));
+	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 21), m7), 24));
+	_mm256_storeu_si256((__m256i *)signs, ksign_bytes(x));
+	const __m256i s = _mm256_srli_epi32(aux, 28);
+	_mm256_storeu_si256((__m256i *)ls, _mm256_add_epi32(_mm256_add_epi32(s, s), _mm256_set1_epi32(1)));
+}
 
 // iq_signs marks the negative values of a 32-value group: a mask register
 // at AVX-512, 0xff bytes at AVX2.

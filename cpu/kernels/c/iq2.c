@@ -34,19 +34,22 @@ DT_INLINE int iq2s_index(const uint8_t *qs, const uint8_t *qh, int ib, int l) {
 #if defined(DT_AVX2)
 
 DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
+	// The groups' sign-and-scale words, the odd u32s of wb+2.., in order.
+	const __m256 v0 = _mm256_loadu_ps((const float *)(wb + 2)), v1 = _mm256_loadu_ps((const float *)(wb + 34));
+	const __m256i aux = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(v0, v1, 0xdd)), 0xd8);
+	uint32_t signs[8], ls[8];
+	iq_aux_signs(aux, signs, ls);
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
 		const uint8_t *q = wb + 2 + 8 * ib;
-		const uint32_t aux = ld32(q + 4);
 		// Four loads rather than a gather, at every level: its indices
 		// are whole bytes, and the loads decoded faster than a gather on
 		// AMD's Zen 5, where the other types' gathers did not lose
 		// (docs/measurements, "Side by side").
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xxs_grid[q[3]], (int64_t)dt_iq2xxs_grid[q[2]],
 		                            (int64_t)dt_iq2xxs_grid[q[1]], (int64_t)dt_iq2xxs_grid[q[0]]);
-		g[ib].neg = iq_neg(ksign28(aux));
-		const int ls = 2 * (int)(aux >> 28) + 1;
-		g[ib].sc = iq_scales(ls, ls);
+		g[ib].neg = iq_neg(signs[ib]);
+		g[ib].sc = _mm256_set1_epi16((int16_t)ls[ib]);
 	}
 }
 

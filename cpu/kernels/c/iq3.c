@@ -52,17 +52,17 @@ DT_INLINE void iq3_s_groups(const uint8_t *wb, iq_group g[8]) {
 
 DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *qs = wb + 2, *ss = wb + 2 + QKK / 4;
+	uint32_t signs[8], ls[8];
+	iq_aux_signs(_mm256_loadu_si256((const __m256i *)ss), signs, ls);
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
 		const uint8_t *q = qs + 8 * ib;
-		const uint32_t aux = ld32(ss + 4 * ib);
 		// Loads rather than a gather at every level, as IQ2_XXS's (iq2.c).
 		g[ib].q = _mm256_set_epi32((int)dt_iq3xxs_grid[q[7]], (int)dt_iq3xxs_grid[q[6]], (int)dt_iq3xxs_grid[q[5]],
 		                           (int)dt_iq3xxs_grid[q[4]], (int)dt_iq3xxs_grid[q[3]], (int)dt_iq3xxs_grid[q[2]],
 		                           (int)dt_iq3xxs_grid[q[1]], (int)dt_iq3xxs_grid[q[0]]);
-		g[ib].neg = iq_neg(ksign28(aux));
-		const int ls = 2 * (int)(aux >> 28) + 1;
-		g[ib].sc = iq_scales(ls, ls);
+		g[ib].neg = iq_neg(signs[ib]);
+		g[ib].sc = _mm256_set1_epi16((int16_t)ls[ib]);
 	}
 }
 
