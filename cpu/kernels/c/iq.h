@@ -8,20 +8,12 @@
 // ksign is ggml's ksigns_iq2xs[k]: seven sign bits and their parity.
 DT_INLINE uint32_t ksign(uint32_t k) { return k | (uint32_t)__builtin_parity(k) << 7; }
 
-// ksign4 is ksign of the four 7-bit bytes of x (bit 7 of each clear), all
-// at once: xor-folding within each byte leaves its parity in its bit 0.
-DT_INLINE uint32_t ksign4(uint32_t x) {
-	uint32_t t = x ^ (x >> 4);
-	t ^= t >> 2;
-	t ^= t >> 1;
-	return x | (t & 0x01010101) << 7;
-}
-
 #if defined(DT_AVX2)
 
 // ksign_bytes is ksign of each byte of x (7-bit indices, bit 7 clear):
-// ksign4 in vector lanes, its xor-folds in 16-bit lanes, whose shifts
-// carry bits across bytes only into the bits the parity does not read.
+// xor-folding a byte leaves its parity in its bit 0; the folds shift
+// 16-bit lanes, which carry bits across bytes only into the bits the
+// parity does not read.
 DT_INLINE __m256i ksign_bytes(__m256i x) {
 	__m256i t = _mm256_xor_si256(x, _mm256_srli_epi16(x, 4));
 	t = _mm256_xor_si256(t, _mm256_srli_epi16(t, 2));

@@ -55,19 +55,25 @@ DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 
 DT_INLINE void iq2_xs_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *scales = wb + 2 + QKK / 4;
+	// The 32 sign indices (each u16's top 7 bits) as bytes, in order, and
+	// their sign bytes at once (see iq_aux_signs).
+	const __m256i u0 = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(wb + 2)), 9);
+	const __m256i u1 = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(wb + 34)), 9);
+	uint32_t signs[8];
+	_mm256_storeu_si256((__m256i *)signs, ksign_bytes(_mm256_permute4x64_epi64(_mm256_packus_epi16(u0, u1), 0xd8)));
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
-		uint32_t q[4];
-		#pragma GCC unroll 4
-		for (int l = 0; l < 4; l++) q[l] = ld16(wb + 2 + 2 * (4 * ib + l));
 #if defined(DT_AVX512)
 		const __m128i idx = _mm_and_si128(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * ib))), _mm_set1_epi32(511));
 		g[ib].q = _mm256_i32gather_epi64((const long long *)dt_iq2xs_grid, idx, 8);
 #else
+		uint32_t q[4];
+		#pragma GCC unroll 4
+		for (int l = 0; l < 4; l++) q[l] = ld16(wb + 2 + 2 * (4 * ib + l));
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xs_grid[q[3] & 511], (int64_t)dt_iq2xs_grid[q[2] & 511],
 		                            (int64_t)dt_iq2xs_grid[q[1] & 511], (int64_t)dt_iq2xs_grid[q[0] & 511]);
 #endif
-		g[ib].neg = iq_neg(ksign4(q[0] >> 9 | q[1] >> 9 << 8 | q[2] >> 9 << 16 | q[3] >> 9 << 24));
+		g[ib].neg = iq_neg(signs[ib]);
 		g[ib].sc = iq_scales(2 * (scales[ib] & 0xf) + 1, 2 * (scales[ib] >> 4) + 1);
 	}
 }
