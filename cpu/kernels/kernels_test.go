@@ -339,7 +339,8 @@ func TestMatMul(t *testing.T) {
 
 // TestMatMulChunks crosses the AVX-512 kernels' internal limits: more
 // activation blocks than their stack table holds (columns are then done in
-// chunks added into out) and more than 256 activation rows.
+// chunks added into out), more than 256 activation rows, and more than the
+// i-quant tiles' 64.
 func TestMatMulChunks(t *testing.T) {
 	for _, t0 := range []quant.Type{quant.Q8_0, quant.Q4_0} {
 		runMatMul(t, mmCase{t0, 21, 32 * 130, 3, 21}, []int{64}, 2)
@@ -348,6 +349,11 @@ func TestMatMulChunks(t *testing.T) {
 	runMatMul(t, mmCase{quant.Q4_K, 17, 256 * 2, 0, 17}, []int{33}, 4)
 	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5) // cols not a multiple of any vector width
 	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
+	// The i-quants' tiles (iqtile.h) hold the float sums of 64 activation
+	// rows at a time, and take them four at a time and then one by one.
+	for _, t0 := range []quant.Type{quant.IQ2_XXS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S} {
+		runMatMul(t, mmCase{t0, 35, 256 * 2, 2, 35}, []int{4, 5, 70, 131}, 7)
+	}
 }
 
 func TestMatMulChecks(t *testing.T) {

@@ -91,6 +91,21 @@ DT_INLINE int32_t iq_bsum(const iq_group g[8], const uint8_t *y) {
 	return _mm_cvtsi128_si32(s);
 }
 
+#if defined(DT_AVX512)
+#include "iqtile.h"
+// With several activation rows the AVX-512 level multiplies through
+// iqtile.h's tiles, bit for bit the row kernel's result.
+#define IQ_TILED(name, SIZE, groups, F) IQ_TILE_FILL(iq_fill_##name, SIZE, groups) IQ_TILES(name, iq_fill_##name, F)
+#define IQ_TILED_CALL(name)                                                                                     \
+	if (n >= IQT_MIN_N) {                                                                                       \
+		iq_tiles_##name(out, ldo, w, rb, lo, hi, act, arb, n, nb);                                              \
+		return;                                                                                                 \
+	}
+#else
+#define IQ_TILED(name, SIZE, groups, F)
+#define IQ_TILED_CALL(name)
+#endif
+
 // IQ_MATMUL defines dt_matmul_NAME for an i-quant of SIZE bytes a
 // super-block whose groups groups() unpacks. Each super-block of a weight
 // row is unpacked once for every activation row, and its exact integer
@@ -98,9 +113,10 @@ DT_INLINE int32_t iq_bsum(const iq_group g[8], const uint8_t *y) {
 // (dw·dx)·sum in float, scaled by F (ggml's 1/8, 1/4 or 1) at the end: the
 // result is the Go reference's bit for bit, whatever n.
 #define IQ_MATMUL(name, SIZE, groups, F)                                                                        \
-	DT_API void dt_matmul_##name(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,   \
-	                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {                  \
-		const int64_t nb = cols / QKK;                                                                          \
+	IQ_TILED(name, SIZE, groups, F)                                                                             \
+	static __attribute__((noinline)) void iq_rows_##name(float *out, int64_t ldo, const uint8_t *w, int64_t rb,   \
+	                                                     int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, \
+	                                                     int64_t n, int64_t nb) {                                 \
 		if (n == 1) {                                                                                           \
 			for (int64_t r = lo; r < hi; r++) {                                                                 \
 				const uint8_t *wr = w + r * rb;                                                                 \
@@ -129,6 +145,12 @@ DT_INLINE int32_t iq_bsum(const iq_group g[8], const uint8_t *y) {
 			}                                                                                                   \
 			for (int64_t j = 0; j < n; j++) out[j * ldo + r] *= (F);                                            \
 		}                                                                                                       \
+	}                                                                                                           \
+	DT_API void dt_matmul_##name(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,   \
+	                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {                  \
+		const int64_t nb = cols / QKK;                                                                          \
+		IQ_TILED_CALL(name)                                                                                     \
+		iq_rows_##name(out, ldo, w, rb, lo, hi, act, arb, n, nb);                                               \
 	}
 
 #else
