@@ -21,6 +21,9 @@
 // (0..31) for vpdpbusd and the 16 come off through the activation table.
 // Qwen2's 896-wide matrices are Q5_0 in Q4_K_M files: with the row kernel
 // they multiplied several times slower than the Q4_K rows beside them.
+// One activation row alone still takes the row kernel, which reads the
+// weight rows one after the other: it decoded faster than the tiles'
+// sixteen interleaved rows (docs/measurements, "Q5_0").
 
 // q5_0_bits gives the fifth bits of values 4G..4G+3 of the 16 rows (qh
 // of row i in lane i of H) as 16 in the bytes of W[G], added in: they
@@ -69,7 +72,9 @@ DT_INLINE void q5_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, i
 
 TILE_FNS(q5_0_tile)
 
-#elif defined(DT_AVX2)
+#endif
+
+#if defined(DT_AVX2)
 
 // q5_0_values unpacks a block's 32 values as int8 in -16..15.
 DT_INLINE __m256i q5_0_values(const uint8_t *wb) {
@@ -131,7 +136,11 @@ static float dot_q5_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
 DT_API void dt_matmul_q5_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 #if defined(DT_AVX512)
-	q8a_matmul(q5_0_tile_tiles, 16, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+	if (n > 1) {
+		q8a_matmul(q5_0_tile_tiles, 16, out, ldo, w, rb, lo, hi, act, arb, n, cols);
+		return;
+	}
+	rows_matmul(q5_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #elif defined(DT_AVX2)
 	rows_matmul(q5_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #else
