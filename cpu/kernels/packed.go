@@ -32,6 +32,8 @@ func packedBlockBytes(t quant.Type) int {
 		return 16 * 34
 	case quant.Q4_0:
 		return 16 * 18
+	case quant.Q5_0:
+		return 16 * 22
 	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
 		return 16 * t.TypeSize() * 32 / quant.QKK
 	}
@@ -140,7 +142,7 @@ func (t *Threads) Close() {
 	}
 }
 
-// maxPackedQ8Blocks is the widest Q8_0 or Q4_0 row, in blocks, whose
+// maxPackedQ8Blocks is the widest Q8_0, Q4_0 or Q5_0 row, in blocks, whose
 // products packed.c's activation tables hold (a whole row of blocks for at
 // least one activation row; its stack fallback has 8192 entries): wider
 // matrices stay in the GGUF layout.
@@ -166,7 +168,7 @@ func (s *Set) setPacking(pi packImpl) {
 		if rows < 1 || cols < 1 {
 			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
 		}
-		if (t == quant.Q8_0 || t == quant.Q4_0) && cols/32 > maxPackedQ8Blocks {
+		if (t == quant.Q8_0 || t == quant.Q4_0 || t == quant.Q5_0) && cols/32 > maxPackedQ8Blocks {
 			return nil
 		}
 		ab := ActivationBytes(t, cols)

@@ -38,6 +38,7 @@ func TestMatMulPacked(t *testing.T) {
 		rows, cols int
 	}{
 		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
+		{quant.Q5_0, 37, 32 * 7}, {quant.Q5_0, 1, 64}, {quant.Q5_0, 19, 32 * 600},
 		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
 		// Rows too wide for a table of 64 activation rows: chunks of 48,
 		// 16 and 15 rows.
@@ -149,7 +150,7 @@ func TestThreads(t *testing.T) {
 		for _, c := range []struct {
 			t          quant.Type
 			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)
@@ -307,11 +308,11 @@ func TestThreadsAttention(t *testing.T) {
 	}
 }
 
-// Q8_0 and Q4_0 rows wider than the packed products' activation tables
-// stay in the GGUF layout; the widest that fits packs.
+// Q8_0, Q4_0 and Q5_0 rows wider than the packed products' activation
+// tables stay in the GGUF layout; the widest that fits packs.
 func TestPackTooWide(t *testing.T) {
 	for _, s := range packingSets(t) {
-		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0} {
 			for _, c := range []struct {
 				blocks int
 				packs  bool

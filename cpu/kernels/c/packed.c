@@ -15,6 +15,9 @@
 //	      i = nibble bytes 4g..4g+3 of row i (low nibbles are weights
 //	      4g..4g+3, high ones 16+4g..16+4g+3, each q+8).
 //
+//	Q5_0, 352 bytes a block: Q4_0's 288, then the 16 rows' qh (u32,
+//	      bit v the fifth bit of value v), one vector.
+//
 // That is the same number of bytes as the GGUF rows, and the vectors are
 // already in the layout of an AMX B tile (K/4 rows of 16 four-byte
 // columns), so with AMX one tdpbsud multiplies a block of 16 weight rows by
@@ -39,6 +42,8 @@
 #define PK_ROWS 16
 #define PK_Q8_0 544
 #define PK_Q4_0 288
+#define PK_Q5_0 352
+#define Q5_0_BYTES 22 // a GGUF Q5_0 block: f16 scale, u32 qh, 16 bytes of nibbles
 #define PK_KC 128 // blocks summed before out is added to (4096 columns)
 #define PK_JC 64  // activation rows per chunk
 #ifndef AMX_MIN_ROWS
@@ -111,6 +116,29 @@ DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 #endif
 }
 
+DT_API void dt_pack_q5_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	// A zero row: scale 0, its products 0 whatever its values.
+	static const uint8_t zero[Q5_0_BYTES];
+	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * PK_Q5_0;
+			const uint8_t *x[PK_ROWS];
+			for (int i = 0; i < PK_ROWS; i++) {
+				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q5_0_BYTES, zero);
+				memcpy(d + 2 * i, x[i], 2);
+				memcpy(d + 288 + 4 * i, x[i] + 2, 4);
+			}
+			__m512i T[4];
+			transpose16(x, 6, T);
+			for (int k = 0; k < 4; k++) _mm512_storeu_si512(d + 32 + 64 * k, T[k]);
+		}
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
 #if defined(DT_AVX512)
 
 // Weight vectors of one packed block, in the order dot8 takes them.
@@ -126,6 +154,21 @@ DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
 		const __m512i t = _mm512_loadu_si512(pb + 32 + 64 * g);
 		W[g] = _mm512_and_si512(t, m4);
 		W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
+	}
+}
+
+// pq5_0_block unpacks a packed Q5_0 block as pq4_0_block does, each
+// value's fifth bit added as 16 (weights q+16, 0..31): vector G holds
+// values 4G..4G+3, whose fifth bits are bits 4(G%2).. of qh's byte G/2.
+DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
+	pq4_0_block(pb, W);
+	const __m512i H = _mm512_loadu_si512(pb + 288), sixteen = _mm512_set1_epi8(16);
+	const __m512i lanes = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
+	#pragma GCC unroll 8
+	for (int G = 0; G < 8; G++) {
+		const __m512i hb = _mm512_shuffle_epi8(H, _mm512_add_epi8(lanes, _mm512_set1_epi8((char)(G / 2))));
+		const __mmask64 m = _mm512_test_epi8_mask(hb, _mm512_set1_epi32(G % 2 ? (int)0x80402010 : 0x08040201));
+		W[G] = _mm512_mask_add_epi8(W[G], m, W[G], sixteen);
 	}
 }
 
@@ -158,6 +201,7 @@ DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
 
 PK_TILE(pq8_0_tile, PK_Q8_0, pq8_0_block)
 PK_TILE(pq4_0_tile, PK_Q4_0, pq4_0_block)
+PK_TILE(pq5_0_tile, PK_Q5_0, pq5_0_block)
 
 typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
                       const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
@@ -171,6 +215,7 @@ typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, cons
 
 PK_FNS(pq8_0_tile)
 PK_FNS(pq4_0_tile)
+PK_FNS(pq5_0_tile)
 
 // ---- AMX ----------------------------------------------------------------
 //
@@ -349,14 +394,16 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX: its A tiles need chunks of whole tiles.
-static int pk_amx(const pk_args *a) { return a->amx && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16; }
+static int pk_amx(const pk_args *a) {
+	return a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+}
 
 static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *scratch) {
 	int64_t jb, jn;
 	pk_chunk(a, tab_entries, c, &jb, &jn);
 	const int64_t nb = a->cols / QK;
 	q8a *tab = scratch;
-	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, a->type == 0 ? 128 : 8);
+	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, a->type == 0 ? 128 : a->type == PK_TYPE_Q5_0 ? 16 : 8);
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
 		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
@@ -386,9 +433,9 @@ void pk_end(const pk_args *a) {
 static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
 	pk_chunk(a, tab_entries, c, &jb, &jn);
-	const int q4 = a->type == 1, use_amx = pk_amx(a);
-	const int64_t PB = q4 ? PK_Q4_0 : PK_Q8_0, nb = a->cols / QK;
-	pk_fn const *fns = q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
+	const int q4 = a->type == 1, q5 = a->type == PK_TYPE_Q5_0, use_amx = pk_amx(a);
+	const int64_t PB = q5 ? PK_Q5_0 : q4 ? PK_Q4_0 : PK_Q8_0, nb = a->cols / QK;
+	pk_fn const *fns = q5 ? pq5_0_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
 	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
 	const q8a *tab = scratch;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
@@ -485,6 +532,16 @@ DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, in
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
 #if defined(DT_AVX512)
 	const pk_args a = {1, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+DT_API void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(DT_AVX512)
+	const pk_args a = {PK_TYPE_Q5_0, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;

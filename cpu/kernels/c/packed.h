@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct {
-	int64_t type; // 0: Q8_0, 1: Q4_0, 3: Q4_K, 4: Q5_K, 5: Q6_K, 6: GGUF layout, 7: IQ4_XS, 8: Q3_K, 9: Q2_K (threads.c)
+	int64_t type; // 0: Q8_0, 1: Q4_0, 3: Q4_K, 4: Q5_K, 5: Q6_K, 6: GGUF layout, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 10: Q5_0 (threads.c)
 	float *out;
 	int64_t ldo;
 	const uint8_t *pw;
@@ -16,6 +16,12 @@ typedef struct {
 	const uint8_t *act;
 	int64_t arb, n, cols, amx;
 } pk_args;
+
+#define PK_TYPE_Q5_0 10
+
+// pk_q8 tells the products over Q8_0 activations, which share packed.c's
+// preparation: Q8_0, Q4_0, Q5_0.
+static inline int pk_q8(int64_t type) { return type == 0 || type == 1 || type == PK_TYPE_Q5_0; }
 
 // These exist at the AVX-512 level only, the one that packs.
 size_t pk_scratch_bytes(void);

@@ -48,6 +48,8 @@ void dt_matmul_packed_q2_k(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 
 #if defined(DT_THREADS)
 
@@ -108,7 +110,7 @@ static float *att_scratch(int64_t size) {
 static void run_pieces(dt_pool *p, int caller) {
 	float *s = 0;
 	pk_args pk = p->pk;
-	const int q8 = p->type < 2; // the Q8_0-activation products
+	const int q8 = pk_q8(p->type); // the Q8_0-activation products
 	if (q8) pk_begin(&pk);
 	if (p->type == 2) {
 		// A thread that cannot grow its scratch leaves the rows to the
@@ -257,7 +259,7 @@ DT_API void dt_pool_free(void *pool) {
 }
 
 // dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
-// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8) or _q2_k (9) over
+// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9) or _q5_0 (10) over
 // all rows, in pieces of grain row groups
 // shared by the caller and the pool's threads.
 DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
@@ -265,7 +267,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	if (type >= 3) { // 3, 4, 5, 7, 8, 9: no preparation
+	if (!pk_q8(type)) { // 3, 4, 5, 7, 8, 9: no preparation
 		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
 		p->type = type, p->pk = a;
 		p->groups = (rows + 15) / 16;
@@ -278,7 +280,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	if (!p->scratch) p->scratch = aligned_alloc(64, pk_scratch_bytes());
 	if (!p->scratch) {
 		// No memory for the shared preparation: the caller does it all.
-		(type == 0 ? dt_matmul_packed_q8_0 : dt_matmul_packed_q4_0)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
+		(type == 0 ? dt_matmul_packed_q8_0 : type == 1 ? dt_matmul_packed_q4_0 : dt_matmul_packed_q5_0)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
 		pthread_mutex_unlock(&p->mu);
 		return;
 	}
