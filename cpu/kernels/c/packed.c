@@ -70,23 +70,48 @@ DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, in
 
 #endif
 
-DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 #if defined(DT_AVX512)
-	static const uint8_t zero[Q8_0_SIZE];
+
+// pk_pack packs a Q8_0 (type 0), Q4_0 (1) or Q5_0 (PK_TYPE_Q5_0) matrix:
+// per row group and block the 16 rows' scales, then their values
+// transposed into lanes (and Q5_0's qh, a u32 a lane).
+static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	// Past the last row, zero blocks: scale 0, so their lanes compute 0
+	// (a Q4_0 zero row's nibbles are 8, q = 0: its block dot is the
+	// correction alone).
+	static const uint8_t zero8[Q8_0_SIZE], zero5[Q5_0_BYTES];
+	static const uint8_t zero4[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
+	                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+	const int64_t bs = type == 0 ? Q8_0_SIZE : type == 1 ? Q4_0_SIZE : Q5_0_BYTES;
+	const int64_t pb = type == 0 ? PK_Q8_0 : type == 1 ? PK_Q4_0 : PK_Q5_0;
+	const uint8_t *zero = type == 0 ? zero8 : type == 1 ? zero4 : zero5;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q8_0;
+			uint8_t *d = dst + (g * nb + b) * pb;
 			const uint8_t *x[PK_ROWS];
 			for (int i = 0; i < PK_ROWS; i++) {
-				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q8_0_SIZE, zero);
+				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * bs, zero);
 				memcpy(d + 2 * i, x[i], 2);
 			}
 			__m512i W[8];
-			transpose32(x, 2, W);
-			for (int k = 0; k < 8; k++)
-				_mm512_storeu_si512(d + 32 + 64 * k, _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80)));
+			if (type == 0) {
+				transpose32(x, 2, W);
+				for (int k = 0; k < 8; k++) W[k] = _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80));
+			} else {
+				transpose16(x, type == 1 ? 2 : 6, W);
+			}
+			for (int k = 0; k < (type == 0 ? 8 : 4); k++) _mm512_storeu_si512(d + 32 + 64 * k, W[k]);
+			if (type == PK_TYPE_Q5_0)
+				for (int i = 0; i < PK_ROWS; i++) memcpy(d + 288 + 4 * i, x[i] + 2, 4);
 		}
+}
+
+#endif
+
+DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(DT_AVX512)
+	pk_pack(0, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
 #endif
@@ -94,23 +119,7 @@ DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 
 DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 #if defined(DT_AVX512)
-	// A zero row's nibbles are 8 (q = 0), so its block dot is the
-	// correction alone and its zero scale makes it 0.
-	static const uint8_t zero[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
-	                                        0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
-	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q4_0;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q4_0_SIZE, zero);
-				memcpy(d + 2 * i, x[i], 2);
-			}
-			__m512i T[4];
-			transpose16(x, 2, T);
-			for (int k = 0; k < 4; k++) _mm512_storeu_si512(d + 32 + 64 * k, T[k]);
-		}
+	pk_pack(1, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
 #endif
@@ -118,22 +127,7 @@ DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 
 DT_API void dt_pack_q5_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 #if defined(DT_AVX512)
-	// A zero row: scale 0, its products 0 whatever its values.
-	static const uint8_t zero[Q5_0_BYTES];
-	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_Q5_0;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * Q5_0_BYTES, zero);
-				memcpy(d + 2 * i, x[i], 2);
-				memcpy(d + 288 + 4 * i, x[i] + 2, 4);
-			}
-			__m512i T[4];
-			transpose16(x, 6, T);
-			for (int k = 0; k < 4; k++) _mm512_storeu_si512(d + 32 + 64 * k, T[k]);
-		}
+	pk_pack(PK_TYPE_Q5_0, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
 #endif

@@ -9,70 +9,8 @@
 // products through maddubs with the sign moved onto the activations (as in
 // iq4.c); the portable dot elsewhere.
 #include "rows.h"
-#include "tile512.h"
 
 #define Q5_0_SIZE 22
-
-#if defined(DT_AVX512)
-
-// The AVX-512 level multiplies 16-row tiles (tile512.h) from the GGUF
-// layout, as Q4_0's (matmul_q4.c): a block's nibbles transposed into
-// lanes, each value's fifth bit added as 16, so that the weights are q+16
-// (0..31) for vpdpbusd and the 16 come off through the activation table.
-// Qwen2's 896-wide matrices are Q5_0 in Q4_K_M files: with the row kernel
-// they multiplied several times slower than the Q4_K rows beside them.
-// One activation row alone still takes the row kernel, which reads the
-// weight rows one after the other: it decoded faster than the tiles'
-// sixteen interleaved rows (docs/measurements, "Q5_0").
-
-// q5_0_bits gives the fifth bits of values 4G..4G+3 of the 16 rows (qh
-// of row i in lane i of H) as 16 in the bytes of W[G], added in: they
-// are bits 4(G%2)..4(G%2)+3 of qh's byte G/2.
-DT_INLINE __m512i q5_0_bits(__m512i W, __m512i H, int G) {
-	const __m512i pick = _mm512_add_epi8(_mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0), _mm512_set1_epi8((char)(G / 2)));
-	const __m512i bit = _mm512_set1_epi32(G % 2 ? (int)0x80402010 : 0x08040201);
-	const __mmask64 m = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H, pick), bit);
-	return _mm512_mask_add_epi8(W, m, W, _mm512_set1_epi8(16));
-}
-
-// q5_0_qh gathers the 16 rows' qh at offset o.
-DT_INLINE __m512i q5_0_qh(const uint8_t *const p[16], int64_t o) {
-	int32_t h[16];
-	#pragma GCC unroll 16
-	for (int i = 0; i < 16; i++) h[i] = (int32_t)ld32(p[i] + o);
-	return _mm512_loadu_si512(h);
-}
-
-DT_INLINE void q5_0_tile(const int NT, const uint8_t *w, int64_t rb, int rows, int64_t b0, int64_t nbc,
-                         const uint8_t *act, int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo,
-                         int add) {
-	const uint8_t *p[16];
-	tile_rows(w, rb, rows, p);
-	const __m512i m4 = _mm512_set1_epi8(0x0f);
-	__m512 acc[16];
-	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
-	for (int64_t b = 0; b < nbc; b++) {
-		const int64_t o = (b0 + b) * Q5_0_SIZE;
-		prefetch_rows(p, o, 1);
-		const __m512 dw = f16_rows(p, o);
-		const __m512i H = q5_0_qh(p, o + 2);
-		__m512i T[4], W[8];
-		transpose16(p, o + 6, T);
-		#pragma GCC unroll 4
-		for (int g = 0; g < 4; g++) {
-			W[g] = q5_0_bits(_mm512_and_si512(T[g], m4), H, g);                                   // values 4g..4g+3
-			W[g + 4] = q5_0_bits(_mm512_and_si512(_mm512_srli_epi16(T[g], 4), m4), H, g + 4); // values 16+4g..
-		}
-		acc_block(NT, acc, W, dw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);
-	}
-	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);
-}
-
-TILE_FNS(q5_0_tile)
-
-#endif
 
 #if defined(DT_AVX2)
 
@@ -135,13 +73,7 @@ static float dot_q5_0(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 DT_API void dt_matmul_q5_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-#if defined(DT_AVX512)
-	if (n > 1) {
-		q8a_matmul(q5_0_tile_tiles, 16, out, ldo, w, rb, lo, hi, act, arb, n, cols);
-		return;
-	}
-	rows_matmul(q5_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
-#elif defined(DT_AVX2)
+#if defined(DT_AVX2)
 	rows_matmul(q5_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #else
 	dots_matmul(dot_q5_0, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
