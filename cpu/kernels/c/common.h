@@ -65,6 +65,36 @@ DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
 	}
 }
 
+#if defined(DT_AVX2)
+// k4_scales unpacks a Q4_K or Q5_K super-block's 12 scale bytes at once
+// (ggml's utmp shuffle, scale_min_k4's values): sc the 8 scales in
+// 16-bit lanes, mins the 8 mins, each twice (a min per 32 values against
+// Q8_K's 16-value sums). Taken one by one, the scales cost the AVX2 row
+// kernels more than their products.
+DT_INLINE void k4_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
+	uint32_t u[4];
+	memcpy(u, q, 12);
+	const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
+	u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
+	const uint32_t mins03 = u[1] & m1;
+	u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
+	u[2] = mins03;
+	u[0] &= m1;
+	const __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
+	*sc = _mm256_castsi256_si128(v);
+	const __m128i mn = _mm256_extracti128_si256(v, 1);
+	*mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+}
+
+// k4_scale_lanes puts scale s of k4_scales' sc in every 16-bit lane of
+// scale[s], for madd.
+DT_INLINE void k4_scale_lanes(__m128i sc, __m256i scale[8]) {
+	const __m256i v = _mm256_broadcastsi128_si256(sc);
+	#pragma GCC unroll 8
+	for (int s = 0; s < 8; s++) scale[s] = _mm256_shuffle_epi8(v, _mm256_set1_epi16((short)(0x0100 + 0x0202 * s)));
+}
+#endif
+
 DT_INLINE uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 DT_INLINE int32_t ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
 DT_INLINE float ldf(const void *p) { float v; memcpy(&v, p, 4); return v; }

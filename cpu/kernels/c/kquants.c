@@ -383,26 +383,6 @@ static void k_matmul(ktile_fn const tiles[17], float *out, int64_t ldo, const ui
 
 #elif defined(DT_AVX2)
 
-// k4_scales unpacks a Q4_K or Q5_K super-block's 12 scale bytes at once
-// (ggml's utmp shuffle, scale_min_k4's values): sc the 8 scales, each
-// twice, in 16-bit lanes (sc's low half scales 0..3, broadcast to both
-// halves by the caller's shuffles), mins the 8 mins, each twice (a min per
-// 32 values against Q8_K's 16-value sums).
-DT_INLINE void k4_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
-	uint32_t u[4];
-	memcpy(u, q, 12);
-	const uint32_t m1 = 0x3f3f3f3f, m2 = 0x0f0f0f0f, m3 = 0x03030303;
-	u[3] = ((u[2] >> 4) & m2) | (((u[1] >> 6) & m3) << 4);
-	const uint32_t mins03 = u[1] & m1;
-	u[1] = (u[2] & m2) | (((u[0] >> 6) & m3) << 4);
-	u[2] = mins03;
-	u[0] &= m1;
-	const __m256i v = _mm256_cvtepu8_epi16(_mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]));
-	*sc = _mm256_castsi256_si128(v);
-	const __m128i mn = _mm256_extracti128_si256(v, 1);
-	*mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
-}
-
 // One weight row against up to four activation rows, after ggml's AVX2
 // kernels: maddubs for nibble × int8, madd to apply the sub-block scale
 // (taken from the unpacked scales by a shuffle), and the mins' products
@@ -419,10 +399,8 @@ DT_INLINE void q4_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 		__m128i sc8;
 		__m256i mins;
 		k4_scales(wb + 4, &sc8, &mins);
-		const __m256i scv = _mm256_broadcastsi128_si256(sc8);
 		__m256i scale[8];
-		#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) scale[s] = _mm256_shuffle_epi8(scv, _mm256_set1_epi16((short)(0x0100 + 0x0202 * s)));
+		k4_scale_lanes(sc8, scale);
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;

@@ -17,21 +17,18 @@ void dt_q5_k_matmul512(float *out, int64_t ldo, const uint8_t *w, int64_t rb, in
 
 DT_INLINE void q5_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         int64_t nb) {
-	__m256 acc[4];
-	float accm[4] = {0};
+	__m256 acc[4], accm[4];
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps(), accm[j] = _mm256_setzero_ps();
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = w + b * Q5_K_SIZE;
 		const float d = f16_to_f32(ld16(wb)), dmin = f16_to_f32(ld16(wb + 2));
-		uint8_t sc[8], m[8];
-		#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) scale_min_k4(s, wb + 4, &sc[s], &m[s]);
-		int16_t m16v[16];
-		#pragma GCC unroll 16
-		for (int i = 0; i < 16; i++) m16v[i] = m[i / 2];
-		const __m256i mins = _mm256_loadu_si256((const __m256i *)m16v);
+		__m128i sc8;
+		__m256i mins;
+		k4_scales(wb + 4, &sc8, &mins);
+		__m256i scale[8];
+		k4_scale_lanes(sc8, scale);
 		// The 5-bit quants of the super-block, 32 per vector: q[s] is
 		// sub-block s.
 		const __m256i hb = _mm256_loadu_si256((const __m256i *)(wb + 16));
@@ -53,19 +50,16 @@ DT_INLINE void q5_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			for (int s = 0; s < 8; s++) {
 				// 5-bit × int8 pairs stay within int16: 2·31·128 < 2^15.
 				__m256i p = _mm256_maddubs_epi16(q[s], _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * s)));
-				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, _mm256_set1_epi16(sc[s])));
+				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale[s]));
 			}
 			const float dy = ldf(y);
 			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sumi), acc[j]);
-			__m256i mi = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
-			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-			accm[j] += dmin * dy * (float)_mm_cvtsi128_si32(h);
+			const __m256i mi = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
+			accm[j] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * dy), _mm256_cvtepi32_ps(mi), accm[j]);
 		}
 	}
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - hsum256(accm[j]);
 }
 
 ROW_FNS(q5_k_row)
