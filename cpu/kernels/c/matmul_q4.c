@@ -44,8 +44,12 @@ TILE_FNS(q4_0_tile)
 
 #elif defined(DT_AVX2)
 
+// q4_0_row multiplies one weight row by NT activation rows; dx holds
+// their blocks' scales as floats (row j's at dx + j*nb), converted once
+// for all weight rows (converted here, block by block, where dx is 0:
+// they cost about a sixth of the row's instructions).
 DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
-                        int64_t nb) {
+                        const float *dx, int64_t nb) {
 	__m256 acc[4];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -62,7 +66,8 @@ DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
 			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
 			__m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
+			const float dxj = dx ? dx[j * nb + b] : f16_to_f32(ld16(xb));
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dxj), _mm256_cvtepi32_ps(dot), acc[j]);
 		}
 	}
 	#pragma GCC unroll 16
@@ -135,13 +140,32 @@ DT_API void dt_matmul_q4_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #if defined(DT_AVX512)
 	q8a_matmul(q4_0_tile_tiles, 8, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #elif defined(DT_AVX2)
-	for (int64_t r = lo; r < hi; r++) {
-		int64_t j = 0;
-		for (; j + 4 <= n; j += 4) q4_0_row(4, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK);
-		switch (n - j) {
-		case 3: q4_0_row(3, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
-		case 2: q4_0_row(2, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
-		case 1: q4_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
+	// Activation rows in chunks whose scales fit dx (rows of more blocks
+	// than it holds convert them in q4_0_row).
+	enum { DX = 4096 };
+	float dx[DX];
+	const int64_t nb = cols / QK;
+	if (nb > DX) {
+		for (int64_t r = lo; r < hi; r++)
+			for (int64_t j = 0; j < n; j++) q4_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, 0, nb);
+		return;
+	}
+	const int64_t jc = DX / nb < 256 ? DX / nb : 256;
+	for (int64_t j0 = 0; j0 < n; j0 += jc) {
+		const int64_t jn = n - j0 < jc ? n - j0 : jc;
+		for (int64_t j = 0; j < jn; j++)
+			for (int64_t b = 0; b < nb; b++) dx[j * nb + b] = f16_to_f32(ld16(act + (j0 + j) * arb + b * Q8_0_SIZE));
+		for (int64_t r = lo; r < hi; r++) {
+			int64_t j = 0;
+			for (; j + 4 <= jn; j += 4) q4_0_row(4, out + (j0 + j) * ldo + r, ldo, w + r * rb, act + (j0 + j) * arb, arb, dx + j * nb, nb);
+			const float *d = dx + j * nb;
+			float *o = out + (j0 + j) * ldo + r;
+			const uint8_t *a = act + (j0 + j) * arb;
+			switch (jn - j) {
+			case 3: q4_0_row(3, o, ldo, w + r * rb, a, arb, d, nb); break;
+			case 2: q4_0_row(2, o, ldo, w + r * rb, a, arb, d, nb); break;
+			case 1: q4_0_row(1, o, ldo, w + r * rb, a, arb, d, nb); break;
+			}
 		}
 	}
 #elif defined(DT_NEON)
