@@ -348,7 +348,7 @@ func TestMatMulChunks(t *testing.T) {
 	}
 	runMatMul(t, mmCase{quant.Q4_K, 17, 256 * 2, 0, 17}, []int{33}, 4)
 	runMatMul(t, mmCase{quant.Q4_0, 3, 32 * 4100, 0, 3}, []int{2}, 8) // more blocks than AVX2's table of activation scales
-	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5) // cols not a multiple of any vector width
+	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5)         // cols not a multiple of any vector width
 	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
 	// The i-quants' tiles (iqtile.h) hold the float sums of 64 activation
 	// rows at a time, and take them four at a time and then one by one.
