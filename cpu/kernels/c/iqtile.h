@@ -4,7 +4,8 @@
 // Their row kernel (iq.h) unpacks a super-block of a weight row (grid
 // entries, sign bytes, scales) and then takes each activation row in turn
 // with 256-bit multiplies that reduce horizontally: verifying 16 tokens
-// cost sixteen times decoding one, and prefill ran at half ik_llama.cpp's.
+// cost about sixteen times decoding one, and prefill ran far behind the
+// peers' (docs/measurements, "The i-quants' tiles").
 // Here the super-blocks of 16 weight rows are unpacked once into signed
 // bytes, moved 64 up (unsigned, for vpdpbusd; |value| ≤ 62), transposed
 // so that lane i is row i (transpose32), and every activation row then

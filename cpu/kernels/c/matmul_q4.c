@@ -47,7 +47,8 @@ TILE_FNS(q4_0_tile)
 // q4_0_row multiplies one weight row by NT activation rows; dx holds
 // their blocks' scales as floats (row j's at dx + j*nb), converted once
 // for all weight rows (converted here, block by block, where dx is 0:
-// they cost about a sixth of the row's instructions).
+// as many conversions as weight rows times blocks, a good part of the
+// row's instructions).
 DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         const float *dx, int64_t nb) {
 	__m256 acc[4];
