@@ -347,7 +347,9 @@ func TestMatMulChunks(t *testing.T) {
 		runMatMul(t, mmCase{t0, 19, 64, 0, 19}, []int{300}, 3)
 	}
 	runMatMul(t, mmCase{quant.Q4_K, 17, 256 * 2, 0, 17}, []int{33}, 4)
-	runMatMul(t, mmCase{quant.Q4_0, 3, 32 * 4100, 0, 3}, []int{2}, 8) // more blocks than AVX2's table of activation scales
+	for _, t0 := range []quant.Type{quant.Q8_0, quant.Q4_0} { // more blocks than AVX2's table of activation scales
+		runMatMul(t, mmCase{t0, 3, 32 * 4100, 0, 3}, []int{2}, 8)
+	}
 	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5)         // cols not a multiple of any vector width
 	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
 	// The i-quants' tiles (iqtile.h) hold the float sums of 64 activation

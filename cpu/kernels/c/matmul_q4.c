@@ -1,6 +1,7 @@
 // Q4_0 weights × Q8_0 activations. A Q4_0 block is an f16 scale and 16
 // bytes of nibbles: the low nibbles are values 0..15, the high ones 16..31,
 // each stored as q+8.
+#include "rows.h"
 #include "tile512.h"
 
 #if defined(DT_AVX512)
@@ -44,11 +45,8 @@ TILE_FNS(q4_0_tile)
 
 #elif defined(DT_AVX2)
 
-// q4_0_row multiplies one weight row by NT activation rows; dx holds
-// their blocks' scales as floats (row j's at dx + j*nb), converted once
-// for all weight rows (converted here, block by block, where dx is 0:
-// as many conversions as weight rows times blocks, a good part of the
-// row's instructions).
+// q4_0_row multiplies one weight row by NT activation rows (a dxrow_fn,
+// rows.h).
 DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         const float *dx, int64_t nb) {
 	__m256 acc[4];
@@ -74,6 +72,8 @@ DT_INLINE void q4_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
+
+DXROW_FNS(q4_0_row)
 
 #elif defined(DT_NEON)
 
@@ -141,34 +141,7 @@ DT_API void dt_matmul_q4_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #if defined(DT_AVX512)
 	q8a_matmul(q4_0_tile_tiles, 8, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #elif defined(DT_AVX2)
-	// Activation rows in chunks whose scales fit dx (rows of more blocks
-	// than it holds convert them in q4_0_row).
-	enum { DX = 4096 };
-	float dx[DX];
-	const int64_t nb = cols / QK;
-	if (nb > DX) {
-		for (int64_t r = lo; r < hi; r++)
-			for (int64_t j = 0; j < n; j++) q4_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, 0, nb);
-		return;
-	}
-	const int64_t jc = DX / nb < 256 ? DX / nb : 256;
-	for (int64_t j0 = 0; j0 < n; j0 += jc) {
-		const int64_t jn = n - j0 < jc ? n - j0 : jc;
-		for (int64_t j = 0; j < jn; j++)
-			for (int64_t b = 0; b < nb; b++) dx[j * nb + b] = f16_to_f32(ld16(act + (j0 + j) * arb + b * Q8_0_SIZE));
-		for (int64_t r = lo; r < hi; r++) {
-			int64_t j = 0;
-			for (; j + 4 <= jn; j += 4) q4_0_row(4, out + (j0 + j) * ldo + r, ldo, w + r * rb, act + (j0 + j) * arb, arb, dx + j * nb, nb);
-			const float *d = dx + j * nb;
-			float *o = out + (j0 + j) * ldo + r;
-			const uint8_t *a = act + (j0 + j) * arb;
-			switch (jn - j) {
-			case 3: q4_0_row(3, o, ldo, w + r * rb, a, arb, d, nb); break;
-			case 2: q4_0_row(2, o, ldo, w + r * rb, a, arb, d, nb); break;
-			case 1: q4_0_row(1, o, ldo, w + r * rb, a, arb, d, nb); break;
-			}
-		}
-	}
+	dx_rows_matmul(q4_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #elif defined(DT_NEON)
 	int64_t r = lo;
 	for (; r + 4 <= hi; r += 4)

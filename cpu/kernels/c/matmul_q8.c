@@ -1,5 +1,6 @@
 // Q8_0 weights × Q8_0 activations: per 32-value block an exact int8 dot,
 // scaled by both blocks' f16 scales.
+#include "rows.h"
 #include "tile512.h"
 
 #if defined(DT_AVX512)
@@ -35,7 +36,7 @@ TILE_FNS(q8_0_tile)
 // loads are shared; the sign trick makes maddubs (unsigned × signed) exact
 // for signed × signed, as in ggml.
 DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
-                        int64_t nb) {
+                        const float *dx, int64_t nb) {
 	__m256 acc[4];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -50,12 +51,15 @@ DT_INLINE void q8_0_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			const uint8_t *xb = act + j * arb + b * Q8_0_SIZE;
 			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb + 2)), qw);
 			__m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16_to_f32(ld16(xb))), _mm256_cvtepi32_ps(dot), acc[j]);
+			const float dxj = dx ? dx[j * nb + b] : f16_to_f32(ld16(xb));
+			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dxj), _mm256_cvtepi32_ps(dot), acc[j]);
 		}
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]);
 }
+
+DXROW_FNS(q8_0_row)
 
 #elif defined(DT_NEON)
 
@@ -115,15 +119,7 @@ DT_API void dt_matmul_q8_0(float *out, int64_t ldo, const uint8_t *w, int64_t rb
 #if defined(DT_AVX512)
 	q8a_matmul(q8_0_tile_tiles, 128, out, ldo, w, rb, lo, hi, act, arb, n, cols);
 #elif defined(DT_AVX2)
-	for (int64_t r = lo; r < hi; r++) {
-		int64_t j = 0;
-		for (; j + 4 <= n; j += 4) q8_0_row(4, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK);
-		switch (n - j) {
-		case 3: q8_0_row(3, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
-		case 2: q8_0_row(2, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
-		case 1: q8_0_row(1, out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, cols / QK); break;
-		}
-	}
+	dx_rows_matmul(q8_0_rows, out, ldo, w, rb, lo, hi, act, arb, n, cols / QK);
 #elif defined(DT_NEON)
 	int64_t r = lo;
 	for (; r + 4 <= hi; r += 4)
