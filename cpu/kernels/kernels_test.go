@@ -350,7 +350,7 @@ func TestMatMulChunks(t *testing.T) {
 	for _, t0 := range []quant.Type{quant.Q8_0, quant.Q4_0} { // more blocks than AVX2's table of activation scales
 		runMatMul(t, mmCase{t0, 3, 32 * 4100, 0, 3}, []int{2}, 8)
 	}
-	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5)         // cols not a multiple of any vector width
+	runMatMul(t, mmCase{quant.F16, 9, 19, 0, 9}, []int{5}, 5) // cols not a multiple of any vector width
 	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
 	// The i-quants' tiles (iqtile.h) hold the float sums of 64 activation
 	// rows at a time, and take them four at a time and then one by one.
