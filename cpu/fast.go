@@ -108,13 +108,16 @@ func (f *Fast) pack() {
 	f.pool.For(len(ts), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t := ts[i]
-			ps[i] = f.K.Pack(t.Type, t.Data, t.RowBytes, t.Rows, t.Cols)
 			// The forward pass reads the copy only, so the file's pages
 			// need not stay in memory beside it (unless the matrix doubles
-			// as the token embedding, whose rows are still read).
-			if ps[i] != nil && t != f.M.TokenEmbd && f.M.File != nil {
-				f.M.File.Evict(t.Data)
+			// as the token embedding, whose rows are still read): each
+			// piece is evicted once copied, so that a large matrix is not
+			// resident twice while it packs.
+			var done func(lo, hi int)
+			if t != f.M.TokenEmbd && f.M.File != nil {
+				done = func(lo, hi int) { f.M.File.Evict(t.Data[lo*t.RowBytes : min(hi*t.RowBytes, len(t.Data))]) }
 			}
+			ps[i] = f.K.PackEach(t.Type, t.Data, t.RowBytes, t.Rows, t.Cols, done)
 		}
 	})
 	for i, p := range ps {

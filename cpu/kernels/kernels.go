@@ -116,9 +116,13 @@ type Set struct {
 	PackRows int
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies
-	// type t from the GGUF layout; then use MatMul. Q8_0 and Q4_0 pack at
-	// AVX-512.
+	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q5_0, Q2_K
+	// to Q6_K and IQ4_XS pack at AVX-512.
 	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
+	// PackEach is Pack calling done(lo, hi) as soon as rows [lo, hi) of w
+	// are packed (a few MB at a time), so that a caller can release those
+	// rows while the rest are copied.
+	PackEach func(t quant.Type, w []byte, rowBytes, rows, cols int, done func(lo, hi int)) *Packed
 	// MatMulPacked is MatMul over a packed matrix: the same results, bit
 	// for bit the same whatever n is. lo must be a multiple of PackRows and
 	// hi a multiple of it or p.Rows, so split work between workers by

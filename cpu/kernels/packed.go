@@ -142,6 +142,11 @@ func (t *Threads) Close() {
 	}
 }
 
+// packChunkBytes is about how much of a matrix PackEach packs before it
+// reports those rows done: what packing holds twice (the file's rows and
+// their copy) at a time.
+const packChunkBytes = 4 << 20
+
 // maxPackedQ8Blocks is the widest Q8_0, Q4_0 or Q5_0 row, in blocks, whose
 // products packed.c's activation tables hold (a whole row of blocks for at
 // least one activation row; its stack fallback has 8192 entries): wider
@@ -161,6 +166,9 @@ func (s *Set) setPacking(pi packImpl) {
 		return &Threads{n: n, layout: pi.layout, im: im}
 	}
 	s.Pack = func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed {
+		return s.PackEach(t, w, rowBytes, rows, cols, nil)
+	}
+	s.PackEach = func(t quant.Type, w []byte, rowBytes, rows, cols int, done func(lo, hi int)) *Packed {
 		bb := packedBlockBytes(t)
 		if pi.rows == 0 || bb == 0 {
 			return nil
@@ -175,7 +183,16 @@ func (s *Set) setPacking(pi packImpl) {
 		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, ab), ab, 1, cols)
 		groups := (rows + pi.rows - 1) / pi.rows
 		p := &Packed{Type: t, Rows: rows, Cols: cols, layout: pi.layout, data: make([]byte, groups*cols/32*bb)}
-		pi.pack(t, p.data, w, rowBytes, rows, cols)
+		// Row groups in chunks of about packChunkBytes of w.
+		groupBytes := cols / 32 * bb
+		step := max(1, packChunkBytes/groupBytes) * pi.rows
+		for lo := 0; lo < rows; lo += step {
+			hi := min(lo+step, rows)
+			pi.pack(t, p.data[lo/pi.rows*groupBytes:], w[lo*rowBytes:], rowBytes, hi-lo, cols)
+			if done != nil {
+				done(lo, hi)
+			}
+		}
 		return p
 	}
 	s.MatMulPacked = func(out []float32, ldo int, p *Packed, lo, hi int, act []byte, actRowBytes, n int) {

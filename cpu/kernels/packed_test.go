@@ -325,3 +325,45 @@ func TestPackTooWide(t *testing.T) {
 		}
 	}
 }
+
+// TestPackEach packs a matrix larger than a packing chunk: done reports
+// every row once, in order, in more than one piece, and the product over
+// the packed matrix is the reference's.
+func TestPackEach(t *testing.T) {
+	const rows, cols = 2000, 32 * 130 // about 4.7 MB of Q4_0: two chunks
+	typ := quant.Q4_0
+	r := rand.New(rand.NewPCG(7, 8))
+	rb, _ := typ.RowSize(cols)
+	w := make([]byte, rows*rb)
+	randWeights(r, typ, rows, cols, rb, w, false)
+	asz, _ := ActivationType(typ).RowSize(cols)
+	act := make([]byte, asz)
+	randActs(r, typ, 1, cols, asz, act)
+	want := make([]float32, rows)
+	goSet.MatMul(typ, want, rows, w, rb, 0, rows, act, asz, 1, cols)
+	for _, s := range packingSets(t) {
+		var pieces [][2]int
+		pk := s.PackEach(typ, w, rb, rows, cols, func(lo, hi int) { pieces = append(pieces, [2]int{lo, hi}) })
+		if len(pieces) < 2 {
+			t.Fatalf("%s: %d pieces, want the matrix packed in several", s.Name, len(pieces))
+		}
+		next := 0
+		for _, p := range pieces {
+			if p[0] != next || p[1] <= p[0] || p[0]%s.PackRows != 0 {
+				t.Fatalf("%s: pieces %v: not consecutive row groups", s.Name, pieces)
+			}
+			next = p[1]
+		}
+		if next != rows {
+			t.Fatalf("%s: pieces %v end at row %d of %d", s.Name, pieces, next, rows)
+		}
+		got := make([]float32, rows)
+		s.MatMulPacked(got, rows, pk, 0, rows, act, asz, 1)
+		for i := range got {
+			mag := magnitude(typ, w[i*rb:], act, cols)
+			if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tolerance(typ, cols, mag)) {
+				t.Fatalf("%s: row %d: got %g, want %g", s.Name, i, got[i], want[i])
+			}
+		}
+	}
+}
