@@ -427,15 +427,13 @@ DT_INLINE void q4_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 
 DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                         int64_t nb) {
-	__m256 acc[4];
-	float accm[4] = {0};
+	__m256 acc[4], accm[4];
 	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps(), accm[j] = _mm256_setzero_ps();
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = w + b * Q6_K_SIZE;
 		const float d = f16_to_f32(ld16(wb + 208));
-		const int8_t *sc = (const int8_t *)(wb + 192);
 		__m256i q[8], scv[8];
 		for (int h = 0; h < 2; h++) {
 			const __m256i a = _mm256_loadu_si256((const __m256i *)(wb + 64 * h));
@@ -447,13 +445,15 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
 			                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 		}
-		#pragma GCC unroll 16
-		for (int i = 0; i < 8; i++) // quarter i covers sub-blocks 2i and 2i+1
-			scv[i] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * i + 1]), _mm_set1_epi16(sc[2 * i]));
-		int16_t sc16[16];
-		#pragma GCC unroll 16
-		for (int i = 0; i < 16; i++) sc16[i] = sc[i];
-		const __m256i scw = _mm256_loadu_si256((const __m256i *)sc16);
+		// The 16 int8 scales: quarter i's pair (2i, 2i+1) as 8 + 8 16-bit
+		// lanes, by a shuffle each (ggml's get_scale_shuffle); all 16 for
+		// the offsets' sums.
+		const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + 192));
+		#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++)
+			scv[i] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_set_epi64x((int64_t)(0x0101010101010101ull * (2 * i + 1)),
+			                                                                  (int64_t)(0x0101010101010101ull * (2 * i)))));
+		const __m256i scw = _mm256_cvtepi8_epi16(sc);
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			const uint8_t *y = act + j * arb + b * Q8_K_SIZE;
@@ -463,17 +463,14 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 				__m256i pr = _mm256_maddubs_epi16(q[i], _mm256_loadu_si256((const __m256i *)(y + 4 + 32 * i)));
 				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pr, scv[i]));
 			}
-			__m256i ci = _mm256_madd_epi16(scw, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
-			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(ci), _mm256_extracti128_si256(ci, 1));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+			const __m256i ci = _mm256_madd_epi16(scw, _mm256_loadu_si256((const __m256i *)(y + 4 + QKK)));
 			const float dd = d * ldf(y);
 			acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc[j]);
-			accm[j] += dd * 32 * (float)_mm_cvtsi128_si32(h);
+			accm[j] = _mm256_fmadd_ps(_mm256_set1_ps(dd * 32), _mm256_cvtepi32_ps(ci), accm[j]);
 		}
 	}
 	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - accm[j];
+	for (int j = 0; j < NT; j++) out[j * ldo] = hsum256(acc[j]) - hsum256(accm[j]);
 }
 
 ROW_FNS(q4_k_row)
