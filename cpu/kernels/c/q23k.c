@@ -84,6 +84,16 @@ DT_INLINE void q3_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 		const uint8_t *wb = w + b * Q3_K_SIZE;
 		const float d = f16_to_f32(ld16(wb + 108));
 		const __m256i hm = _mm256_loadu_si256((const __m256i *)wb);
+		// The 16 6-bit scales less 32 as bytes at once (ggml's kmask
+		// shuffle, q3k_scale's values), then a pair per 32 values.
+		uint32_t aux[3];
+		memcpy(aux, wb + 96, 12);
+		const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f;
+		const __m128i sc8 = _mm_sub_epi8(_mm_set_epi32((int)(((aux[1] >> 4) & k2) | (((aux[2] >> 6) & k1) << 4)),
+		                                               (int)(((aux[0] >> 4) & k2) | (((aux[2] >> 4) & k1) << 4)),
+		                                               (int)((aux[1] & k2) | (((aux[2] >> 2) & k1) << 4)),
+		                                               (int)((aux[0] & k2) | ((aux[2] & k1) << 4))),
+		                                 _mm_set1_epi8(32));
 		// The 3-bit values (-4..3) as |v| and v, and their scales.
 		__m256i q[8], aq[8], sc[8];
 		#pragma GCC unroll 2
@@ -96,7 +106,8 @@ DT_INLINE void q3_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 				const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), zero);
 				q[s] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3), _mm256_and_si256(clear, four));
 				aq[s] = _mm256_sign_epi8(q[s], q[s]);
-				sc[s] = pair16(q3k_scale(wb + 96, 2 * s), q3k_scale(wb + 96, 2 * s + 1));
+				sc[s] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_set_epi64x((int64_t)(0x0101010101010101ull * (2 * s + 1)),
+				                                                                   (int64_t)(0x0101010101010101ull * (2 * s)))));
 			}
 		}
 		#pragma GCC unroll 4
