@@ -10,36 +10,15 @@ import (
 
 // MeasureBandwidth estimates memory bandwidth in GB/s, counted as STREAM's
 // copy counts it (bytes read plus bytes written), with threads goroutines
-// each copying its own 64 MiB, which no cache holds. The best of reps
-// passes is reported, since a shared machine only ever slows a pass down.
+// each copying its own 64 MiB, which no cache holds.
 func MeasureBandwidth(threads, reps int) float64 {
 	const size = 64 << 20
-	src := make([][]byte, threads)
-	dst := make([][]byte, threads)
-	for i := range src {
-		src[i] = make([]byte, size)
-		dst[i] = make([]byte, size)
-		for j := 0; j < size; j += 4096 {
-			src[i][j] = byte(j) // touch every page
-			dst[i][j] = 1
-		}
-	}
-	best := 0.0
-	for r := 0; r < reps; r++ {
-		var wg sync.WaitGroup
-		start := time.Now()
+	src, dst := touchedBuffers(threads, size), touchedBuffers(threads, size)
+	return bestPass(reps, 2*size*threads, func(wg *sync.WaitGroup) {
 		for i := range src {
-			wg.Add(1)
-			go func() {
-				copy(dst[i], src[i])
-				wg.Done()
-			}()
+			wg.Go(func() { copy(dst[i], src[i]) })
 		}
-		wg.Wait()
-		gbs := float64(2*size*threads) / time.Since(start).Seconds() / 1e9
-		best = max(best, gbs)
-	}
-	return best
+	})
 }
 
 // MeasureReadBandwidth estimates how fast threads goroutines read memory,
@@ -47,26 +26,41 @@ func MeasureBandwidth(threads, reps int) float64 {
 // loads (kernels.Set.StreamRead): what decoding does to the weights, so
 // the bandwidth its roofline is taken from. (Counted as STREAM's copy
 // counts, MeasureBandwidth, a machine can give far more than reads alone:
-// docs/measurements, "The roofline of decoding".) The best of reps
-// passes is reported.
+// docs/measurements, "The roofline of decoding".)
 func MeasureReadBandwidth(k *kernels.Set, threads, reps int) float64 {
 	const size = 128 << 20
-	bufs := make([][]byte, threads)
-	for i := range bufs {
-		bufs[i] = make([]byte, size)
-		for j := 0; j < size; j += 4096 {
-			bufs[i][j] = byte(j >> 12) // touch every page
-		}
-	}
-	best := 0.0
-	for range reps {
-		var wg sync.WaitGroup
-		start := time.Now()
+	bufs := touchedBuffers(threads, size)
+	return bestPass(reps, size*threads, func(wg *sync.WaitGroup) {
 		for _, b := range bufs {
 			wg.Go(func() { k.StreamRead(b) })
 		}
+	})
+}
+
+// touchedBuffers makes n buffers of size bytes with every page touched, so
+// that no pass pays for the first touch.
+func touchedBuffers(n, size int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+		for j := 0; j < size; j += 4096 {
+			bufs[i][j] = byte(j>>12) | 1
+		}
+	}
+	return bufs
+}
+
+// bestPass times reps passes of start (which starts its goroutines on wg)
+// moving bytes each and returns the best rate in GB/s: a shared machine
+// only ever slows a pass down.
+func bestPass(reps, bytes int, start func(wg *sync.WaitGroup)) float64 {
+	best := 0.0
+	for range reps {
+		var wg sync.WaitGroup
+		t := time.Now()
+		start(&wg)
 		wg.Wait()
-		best = max(best, float64(size*threads)/time.Since(start).Seconds()/1e9)
+		best = max(best, float64(bytes)/time.Since(t).Seconds()/1e9)
 	}
 	return best
 }

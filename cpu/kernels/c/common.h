@@ -86,6 +86,13 @@ DT_INLINE void k4_scales(const uint8_t *q, __m128i *sc, __m256i *mins) {
 	*mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
 }
 
+// i8_pair16 gives the int8 scales 2i and 2i+1 of sc as 8 + 8 16-bit lanes
+// (ggml's get_scale_shuffle), for madd over 32 values with a scale per 16.
+DT_INLINE __m256i i8_pair16(__m128i sc, int i) {
+	return _mm256_cvtepi8_epi16(
+	    _mm_shuffle_epi8(sc, _mm_set_epi64x((int64_t)(0x0101010101010101ull * (2 * i + 1)), (int64_t)(0x0101010101010101ull * (2 * i)))));
+}
+
 // k4_scale_lanes puts scale s of k4_scales' sc in every 16-bit lane of
 // scale[s], for madd.
 DT_INLINE void k4_scale_lanes(__m128i sc, __m256i scale[8]) {

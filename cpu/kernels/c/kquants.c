@@ -445,14 +445,11 @@ DT_INLINE void q6_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 			q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
 			                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 		}
-		// The 16 int8 scales: quarter i's pair (2i, 2i+1) as 8 + 8 16-bit
-		// lanes, by a shuffle each (ggml's get_scale_shuffle); all 16 for
-		// the offsets' sums.
+		// The 16 int8 scales: quarter i's pair (2i, 2i+1) by a shuffle
+		// each; all 16 for the offsets' sums.
 		const __m128i sc = _mm_loadu_si128((const __m128i *)(wb + 192));
 		#pragma GCC unroll 8
-		for (int i = 0; i < 8; i++)
-			scv[i] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_set_epi64x((int64_t)(0x0101010101010101ull * (2 * i + 1)),
-			                                                                  (int64_t)(0x0101010101010101ull * (2 * i)))));
+		for (int i = 0; i < 8; i++) scv[i] = i8_pair16(sc, i);
 		const __m256i scw = _mm256_cvtepi8_epi16(sc);
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {

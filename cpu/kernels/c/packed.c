@@ -72,26 +72,40 @@ DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, in
 
 #if defined(DT_AVX512)
 
-// pk_pack packs a Q8_0 (type 0), Q4_0 (1) or Q5_0 (PK_TYPE_Q5_0) matrix:
-// per row group and block the 16 rows' scales, then their values
-// transposed into lanes (and Q5_0's qh, a u32 a lane).
-static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	// Past the last row, zero blocks: scale 0, so their lanes compute 0
-	// (a Q4_0 zero row's nibbles are 8, q = 0: its block dot is the
-	// correction alone).
+// pk_kind is what the products over Q8_0 activations need of their
+// weight type (pk_args.type 0: Q8_0, 1: Q4_0, PK_TYPE_Q5_0): a GGUF
+// block's bytes, a packed group's block's, what the unsigned weights are
+// offset by, and a block standing for the rows past the last (scale 0,
+// so their lanes compute 0; a Q4_0 zero row's nibbles are 8, q = 0, so
+// its block dot is the correction alone).
+typedef struct {
+	int64_t block, packed;
+	int32_t off;
+	const uint8_t *zero;
+} pk_kind;
+
+static const pk_kind *pk_kind_of(int64_t type) {
 	static const uint8_t zero8[Q8_0_SIZE], zero5[Q5_0_BYTES];
 	static const uint8_t zero4[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
 	                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
-	const int64_t bs = type == 0 ? Q8_0_SIZE : type == 1 ? Q4_0_SIZE : Q5_0_BYTES;
-	const int64_t pb = type == 0 ? PK_Q8_0 : type == 1 ? PK_Q4_0 : PK_Q5_0;
-	const uint8_t *zero = type == 0 ? zero8 : type == 1 ? zero4 : zero5;
+	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, 128, zero8}, q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4},
+	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5};
+	return type == 0 ? &q8 : type == 1 ? &q4 : &q5;
+}
+
+// pk_pack packs a Q8_0, Q4_0 or Q5_0 matrix (pk_kind_of's type): per row
+// group and block the 16 rows' scales, then their values transposed into
+// lanes (and Q5_0's qh, a u32 a lane).
+static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+	const pk_kind *kind = pk_kind_of(type);
+	const int64_t bs = kind->block, pb = kind->packed;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
 			uint8_t *d = dst + (g * nb + b) * pb;
 			const uint8_t *x[PK_ROWS];
 			for (int i = 0; i < PK_ROWS; i++) {
-				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * bs, zero);
+				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * bs, kind->zero);
 				memcpy(d + 2 * i, x[i], 2);
 			}
 			__m512i W[8];
@@ -397,7 +411,7 @@ static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *
 	pk_chunk(a, tab_entries, c, &jb, &jn);
 	const int64_t nb = a->cols / QK;
 	q8a *tab = scratch;
-	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, a->type == 0 ? 128 : a->type == PK_TYPE_Q5_0 ? 16 : 8);
+	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, pk_kind_of(a->type)->off);
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
 		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
@@ -427,9 +441,9 @@ void pk_end(const pk_args *a) {
 static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
 	pk_chunk(a, tab_entries, c, &jb, &jn);
-	const int q4 = a->type == 1, q5 = a->type == PK_TYPE_Q5_0, use_amx = pk_amx(a);
-	const int64_t PB = q5 ? PK_Q5_0 : q4 ? PK_Q4_0 : PK_Q8_0, nb = a->cols / QK;
-	pk_fn const *fns = q5 ? pq5_0_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
+	const int q4 = a->type == 1, use_amx = pk_amx(a);
+	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
+	pk_fn const *fns = a->type == PK_TYPE_Q5_0 ? pq5_0_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
 	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
 	const q8a *tab = scratch;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;

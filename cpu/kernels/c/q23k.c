@@ -106,8 +106,7 @@ DT_INLINE void q3_k_row(const int NT, float *out, int64_t ldo, const uint8_t *w,
 				const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), zero);
 				q[s] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 2 * k), m3), _mm256_and_si256(clear, four));
 				aq[s] = _mm256_sign_epi8(q[s], q[s]);
-				sc[s] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_set_epi64x((int64_t)(0x0101010101010101ull * (2 * s + 1)),
-				                                                                   (int64_t)(0x0101010101010101ull * (2 * s)))));
+				sc[s] = i8_pair16(sc8, s);
 			}
 		}
 		#pragma GCC unroll 4

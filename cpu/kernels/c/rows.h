@@ -57,24 +57,17 @@ typedef void (*dxrow_fn)(float *out, int64_t ldo, const uint8_t *w, const uint8_
 __attribute__((unused)) static void dx_rows_matmul(dxrow_fn const rows[5], float *out, int64_t ldo, const uint8_t *w,
                                                    int64_t rb, int64_t lo, int64_t hi, const uint8_t *act, int64_t arb,
                                                    int64_t n, int64_t nb) {
-	if (nb > DX_MAX) {
-		for (int64_t r = lo; r < hi; r++)
-			for (int64_t j = 0; j < n; j += 4) {
-				const int nt = n - j < 4 ? (int)(n - j) : 4;
-				rows[nt](out + j * ldo + r, ldo, w + r * rb, act + j * arb, arb, 0, nb);
-			}
-		return;
-	}
-	float dx[DX_MAX];
-	const int64_t jc = DX_MAX / nb < 256 ? DX_MAX / nb : 256;
+	float tab[DX_MAX];
+	const int fits = nb <= DX_MAX;
+	const int64_t jc = !fits ? n : DX_MAX / nb < 256 ? DX_MAX / nb : 256;
 	for (int64_t j0 = 0; j0 < n; j0 += jc) {
 		const int64_t jn = n - j0 < jc ? n - j0 : jc;
-		for (int64_t j = 0; j < jn; j++)
-			for (int64_t b = 0; b < nb; b++) dx[j * nb + b] = f16_to_f32(ld16(act + (j0 + j) * arb + b * Q8_0_SIZE));
+		for (int64_t j = 0; fits && j < jn; j++)
+			for (int64_t b = 0; b < nb; b++) tab[j * nb + b] = f16_to_f32(ld16(act + (j0 + j) * arb + b * Q8_0_SIZE));
 		for (int64_t r = lo; r < hi; r++)
 			for (int64_t j = 0; j < jn; j += 4) {
 				const int nt = jn - j < 4 ? (int)(jn - j) : 4;
-				rows[nt](out + (j0 + j) * ldo + r, ldo, w + r * rb, act + (j0 + j) * arb, arb, dx + j * nb, nb);
+				rows[nt](out + (j0 + j) * ldo + r, ldo, w + r * rb, act + (j0 + j) * arb, arb, fits ? tab + j * nb : 0, nb);
 			}
 	}
 }
