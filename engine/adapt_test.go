@@ -40,10 +40,7 @@ func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg gpu.
 	}
 	d.Init(3)
 	live := gpu.NewLive(d, 0)
-	l, err := gpu.NewLearner(live, gpu.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := gpu.NewLearner(live, gpu.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
 	a, err := engine.NewAdapter(l, m.Config.Hidden, cfg, nil)
 	if err != nil {
 		t.Fatal(err)

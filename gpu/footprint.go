@@ -48,9 +48,7 @@ func Measure(c draft.Config, m *models.Llama, onGPU bool, ctx, sequences int, l 
 	live.DropFloat()
 	var lr *Learner
 	if l != nil {
-		if lr, err = NewLearner(live, td, l.Config, l.MaxRows, l.MaxLen, l.EvalDepth); err != nil {
-			return Footprint{}, err
-		}
+		lr = NewLearner(live, td, l.Config, l.MaxRows, l.MaxLen, l.EvalDepth)
 	}
 	for range sequences {
 		live.NewSequence(ctx)

@@ -11,8 +11,15 @@ import (
 // is compared with the weights in use on held-out windows; the adaptation
 // loop publishes it when it is better. It implements engine.Learner
 // (without importing engine). One goroutine uses it at a time.
+//
+// Its drafts and trainers take more memory than the live draft (the
+// shadow and the kept version in float32, gradients, AdamW moments), and a
+// session may never have enough text to train on: they are made on the
+// first call that needs them, not by NewLearner.
 type Learner struct {
-	live    *Live
+	live *Live
+	make func() error // sets the fields below up; nil once done
+
 	shadow  *Draft // trains
 	base    *Draft // the last version the learner kept, on the shadow's device
 	baseVer int
@@ -25,34 +32,69 @@ type Learner struct {
 // be the live draft's device): training by cfg on batches of at most
 // maxRows positions in windows of at most maxLen, scoring chains of
 // evalDepth draft steps. cfg.AnchorWeight > 0 holds the shadow to the
-// last kept version (per-request adaptation).
-func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) (_ *Learner, err error) {
+// last kept version (per-request adaptation). It allocates nothing on dev
+// until the learner is first used (see Learner); an error setting it up
+// then comes back from that call.
+func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) *Learner {
+	l := &Learner{live: live, baseVer: live.Version()}
+	l.make = func() error { return l.setUp(dev, cfg, maxRows, maxLen, evalDepth) }
+	return l
+}
+
+// setUp snapshots the live draft's newest version as the shadow and the
+// kept version, with their trainer and scorer.
+func (l *Learner) setUp(dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) (err error) {
 	defer catchDevice(&err)
-	shadow, ver, err := live.Snapshot(dev)
+	shadow, ver, err := l.live.Snapshot(dev)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	base, err := shadow.Clone(dev)
 	if err != nil {
-		return nil, err
+		shadow.Free()
+		return err
 	}
-	l := &Learner{live: live, shadow: shadow, base: base, baseVer: ver}
-	if l.tr, err = NewTrainer(shadow, cfg, maxRows, maxLen); err != nil {
-		return nil, err
+	tr, err := NewTrainer(shadow, cfg, maxRows, maxLen)
+	if err == nil && cfg.AnchorWeight > 0 {
+		err = tr.SetAnchor(base)
 	}
-	if cfg.AnchorWeight > 0 {
-		if err := l.tr.SetAnchor(base); err != nil {
-			return nil, err
+	var ev *Trainer
+	if err == nil {
+		ev, err = NewScorer(tr, max(1, evalDepth))
+	}
+	if err != nil {
+		if tr != nil {
+			tr.Free()
 		}
+		base.Free()
+		shadow.Free()
+		return err
 	}
-	if l.ev, err = NewScorer(l.tr, max(1, evalDepth)); err != nil {
-		return nil, err
-	}
-	return l, nil
+	l.shadow, l.base, l.baseVer, l.tr, l.ev = shadow, base, ver, tr, ev
+	return nil
 }
+
+// ready sets the learner up if it is not yet.
+func (l *Learner) ready() error {
+	if l.make == nil {
+		return nil
+	}
+	if err := l.make(); err != nil {
+		return fmt.Errorf("set up the draft's trainer: %w", err)
+	}
+	l.make = nil
+	return nil
+}
+
+// SetUp reports whether the learner's drafts and trainers exist (it has
+// been used).
+func (l *Learner) SetUp() bool { return l.make == nil }
 
 // Free releases the learner's drafts and buffers (not the live draft).
 func (l *Learner) Free() {
+	if l.make != nil {
+		return
+	}
 	l.ev.Free()
 	l.tr.Free()
 	l.shadow.Free()
@@ -69,12 +111,18 @@ func score(m Metrics) draft.Score {
 
 // Train runs one optimizer step of the shadow on ws.
 func (l *Learner) Train(ws []draft.Window) (draft.Score, error) {
+	if err := l.ready(); err != nil {
+		return draft.Score{}, err
+	}
 	m, err := l.tr.Step(ws)
 	return score(m), err
 }
 
 // Compare scores the shadow and the last kept version on held-out ws.
 func (l *Learner) Compare(ws []draft.Window) (shadow, kept draft.Score, err error) {
+	if err := l.ready(); err != nil {
+		return shadow, kept, err
+	}
 	ms, err := l.ev.Eval(ws)
 	if err != nil {
 		return shadow, kept, err
@@ -88,6 +136,9 @@ func (l *Learner) Compare(ws []draft.Window) (shadow, kept draft.Score, err erro
 // and anchors to; without it (per-request adaptation) they are a trial
 // that Restore takes back.
 func (l *Learner) Publish(keep bool) (int, error) {
+	if err := l.ready(); err != nil {
+		return 0, err
+	}
 	v, err := l.live.Publish(l.shadow)
 	if err != nil {
 		return 0, err
@@ -105,6 +156,9 @@ func (l *Learner) Publish(keep bool) (int, error) {
 // Restore sets the shadow back to the kept version and, when the live
 // draft runs something else, publishes the kept weights again.
 func (l *Learner) Restore() error {
+	if l.make != nil {
+		return nil // nothing trained: the shadow would be the kept version
+	}
 	if err := l.shadow.CopyWeights(l.base); err != nil {
 		return err
 	}
@@ -125,6 +179,10 @@ func (l *Learner) Restore() error {
 func (l *Learner) Version() int { return l.baseVer }
 
 // Checkpoint copies the kept version to the host as a checkpoint.
-func (l *Learner) Checkpoint(fingerprint, targetName string) *draft.Checkpoint {
-	return l.base.Checkpoint(fingerprint, targetName)
+// Before the learner is set up that is the live draft's newest version.
+func (l *Learner) Checkpoint(fingerprint, targetName string) (*draft.Checkpoint, error) {
+	if err := l.ready(); err != nil {
+		return nil, err
+	}
+	return l.base.Checkpoint(fingerprint, targetName), nil
 }

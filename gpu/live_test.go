@@ -84,10 +84,7 @@ func TestLearner(t *testing.T) {
 	start := weights(live.cur.Load().d)
 	cfg := DefaultTrainConfig()
 	cfg.Warmup, cfg.LR = 0, 1e-2
-	l, err := NewLearner(live, newHost[float32](1), cfg, 32, 8, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := NewLearner(live, newHost[float32](1), cfg, 32, 8, 3)
 	defer l.Free()
 	rng := rand.New(rand.NewPCG(2, 2))
 	ws := []Window{randWindow(rng, 8, 8, 16, 0.5), randWindow(rng, 8, 8, 16, 0.5)}

@@ -113,9 +113,10 @@ func measureMatchesHost(t *testing.T) {
 		live := NewLive(d, 0)
 		s1, s2 := live.NewSequence(100), live.NewSequence(100)
 		live.DropFloat()
-		lr, err := NewLearner(live, td, learn.Config, learn.MaxRows, learn.MaxLen, learn.EvalDepth)
-		if err != nil {
-			t.Fatal(err)
+		lr := NewLearner(live, td, learn.Config, learn.MaxRows, learn.MaxLen, learn.EvalDepth)
+		// Nothing is on the training device before the learner is used.
+		if td.Held() != 0 || lr.SetUp() {
+			t.Errorf("%s: a learner not yet used holds %d bytes (set up: %v)", name, td.Held(), lr.SetUp())
 		}
 		if _, err := lr.Publish(true); err != nil {
 			t.Fatal(err)

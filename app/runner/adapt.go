@@ -105,10 +105,9 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	// exactly those), so the freed memory serves the learner.
 	ad.live.DropFloat()
 	runtime.GC()
-	if ad.learner, err = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth); err != nil {
-		ad.live.Close()
-		return nil, err
-	}
+	// The learner sets its shadow and trainer up when the first training
+	// run starts: a session may never have enough text for one.
+	ad.learner = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth)
 	if ad.adapter, err = engine.NewAdapter(ad.learner, d.C.Hidden, c, ad.published); err != nil {
 		ad.learner.Free()
 		ad.live.Close()
@@ -257,7 +256,10 @@ func (a *adaptive) saveDraft() error {
 		}
 		a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s.corrupt", path, path)})
 	}
-	ck := a.learner.Checkpoint(a.fp, a.targetName)
+	ck, err := a.learner.Checkpoint(a.fp, a.targetName)
+	if err != nil {
+		return fmt.Errorf("adapted draft not saved: %w", err)
+	}
 	st := a.adapter.Stats()
 	ck.Meta[store.MetaVersion] = strconv.Itoa(v)
 	ck.Meta[store.MetaTauHistory] = store.FormatFloats(st.TauHistory)

@@ -72,13 +72,20 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 		t.Fatalf("the next runner drafts with %q", info.Name)
 	}
 	a := r2.draft.adaptive
+	// Nothing is learned before a request: no shadow, no trainer yet.
+	if a.learner.SetUp() {
+		t.Error("the learner was set up before there was anything to learn")
+	}
 	if !bytes.Equal(a.adapter.Memory().Marshal(m.Name), saved) {
 		t.Fatal("the text memory did not come back")
 	}
 	if v := adaptVersion(t, r2); v != version {
 		t.Fatalf("reloaded draft is version %d, saved %d", v, version)
 	}
-	again := a.learner.Checkpoint(ck.Fingerprint, ck.TargetName)
+	again, err := a.learner.Checkpoint(ck.Fingerprint, ck.TargetName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, v := range ck.Tensors {
 		if !slices.Equal(again.Tensors[name], v) {
 			t.Fatalf("tensor %s differs after the round trip", name)
