@@ -100,7 +100,7 @@ func benchMatMul(b *testing.B, s *Set, t quant.Type, sh benchShape, n int) {
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 20x ./cpu/kernels/
 func BenchmarkMatMulPacked(b *testing.B) {
-	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS} {
+	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS} {
 		for _, s := range sets(b) {
 			if s.PackRows == 0 {
 				continue
@@ -111,6 +111,9 @@ func BenchmarkMatMulPacked(b *testing.B) {
 				pks := make([]*Packed, len(ws))
 				for i, w := range ws {
 					pks[i] = s.Pack(t, w, wsz, sh.rows, sh.cols)
+				}
+				if pks[0] == nil {
+					continue // a k-quant, below AVX-512
 				}
 				th := s.NewThreads(2)
 				for _, n := range []int{1, 16, 64} {

@@ -112,12 +112,12 @@ type Set struct {
 	MatMul func(t quant.Type, out []float32, ldo int, w []byte, rowBytes int, lo, hi int, act []byte, actRowBytes int, n int, cols int)
 
 	// PackRows is the row group of this level's packed layout (16 at
-	// AVX-512), 0 where nothing is packed.
+	// AVX-512, 8 at AVX2), 0 where nothing is packed.
 	PackRows int
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies
 	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q5_0, Q2_K
-	// to Q6_K and IQ4_XS pack at AVX-512.
+	// to Q6_K and IQ4_XS pack at AVX-512; Q8_0, Q4_0 and Q5_0 at AVX2.
 	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
 	// PackEach is Pack calling done(lo, hi) as soon as rows [lo, hi) of w
 	// are packed (a few MB at a time), so that a caller can release those

@@ -25,19 +25,9 @@ type Packed struct {
 func (p *Packed) Bytes() int { return len(p.data) }
 
 // packedBlockBytes is the packed size of one block of 32 columns of a
-// 16-row group, or 0 for types that are not packed.
-func packedBlockBytes(t quant.Type) int {
-	switch t {
-	case quant.Q8_0:
-		return 16 * 34
-	case quant.Q4_0:
-		return 16 * 18
-	case quant.Q5_0:
-		return 16 * 22
-	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
-		return 16 * t.TypeSize() * 32 / quant.QKK
-	}
-	return 0
+// group of rows: the same bytes as the GGUF rows.
+func packedBlockBytes(t quant.Type, rows int) int {
+	return rows * t.TypeSize() * 32 / t.BlockSize()
 }
 
 // packImpl is the packing part of a level's impl; levels without it leave
@@ -45,6 +35,7 @@ func packedBlockBytes(t quant.Type) int {
 type packImpl struct {
 	rows   int    // row group, 0: nothing packs
 	layout string // levels with the same layout share packed matrices
+	packs  func(t quant.Type) bool
 	pack   func(t quant.Type, dst, w []byte, rowBytes, rows, cols int)
 	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int)
 	// threads starts a C thread pool, or returns nil.
@@ -169,10 +160,10 @@ func (s *Set) setPacking(pi packImpl) {
 		return s.PackEach(t, w, rowBytes, rows, cols, nil)
 	}
 	s.PackEach = func(t quant.Type, w []byte, rowBytes, rows, cols int, done func(lo, hi int)) *Packed {
-		bb := packedBlockBytes(t)
-		if pi.rows == 0 || bb == 0 {
+		if pi.rows == 0 || !pi.packs(t) {
 			return nil
 		}
+		bb := packedBlockBytes(t, pi.rows)
 		if rows < 1 || cols < 1 {
 			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
 		}

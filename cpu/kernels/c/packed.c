@@ -30,7 +30,12 @@
 // result for an activation row is bit for bit the same with 1 row or 64,
 // with AMX or without: verifying a tree scores its nodes exactly as decoding
 // them one by one would.
+//
+// The AVX2 level packs the same types in groups of 8 rows (packed_avx2.h)
+// and runs them through the same chunks and tables below, with tiles of up
+// to 4 activation rows; its results are the AVX-512 tiles' bit for bit.
 #include "tile512.h"
+#include "packed_avx2.h"
 #include "packed.h"
 
 #if defined(DT_AVX512)
@@ -39,10 +44,27 @@
 #include <sys/syscall.h>
 #endif
 
+// PK_LEVEL: this level packs. PK_ROWS is its row group, PK_NT the most
+// activation rows one of its tiles multiplies.
+#if defined(DT_AVX512)
+#define PK_LEVEL 1
 #define PK_ROWS 16
-#define PK_Q8_0 544
-#define PK_Q4_0 288
-#define PK_Q5_0 352
+#define PK_NT 16
+#elif defined(DT_AVX2)
+#define PK_LEVEL 1
+#define PK_ROWS P2_ROWS
+#define PK_NT P2_NT
+#endif
+#if defined(DT_AVX512)
+#define PK_Q8_OFF 128 // vpdpbusd's weights are unsigned
+#define DT_AMX_LEVEL 1
+#else
+#define PK_Q8_OFF 0
+#define DT_AMX_LEVEL 0 // the AMX tiles are AVX-512 code
+#endif
+#define PK_Q8_0 (PK_ROWS * 34)
+#define PK_Q4_0 (PK_ROWS * 18)
+#define PK_Q5_0 (PK_ROWS * 22)
 #define Q5_0_BYTES 22 // a GGUF Q5_0 block: f16 scale, u32 qh, 16 bytes of nibbles
 #define PK_KC 128 // blocks summed before out is added to (4096 columns)
 #define PK_JC 64  // activation rows per chunk
@@ -53,8 +75,21 @@
 // dt_pack_rows is the row group of the packed layout, or 0 where this level
 // multiplies from the GGUF layout.
 DT_API int64_t dt_pack_rows(void) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	return PK_ROWS;
+#else
+	return 0;
+#endif
+}
+
+// dt_pack_types is the set of weight types this level packs: bit t for
+// ggml type t.
+DT_API int64_t dt_pack_types(void) {
+	enum { Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = 23 };
+#if defined(DT_AVX512)
+	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K | 1 << IQ4_XS;
+#elif defined(PK_LEVEL)
+	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0;
 #else
 	return 0;
 #endif
@@ -70,12 +105,12 @@ DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, in
 
 #endif
 
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 
 // pk_kind is what the products over Q8_0 activations need of their
 // weight type (pk_args.type 0: Q8_0, 1: Q4_0, PK_TYPE_Q5_0): a GGUF
 // block's bytes, a packed group's block's, what the unsigned weights are
-// offset by, and a block standing for the rows past the last (scale 0,
+// offset by (AVX2 keeps Q8_0's signed: 0), and a block standing for the rows past the last (scale 0,
 // so their lanes compute 0; a Q4_0 zero row's nibbles are 8, q = 0, so
 // its block dot is the correction alone).
 typedef struct {
@@ -88,7 +123,7 @@ static const pk_kind *pk_kind_of(int64_t type) {
 	static const uint8_t zero8[Q8_0_SIZE], zero5[Q5_0_BYTES];
 	static const uint8_t zero4[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
 	                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
-	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, 128, zero8}, q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4},
+	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, PK_Q8_OFF, zero8}, q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4},
 	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5};
 	return type == 0 ? &q8 : type == 1 ? &q4 : &q5;
 }
@@ -98,6 +133,10 @@ static const pk_kind *pk_kind_of(int64_t type) {
 // lanes (and Q5_0's qh, a u32 a lane).
 static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 	const pk_kind *kind = pk_kind_of(type);
+#if !defined(DT_AVX512)
+	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == 0 ? 8 : 4, type == PK_TYPE_Q5_0 ? 6 : 2,
+	        type == PK_TYPE_Q5_0, kind->zero);
+#else
 	const int64_t bs = kind->block, pb = kind->packed;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
 	for (int64_t g = 0; g < groups; g++)
@@ -119,12 +158,13 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 			if (type == PK_TYPE_Q5_0)
 				for (int i = 0; i < PK_ROWS; i++) memcpy(d + 288 + 4 * i, x[i] + 2, 4);
 		}
+#endif
 }
 
 #endif
 
 DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	pk_pack(0, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
@@ -132,7 +172,7 @@ DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 }
 
 DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	pk_pack(1, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
@@ -140,7 +180,7 @@ DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 }
 
 DT_API void dt_pack_q5_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	pk_pack(PK_TYPE_Q5_0, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
@@ -357,6 +397,10 @@ AMX_FNS(amx_q4_0)
 
 #pragma GCC pop_options
 
+#endif
+
+#if defined(PK_LEVEL)
+
 // A product runs chunk by chunk of activation rows (up to PK_JC of them):
 // pk_prep fills a chunk's activation table for every block of the row (and
 // AMX's A tiles), which every thread then reads in pk_groups. So the C
@@ -375,7 +419,11 @@ AMX_FNS(amx_q4_0)
 #define PK_TAB_BYTES ((size_t)PK_TAB * sizeof(q8a))
 #define PK_PAD_BYTES ((size_t)PK_TAB * 32) // AMX A tiles: 512 bytes per 16 rows and block
 
+#if defined(DT_AVX512)
 size_t pk_scratch_bytes(void) { return PK_TAB_BYTES + PK_PAD_BYTES; }
+#else
+size_t pk_scratch_bytes(void) { return PK_TAB_BYTES; }
+#endif
 
 // pk_rows is the activation rows of a chunk, for a table of tab entries.
 static int64_t pk_rows(const pk_args *a, int64_t tab) {
@@ -402,8 +450,8 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX: its A tiles need chunks of whole tiles.
-static int pk_amx(const pk_args *a) {
-	return a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+__attribute__((unused)) static int pk_amx(const pk_args *a) {
+	return DT_AMX_LEVEL && a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
 }
 
 static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *scratch) {
@@ -412,6 +460,7 @@ static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *
 	const int64_t nb = a->cols / QK;
 	q8a *tab = scratch;
 	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, pk_kind_of(a->type)->off);
+#if defined(DT_AVX512)
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
 		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
@@ -422,6 +471,7 @@ static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *
 			for (int64_t b = 0; b < nb; b++)
 				memcpy(pad + ((j / 16) * nb + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + b * Q8_0_SIZE + 2, 32);
 	}
+#endif
 }
 
 void pk_prep(const pk_args *a, int64_t c, void *scratch) { pk_prep_tab(a, PK_TAB, c, scratch); }
@@ -429,11 +479,19 @@ void pk_prep(const pk_args *a, int64_t c, void *scratch) { pk_prep_tab(a, PK_TAB
 // pk_begin and pk_end bracket a thread's pk_groups calls for one product
 // (AMX's tile configuration is per thread).
 void pk_begin(const pk_args *a) {
+#if defined(DT_AVX512)
 	if (pk_amx(a)) amx_begin();
+#else
+	(void)a;
+#endif
 }
 
 void pk_end(const pk_args *a) {
+#if defined(DT_AVX512)
 	if (pk_amx(a)) amx_end();
+#else
+	(void)a;
+#endif
 }
 
 // pk_groups_tab runs row groups [glo, ghi) of chunk c, prepared in scratch
@@ -441,25 +499,33 @@ void pk_end(const pk_args *a) {
 static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
 	pk_chunk(a, tab_entries, c, &jb, &jn);
-	const int q4 = a->type == 1, use_amx = pk_amx(a);
+	const int q4 = a->type == 1;
 	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
+#if defined(DT_AVX512)
+	const int use_amx = pk_amx(a);
 	pk_fn const *fns = a->type == PK_TYPE_Q5_0 ? pq5_0_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
 	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
-	const q8a *tab = scratch;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
+#else
+	p2_fn const *fns = a->type == PK_TYPE_Q5_0 ? p2_tiles_2 : q4 ? p2_tiles_1 : p2_tiles_0;
+#endif
+	const q8a *tab = scratch;
 	for (int64_t g = glo; g < ghi; g++) {
 		const int64_t r0 = g * PK_ROWS;
 		const int rows_g = a->rows - r0 < PK_ROWS ? (int)(a->rows - r0) : PK_ROWS;
 		for (int64_t b0 = 0; b0 < nb; b0 += PK_KC) {
 			const int64_t nbc = nb - b0 < PK_KC ? nb - b0 : PK_KC;
 			const uint8_t *pg = a->pw + (g * nb + b0) * PB;
-			for (int64_t j0 = 0; j0 < jn; j0 += 16) {
-				const int nt = jn - j0 < 16 ? (int)(jn - j0) : 16;
+			for (int64_t j0 = 0; j0 < jn; j0 += PK_NT) {
+				const int nt = jn - j0 < PK_NT ? (int)(jn - j0) : PK_NT;
 				float *o = a->out + (jb + j0) * a->ldo + r0;
-				if (use_amx && nt >= AMX_MIN_ROWS)
+#if defined(DT_AVX512)
+				if (use_amx && nt >= AMX_MIN_ROWS) {
 					amx[nt](pg, rows_g, nbc, pad + ((j0 / 16) * nb + b0) * 512, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
-				else
-					fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
+					continue;
+				}
+#endif
+				fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
 			}
 		}
 	}
@@ -498,7 +564,7 @@ static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 
 #endif
 
-#if !defined(DT_AVX512)
+#if !defined(PK_LEVEL)
 // Other levels pack nothing (dt_pack_rows is 0), so the pool never runs a
 // packed product there.
 size_t pk_scratch_bytes(void) { return 0; }
@@ -528,7 +594,7 @@ DT_API int64_t dt_amx_init(void) {
 // least AMX_MIN_ROWS rows with AMX.
 DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	const pk_args a = {0, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
@@ -538,7 +604,7 @@ DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, in
 
 DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	const pk_args a = {1, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
@@ -548,7 +614,7 @@ DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, in
 
 DT_API void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	const pk_args a = {PK_TYPE_Q5_0, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else

@@ -50,6 +50,7 @@ void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+int64_t dt_pack_rows(void);
 
 #if defined(DT_THREADS)
 
@@ -140,13 +141,13 @@ static void run_pieces(dt_pool *p, int caller) {
 		}
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
 		if (!q8) {
-			const int64_t hi = g1 * 16 < pk.rows ? g1 * 16 : pk.rows;
+			const int64_t gr = dt_pack_rows(), hi = g1 * gr < pk.rows ? g1 * gr : pk.rows;
 			(pk.type == 3   ? dt_matmul_packed_q4_k
 			 : pk.type == 4 ? dt_matmul_packed_q5_k
 			 : pk.type == 5 ? dt_matmul_packed_q6_k
 			 : pk.type == 7 ? dt_matmul_packed_iq4_xs
 			 : pk.type == 8 ? dt_matmul_packed_q3_k
-			                : dt_matmul_packed_q2_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * 16, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
+			                : dt_matmul_packed_q2_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * gr, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
 			continue;
 		}
 		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
@@ -270,7 +271,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	if (!pk_q8(type)) { // 3, 4, 5, 7, 8, 9: no preparation
 		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
 		p->type = type, p->pk = a;
-		p->groups = (rows + 15) / 16;
+		p->groups = (rows + dt_pack_rows() - 1) / dt_pack_rows();
 		p->grain = grain < 1 ? 1 : grain;
 		p->pieces = (p->groups + p->grain - 1) / p->grain;
 		dispatch(p);
@@ -286,7 +287,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	}
 	const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, amx};
 	p->type = type, p->pk = a;
-	p->groups = (rows + 15) / 16;
+	p->groups = (rows + dt_pack_rows() - 1) / dt_pack_rows();
 	p->grain = grain < 1 ? 1 : grain;
 	p->pieces = (p->groups + p->grain - 1) / p->grain;
 	for (int64_t c = 0; c < pk_chunks(&a); c++) {

@@ -21,34 +21,13 @@
 #ifndef DOVETAIL_TILE512_H
 #define DOVETAIL_TILE512_H
 #include "common.h"
+#include "q8a.h"
 
 #if defined(DT_AVX512)
-
-// q8a is what a tile needs of one Q8_0 activation block: its scale and the
-// accumulator start -off*sum(q).
-typedef struct {
-	float d;
-	int32_t c;
-} q8a;
 
 // TAB_MAX bounds the q8a table on the stack (64 KiB); larger problems are
 // cut into chunks of columns, each added into out.
 #define TAB_MAX 8192
-
-__attribute__((unused)) static void q8a_prep(q8a *tab, const uint8_t *act, int64_t arb, int64_t n, int64_t b0, int64_t nbc, int32_t off) {
-	const __m256i x80 = _mm256_set1_epi8((char)0x80);
-	for (int64_t j = 0; j < n; j++) {
-		const uint8_t *x = act + j * arb + b0 * Q8_0_SIZE;
-		for (int64_t b = 0; b < nbc; b++, x += Q8_0_SIZE) {
-			__m256i q = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + 2)), x80);
-			__m256i s = _mm256_sad_epu8(q, _mm256_setzero_si256()); // 4 sums of q+128
-			__m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-			int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
-			tab[j * nbc + b].d = f16_to_f32(ld16(x));
-			tab[j * nbc + b].c = -off * sum;
-		}
-	}
-}
 
 // tile_fn computes one tile: w at its first row, act at its first row, tab
 // at that row's entries (row stride ts), out at out[j0*ldo + r0]. add: add to

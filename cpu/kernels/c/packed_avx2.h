@@ -1,0 +1,187 @@
+// Packed Q8_0, Q4_0 and Q5_0 weights at the AVX2 level (without AVX-512):
+// packed.c's layout with groups of 8 rows, one ymm of lanes, and the tiles
+// that multiply them. packed.c runs them through the same chunks,
+// activation tables and pieces as the AVX-512 tiles.
+//
+// Per row group and block of 32 columns:
+//
+//	Q8_0, 272 bytes: the 8 rows' f16 scales (16 bytes), then 8 vectors of
+//	      32 bytes, vector g lane i = weights 4g..4g+3 of row i (signed,
+//	      as in the file);
+//	Q4_0, 144 bytes: the 8 scales, then 4 vectors, vector g lane i =
+//	      nibble bytes 4g..4g+3 of row i (low nibbles weights 4g..4g+3,
+//	      high ones 16+4g..16+4g+3, each q+8);
+//	Q5_0, 176 bytes: Q4_0's 144, then the 8 rows' qh (u32, bit v the fifth
+//	      bit of value v).
+//
+// The file's bytes, in another order. Without vpdpbusd, vpmaddubsw
+// multiplies unsigned weight bytes by the signed activations broadcast to
+// every lane and adds pairs into 16 bits: Q4_0's 0..15 and Q5_0's 0..31
+// leave room to add several such vectors before vpmaddwd widens them
+// (|q8| ≤ 127: a pair of Q4_0 products is at most 3,810, eight pairs
+// 30,480; of Q5_0, 7,874 and four), so one widening serves a block or
+// half of one rather than each vector. Q8_0's signed weights take ggml's
+// sign trick (|w| times x with w's sign) and widen every vector.
+//
+// The integer dot of a block is exact and the float steps are the AVX-512
+// tiles' (acc = fma(float(dot), dw*dx, acc), block after block, pieces of
+// PK_KC blocks added into out), so a row's result is the same bits at
+// both levels and for any number of activation rows.
+#ifndef DOVETAIL_PACKED_AVX2_H
+#define DOVETAIL_PACKED_AVX2_H
+#include "common.h"
+#include "q8a.h"
+
+#if defined(DT_AVX2) && !defined(DT_AVX512)
+
+#define P2_ROWS 8
+#define P2_NT 4 // activation rows a tile multiplies at once
+#define P2_Q8_0 272
+#define P2_Q4_0 144
+#define P2_Q5_0 176
+
+// p2_pack packs rows [0, rows) of a matrix (vecs vectors of 4-byte lanes a
+// block: 8 for Q8_0, 4 for Q4_0 and Q5_0) whose GGUF blocks are bs bytes,
+// its values at offset vo (2, or Q5_0's 6) and Q5_0's qh at offset 2
+// (qh: 1). Rows past the last take zero's block.
+__attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols, int64_t bs,
+                                            int64_t pb, int vecs, int vo, int qh, const uint8_t *zero) {
+	const int64_t nb = cols / QK, groups = (rows + P2_ROWS - 1) / P2_ROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * pb;
+			for (int i = 0; i < P2_ROWS; i++) {
+				const int64_t r = g * P2_ROWS + i;
+				const uint8_t *x = r < rows ? w + r * rb + b * bs : zero;
+				memcpy(d + 2 * i, x, 2);
+				for (int v = 0; v < vecs; v++) memcpy(d + 16 + 32 * v + 4 * i, x + vo + 4 * v, 4);
+				if (qh) memcpy(d + 16 + 32 * vecs + 4 * i, x + 2, 4);
+			}
+		}
+}
+
+// p2_sum16 adds the unsigned weight vector w times the four activation
+// bytes at x, broadcast, into s's 16-bit pair sums.
+DT_INLINE __m256i p2_sum16(__m256i s, __m256i w, const uint8_t *x) {
+	return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, _mm256_set1_epi32(ld32(x))));
+}
+
+// p2_widen is a lane's 16-bit pair sums added into 32 bits: the row's dot.
+DT_INLINE __m256i p2_widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+
+// p2_nibbles are vector g's low and high nibbles as bytes 0..15.
+DT_INLINE void p2_nibbles(const uint8_t *pb, int g, __m256i *lo, __m256i *hi) {
+	const __m256i m4 = _mm256_set1_epi8(0x0f), v = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g));
+	*lo = _mm256_and_si256(v, m4);
+	*hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+}
+
+// p2_fifth adds 16 to the values of w (values 4G..4G+3 of each row) whose
+// fifth bit is set in the rows' qh, H: lane i's bits 4G..4G+3 are in
+// byte G/2 of its u32, nibble G%2.
+DT_INLINE __m256i p2_fifth(__m256i w, __m256i H, int G) {
+	const __m256i idx = _mm256_add_epi8(_mm256_set_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0, 0x0c0c0c0c, 0x08080808, 0x04040404, 0),
+	                                    _mm256_set1_epi8((char)(G / 2)));
+	const __m256i bits = _mm256_set1_epi32(G % 2 ? (int)0x80402010 : 0x08040201);
+	const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(H, idx), bits), bits);
+	return _mm256_add_epi8(w, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+// p2_dots4 is one Q4_0 block's (Q5 = 0) or Q5_0 block's (Q5 = 1) exact
+// integer dots, the rows' in lanes, for NT activation rows at x (stride
+// arb, at the block's quants), each started at its table entry's c.
+DT_INLINE void p2_dots4(const int NT, const int Q5, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
+                        __m256i s32[P2_NT]) {
+	__m256i s16[P2_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c), s16[j] = _mm256_setzero_si256();
+	const __m256i H = Q5 ? _mm256_loadu_si256((const __m256i *)(pb + 16 + 128)) : _mm256_setzero_si256();
+	#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		__m256i lo, hi;
+		p2_nibbles(pb, g, &lo, &hi);
+		if (Q5) lo = p2_fifth(lo, H, g), hi = p2_fifth(hi, H, g + 4);
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) {
+			s16[j] = p2_sum16(s16[j], lo, x + j * arb + 4 * g);
+			s16[j] = p2_sum16(s16[j], hi, x + j * arb + 16 + 4 * g);
+		}
+		// Q5_0's values reach 31: widen after every four vectors.
+		if (Q5 && g % 2 == 1) {
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++) s32[j] = _mm256_add_epi32(s32[j], p2_widen(s16[j])), s16[j] = _mm256_setzero_si256();
+		}
+	}
+	if (!Q5) {
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) s32[j] = _mm256_add_epi32(s32[j], p2_widen(s16[j]));
+	}
+}
+
+// p2_dots8 is p2_dots4 for a Q8_0 block (signed weights, start values 0).
+DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, __m256i s32[P2_NT]) {
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_setzero_si256();
+	#pragma GCC unroll 8
+	for (int g = 0; g < 8; g++) {
+		const __m256i w = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g)), aw = _mm256_abs_epi8(w);
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) {
+			const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + 4 * g)), w);
+			s32[j] = _mm256_add_epi32(s32[j], p2_widen(_mm256_maddubs_epi16(aw, xs)));
+		}
+	}
+}
+
+// p2_store writes (or adds) a tile's output lanes, the group's first rows.
+DT_INLINE void p2_store(float *out, int rows, __m256 v, int add) {
+	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	if (add) v = _mm256_add_ps(v, _mm256_maskload_ps(out, m));
+	_mm256_maskstore_ps(out, m, v);
+}
+
+// p2_tile multiplies one group (at its block b0) by NT ≤ P2_NT activation
+// rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0.
+DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,
+                       int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {
+	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 1 ? P2_Q4_0 : P2_Q5_0;
+	__m256 acc[P2_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	const uint8_t *pb = pg;
+	for (int64_t b = 0; b < nbc; b++, pb += PB) {
+		#pragma GCC unroll 5
+		for (int k = 0; k < PB; k += 64) _mm_prefetch((const char *)pb + 4096 + k, _MM_HINT_T0);
+		const uint8_t *x = act + (b0 + b) * Q8_0_SIZE + 2;
+		__m256i s[P2_NT];
+		if (KIND == 0)
+			p2_dots8(NT, pb, x, arb, s);
+		else
+			p2_dots4(NT, KIND == 2, pb, x, arb, tab + b, ts, s);
+		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++)
+			acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(dw, _mm256_set1_ps(tab[j * ts + b].d)), acc[j]);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2_store(out + j * ldo, rows, acc[j], add);
+}
+
+typedef void (*p2_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
+                      const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+
+#define P2_FN(KIND, NT)                                                                                          \
+	static void p2_tile_##KIND##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,   \
+	                                  int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) { \
+		p2_tile(NT, KIND, pg, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                  \
+	}
+#define P2_FNS(KIND)                                                                                             \
+	P2_FN(KIND, 1) P2_FN(KIND, 2) P2_FN(KIND, 3) P2_FN(KIND, 4)                                                  \
+	static p2_fn const p2_tiles_##KIND[P2_NT + 1] = {0, p2_tile_##KIND##_1, p2_tile_##KIND##_2, p2_tile_##KIND##_3, \
+	                                                 p2_tile_##KIND##_4};
+P2_FNS(0)
+P2_FNS(1)
+P2_FNS(2)
+
+#endif
+#endif
