@@ -61,9 +61,13 @@ func TestMatMulPacked(t *testing.T) {
 		for _, s := range ss {
 			pk := s.Pack(c.t, w, rowBytes, c.rows, c.cols)
 			if pk == nil {
-				// Every level that packs packs the Q8_0-activation types;
-				// the k-quants pack at AVX-512.
-				if c.t == quant.Q8_0 || c.t == quant.Q4_0 || c.t == quant.Q5_0 || s.PackRows == 16 {
+				// Every level that packs packs the types of Q4_0, Q8_0,
+				// Q4_K_M and Q5_K_M files; the others pack at AVX-512.
+				switch c.t {
+				case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K:
+					t.Fatalf("%v: %s does not pack it", c.t, s.Name)
+				}
+				if s.PackRows == 16 {
 					t.Fatalf("%v: %s does not pack it", c.t, s.Name)
 				}
 				continue
@@ -166,7 +170,7 @@ func TestThreads(t *testing.T) {
 			randWeights(r, c.t, c.rows, c.cols, wsz, w, true)
 			pk := s.Pack(c.t, w, wsz, c.rows, c.cols)
 			if pk == nil {
-				continue // a k-quant, below AVX-512
+				continue // Q2_K, Q3_K or IQ4_XS, below AVX-512
 			}
 			for _, n := range []int{1, 9, 17} {
 				act := make([]byte, n*asz)
@@ -374,6 +378,63 @@ func TestPackEach(t *testing.T) {
 			mag := magnitude(typ, w[i*rb:], act, cols)
 			if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tolerance(typ, cols, mag)) {
 				t.Fatalf("%s: row %d: got %g, want %g", s.Name, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestMatMulPackedExtremes multiplies weights whose quants are all at
+// their largest by activations all at ±127: the sums the AVX2 tiles keep
+// in 16 bits are then at their bound, where one vector too many before
+// widening wraps (random values stay far below it).
+func TestMatMulPackedExtremes(t *testing.T) {
+	// Where each type's block holds f16 scales (the rest is quants and
+	// integer scales, all bits set: their largest values).
+	f16At := map[quant.Type][]int{quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208}}
+	const rows, n = 19, 5
+	for typ, at := range f16At {
+		cols := 2 * typ.BlockSize()
+		rb, _ := typ.RowSize(cols)
+		w := make([]byte, rows*rb)
+		fill := byte(0xff)
+		if typ == quant.Q8_0 {
+			fill = 0x7f // 127: Q8_0's quants are signed
+		}
+		for i := range w {
+			w[i] = fill
+		}
+		bs := typ.TypeSize()
+		for b := 0; b < len(w); b += bs {
+			for _, o := range at {
+				putF16(w[b+o:], 0.01)
+			}
+		}
+		asz, _ := ActivationType(typ).RowSize(cols)
+		act := make([]byte, n*asz)
+		for j := range n {
+			x := make([]float32, cols)
+			for i := range x {
+				x[i] = float32(1 - 2*(j%2)) // +1 or -1: quants ±127
+			}
+			if ActivationType(typ) == quant.Q8_K {
+				goSet.QuantizeQ8_K(act[j*asz:], x)
+			} else {
+				goSet.QuantizeQ8_0(act[j*asz:], x)
+			}
+		}
+		want := make([]float32, n*rows)
+		goSet.MatMul(typ, want, rows, w, rb, 0, rows, act, asz, n, cols)
+		for _, s := range packingSets(t) {
+			pk := s.Pack(typ, w, rb, rows, cols)
+			if pk == nil {
+				t.Fatalf("%v: %s does not pack it", typ, s.Name)
+			}
+			got := make([]float32, n*rows)
+			s.MatMulPacked(got, rows, pk, 0, rows, act, asz, n)
+			for i := range got {
+				if d := math.Abs(float64(got[i] - want[i])); !(d <= 1e-3*math.Abs(float64(want[i]))) {
+					t.Fatalf("%v %s: out[%d] = %g, want %g", typ, s.Name, i, got[i], want[i])
+				}
 			}
 		}
 	}

@@ -89,7 +89,7 @@ DT_API int64_t dt_pack_types(void) {
 #if defined(DT_AVX512)
 	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K | 1 << IQ4_XS;
 #elif defined(PK_LEVEL)
-	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0;
+	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K;
 #else
 	return 0;
 #endif

@@ -31,7 +31,15 @@
 // of that sum and the row's scale), so a tree's verification scores each
 // node bit for bit as decoding it alone does.
 #include "kquants.h"
+#include "packed_k_avx2.h"
 
+// KROWS is the level's row group: 16 at AVX-512, 8 at AVX2, where Q4_K,
+// Q5_K and Q6_K pack too (packed_k_avx2.h).
+#if defined(DT_AVX512)
+#define KROWS 16
+#else
+#define KROWS 8
+#endif
 #define PK_ROWS 16
 #define PK_Q4_K (16 * Q4_K_SIZE)
 #define PK_Q5_K (16 * Q5_K_SIZE)
@@ -371,61 +379,6 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
-// pk_piece is one part of a packed super-block, in order: a field of
-// width bytes at src of each of the 16 rows side by side (width 0 ends a
-// layout), or (transposed) 32 bytes at src of the 16 rows as 8 vectors of
-// the tiles' lanes.
-typedef struct {
-	uint8_t transposed, src, width;
-} pk_piece;
-
-#define LANES(src, width) {0, src, width}
-#define TRANSPOSED(src) {1, src, 32}
-
-// The layouts described at the top of this file.
-static const pk_piece pk_q4_k[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),    LANES(8, 4),   LANES(12, 4),
-                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), {0, 0, 0}};
-static const pk_piece pk_q5_k[] = {LANES(0, 2),    LANES(2, 2),    LANES(4, 4),     LANES(8, 4),     LANES(12, 4),
-                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), TRANSPOSED(144),
-                                   {0, 0, 0}};
-static const pk_piece pk_q6_k[] = {LANES(208, 2),   LANES(192, 4), LANES(196, 4), LANES(200, 4),  LANES(204, 4),
-                                   TRANSPOSED(128), TRANSPOSED(160), TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64),
-                                   TRANSPOSED(96),  {0, 0, 0}};
-static const pk_piece pk_iq4_xs[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),     TRANSPOSED(8),
-                                     TRANSPOSED(40), TRANSPOSED(72), TRANSPOSED(104), {0, 0, 0}};
-static const pk_piece pk_q3_k[] = {LANES(108, 2), LANES(96, 4),   LANES(100, 4),  LANES(104, 4),
-                                   TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64), {0, 0, 0}};
-static const pk_piece pk_q2_k[] = {LANES(80, 2), LANES(82, 2), LANES(0, 4),    LANES(4, 4),    LANES(8, 4),
-                                   LANES(12, 4), TRANSPOSED(16), TRANSPOSED(48), {0, 0, 0}};
-
-// pk_pack packs a matrix of super-blocks of bsize bytes by layout. Rows
-// past the last read an all-zero block: its scales are 0, so its lanes
-// compute 0.
-static void pk_pack(const pk_piece *layout, int bsize, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows,
-                    int64_t cols) {
-	static const uint8_t zero[256];
-	const int64_t nb = cols / QKK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
-	for (int64_t g = 0; g < groups; g++)
-		for (int64_t b = 0; b < nb; b++) {
-			uint8_t *d = dst + (g * nb + b) * PK_ROWS * bsize;
-			const uint8_t *x[PK_ROWS];
-			for (int i = 0; i < PK_ROWS; i++) {
-				const int64_t r = g * PK_ROWS + i;
-				x[i] = r < rows ? w + r * rb + b * bsize : zero;
-			}
-			for (const pk_piece *p = layout; p->width; p++) {
-				if (p->transposed) {
-					__m512i T[8];
-					transpose32(x, p->src, T);
-					for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 64 * v, T[v]);
-				} else {
-					for (int i = 0; i < PK_ROWS; i++) memcpy(d + p->width * i, x[i] + p->src, p->width);
-				}
-				d += PK_ROWS * p->width;
-			}
-		}
-}
-
 // pk45_tile multiplies one packed group (pg) by NT activation rows over nb
 // super-blocks.
 DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
@@ -516,12 +469,90 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 
 #endif
 
-// The entry points, one pack and one product per type. The products take
-// packed.c's arguments (amx unused: these types have no AMX path). Levels
-// other than AVX-512 do not pack (dt_pack_rows is 0 there) and never call
-// them.
+#if defined(DT_AVX2)
+
+// pk_piece is one part of a packed super-block, in order: a field of
+// width bytes at src of each of the group's rows side by side (width 0
+// ends a layout), or (transposed) 32 bytes at src of the rows as 8 vectors
+// of the tiles' lanes.
+typedef struct {
+	uint8_t transposed, src, width;
+} pk_piece;
+
+#define LANES(src, width) {0, src, width}
+#define TRANSPOSED(src) {1, src, 32}
+
+// The layouts described at the top of this file.
+__attribute__((unused)) static const pk_piece pk_q4_k[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),    LANES(8, 4),   LANES(12, 4),
+                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), {0, 0, 0}};
+__attribute__((unused)) static const pk_piece pk_q5_k[] = {LANES(0, 2),    LANES(2, 2),    LANES(4, 4),     LANES(8, 4),     LANES(12, 4),
+                                   TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), TRANSPOSED(144),
+                                   {0, 0, 0}};
+__attribute__((unused)) static const pk_piece pk_q6_k[] = {LANES(208, 2),   LANES(192, 4), LANES(196, 4), LANES(200, 4),  LANES(204, 4),
+                                   TRANSPOSED(128), TRANSPOSED(160), TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64),
+                                   TRANSPOSED(96),  {0, 0, 0}};
+__attribute__((unused)) static const pk_piece pk_iq4_xs[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),     TRANSPOSED(8),
+                                     TRANSPOSED(40), TRANSPOSED(72), TRANSPOSED(104), {0, 0, 0}};
+__attribute__((unused)) static const pk_piece pk_q3_k[] = {LANES(108, 2), LANES(96, 4),   LANES(100, 4),  LANES(104, 4),
+                                   TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64), {0, 0, 0}};
+__attribute__((unused)) static const pk_piece pk_q2_k[] = {LANES(80, 2), LANES(82, 2), LANES(0, 4),    LANES(4, 4),    LANES(8, 4),
+                                   LANES(12, 4), TRANSPOSED(16), TRANSPOSED(48), {0, 0, 0}};
+
+// pk_pack packs a matrix of super-blocks of bsize bytes by layout. Rows
+// past the last read an all-zero block: its scales are 0, so its lanes
+// compute 0.
+static void pk_pack(const pk_piece *layout, int bsize, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows,
+                    int64_t cols) {
+	static const uint8_t zero[256];
+	const int64_t nb = cols / QKK, groups = (rows + KROWS - 1) / KROWS;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t b = 0; b < nb; b++) {
+			uint8_t *d = dst + (g * nb + b) * KROWS * bsize;
+			const uint8_t *x[KROWS];
+			for (int i = 0; i < KROWS; i++) {
+				const int64_t r = g * KROWS + i;
+				x[i] = r < rows ? w + r * rb + b * bsize : zero;
+			}
+			for (const pk_piece *p = layout; p->width; p++) {
+				if (p->transposed) {
 #if defined(DT_AVX512)
-#define PK_ENTRIES(type, pack, tiles, size)                                                                     \
+					__m512i T[8];
+					transpose32(x, p->src, T);
+					for (int v = 0; v < 8; v++) _mm512_storeu_si512(d + 64 * v, T[v]);
+#else
+					for (int v = 0; v < 8; v++)
+						for (int i = 0; i < KROWS; i++) memcpy(d + 4 * (KROWS * v + i), x[i] + p->src + 4 * v, 4);
+#endif
+				} else {
+					for (int i = 0; i < KROWS; i++) memcpy(d + p->width * i, x[i] + p->src, p->width);
+				}
+				d += KROWS * p->width;
+			}
+		}
+}
+
+// p2k_matmul runs the AVX2 groups holding rows [lo, hi) against n
+// activation rows, P2K_NT at a time.
+#if !defined(DT_AVX512)
+static void p2k_matmul(p2k_fn const tiles[P2K_NT + 1], int psize, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
+                       int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	const int64_t nb = cols / QKK;
+	for (int64_t g = lo / KROWS; g * KROWS < hi; g++) {
+		const int r = rows - g * KROWS < KROWS ? (int)(rows - g * KROWS) : KROWS;
+		for (int64_t j0 = 0; j0 < n; j0 += P2K_NT) {
+			const int nt = n - j0 < P2K_NT ? (int)(n - j0) : P2K_NT;
+			tiles[nt](pw + g * nb * psize, r, nb, act + j0 * arb, arb, out + j0 * ldo + g * KROWS, ldo);
+		}
+	}
+}
+#endif
+
+#endif
+
+// The entry points, one pack and one product per type. The products take
+// packed.c's arguments (amx unused: these types have no AMX path). A level
+// that does not pack a type (dt_pack_types) never calls its entries.
+#define PK_ENTRIES(type, pack, matmul)                                                                          \
 	DT_API void dt_pack_##type(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
 		pack;                                                                                                    \
 	}                                                                                                            \
@@ -529,24 +560,37 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
 	                                    int64_t amx) {                                                           \
 		(void)amx;                                                                                               \
-		pk45_matmul(tiles, size, out, ldo, pw, rows, lo, hi, act, arb, n, cols);                                 \
+		matmul;                                                                                                  \
 	}
-#else
-#define PK_ENTRIES(type, pack, tiles, size)                                                                     \
-	DT_API void dt_pack_##type(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
-		(void)dst, (void)w, (void)rb, (void)rows, (void)cols;                                                    \
-	}                                                                                                            \
-	DT_API void dt_matmul_packed_##type(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo,     \
-	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
-	                                    int64_t amx) {                                                           \
-		(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, \
-		    (void)amx;                                                                                           \
-	}
-#endif
+#define PK_NONE(type)                                                                                           \
+	PK_ENTRIES(type, ((void)dst, (void)w, (void)rb, (void)rows, (void)cols),                                    \
+	           ((void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols))
+#define PK_512(type, layout, size, tiles)                                                                       \
+	PK_ENTRIES(type, pk_pack(layout, size, dst, w, rb, rows, cols),                                             \
+	           pk45_matmul(tiles, 16 * size, out, ldo, pw, rows, lo, hi, act, arb, n, cols))
+#define PK_AVX2(type, layout, size, tiles)                                                                      \
+	PK_ENTRIES(type, pk_pack(layout, size, dst, w, rb, rows, cols),                                             \
+	           p2k_matmul(tiles, 8 * size, out, ldo, pw, rows, lo, hi, act, arb, n, cols))
 
-PK_ENTRIES(q4_k, pk_pack(pk_q4_k, Q4_K_SIZE, dst, w, rb, rows, cols), pq4_k_tiles, PK_Q4_K)
-PK_ENTRIES(q5_k, pk_pack(pk_q5_k, Q5_K_SIZE, dst, w, rb, rows, cols), pq5_k_tiles, PK_Q5_K)
-PK_ENTRIES(q6_k, pk_pack(pk_q6_k, Q6_K_SIZE, dst, w, rb, rows, cols), pq6_k_tiles, PK_Q6_K)
-PK_ENTRIES(q2_k, pk_pack(pk_q2_k, Q2_K_SIZE, dst, w, rb, rows, cols), pq2_k_tiles, PK_Q2_K)
-PK_ENTRIES(q3_k, pk_pack(pk_q3_k, Q3_K_SIZE, dst, w, rb, rows, cols), pq3_k_tiles, PK_Q3_K)
-PK_ENTRIES(iq4_xs, pk_pack(pk_iq4_xs, IQ4_XS_SIZE, dst, w, rb, rows, cols), piq4_xs_tiles, PK_IQ4_XS)
+#if defined(DT_AVX512)
+PK_512(q4_k, pk_q4_k, Q4_K_SIZE, pq4_k_tiles)
+PK_512(q5_k, pk_q5_k, Q5_K_SIZE, pq5_k_tiles)
+PK_512(q6_k, pk_q6_k, Q6_K_SIZE, pq6_k_tiles)
+PK_512(q2_k, pk_q2_k, Q2_K_SIZE, pq2_k_tiles)
+PK_512(q3_k, pk_q3_k, Q3_K_SIZE, pq3_k_tiles)
+PK_512(iq4_xs, pk_iq4_xs, IQ4_XS_SIZE, piq4_xs_tiles)
+#elif defined(DT_AVX2)
+PK_AVX2(q4_k, pk_q4_k, Q4_K_SIZE, p2k_q4_k_tiles)
+PK_AVX2(q5_k, pk_q5_k, Q5_K_SIZE, p2k_q5_k_tiles)
+PK_AVX2(q6_k, pk_q6_k, Q6_K_SIZE, p2k_q6_k_tiles)
+PK_NONE(q2_k)
+PK_NONE(q3_k)
+PK_NONE(iq4_xs)
+#else
+PK_NONE(q4_k)
+PK_NONE(q5_k)
+PK_NONE(q6_k)
+PK_NONE(q2_k)
+PK_NONE(q3_k)
+PK_NONE(iq4_xs)
+#endif

@@ -1,0 +1,238 @@
+// Packed Q4_K, Q5_K and Q6_K at the AVX2 level (without AVX-512):
+// packed_k.c's layouts with groups of 8 rows (every 64-byte vector there
+// a 32-byte one here), and the tiles that multiply them by up to 4
+// activation rows.
+//
+// The integer products come from vpmaddubsw (unsigned weight bytes times
+// the signed Q8_K activations, pairs added into 16 bits) rather than
+// vpdpbusd: Q4_K's 0..15 take a whole 32-value sub-block in 16 bits
+// before one vpmaddwd widens it (eight pairs of at most 2·15·127), Q5_K's
+// 0..31 half of one, Q6_K's 0..63 two vectors. The float steps, and the
+// order of the sub-blocks, are packed_k.c's AVX-512 tiles', so a row's
+// result is the same bits at both levels and for any number of rows.
+#ifndef DOVETAIL_PACKED_K_AVX2_H
+#define DOVETAIL_PACKED_K_AVX2_H
+#include "common.h"
+
+#if defined(DT_AVX2) && !defined(DT_AVX512)
+
+#define P2K_ROWS 8
+#define P2K_NT 4
+#define P2K_AHEAD 4096 // bytes of the packed stream prefetched ahead
+
+// p2k_scales unpacks the 6-bit scale and min of sub-block s of Q4_K or
+// Q5_K for every row (lane) from scale bytes 0..3 (A), 4..7 (B), 8..11 (C).
+DT_INLINE void p2k_scales(int s, __m256i A, __m256i B, __m256i C, __m256i *sc, __m256i *m) {
+	const __m256i m6 = _mm256_set1_epi32(63), m2 = _mm256_set1_epi32(3), m4 = _mm256_set1_epi32(15);
+	if (s < 4) {
+		*sc = _mm256_and_si256(_mm256_srli_epi32(A, 8 * s), m6);
+		*m = _mm256_and_si256(_mm256_srli_epi32(B, 8 * s), m6);
+	} else {
+		const int t = s - 4;
+		*sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(C, 8 * t), m4),
+		                      _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(A, 8 * t + 6), m2), 4));
+		*m = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(C, 8 * t + 4), m4),
+		                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(B, 8 * t + 6), m2), 4));
+	}
+}
+
+// p2k_sum16 adds w times the four activation bytes at x, broadcast, into
+// s's 16-bit pair sums.
+DT_INLINE __m256i p2k_sum16(__m256i s, __m256i w, const uint8_t *x) {
+	return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, _mm256_set1_epi32(ld32(x))));
+}
+
+DT_INLINE __m256i p2k_widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+
+// p2k_rows_add adds the NT rows' super-block sums t, times their scales,
+// into acc; p2k_offsets then takes the super-block's offsets off: per row
+// the pairs of 16-bit factors in cp (mins, or scales) against the
+// activations' 16-value sums, times f (dmin, or 32·d) and the row's scale.
+DT_INLINE void p2k_rows_add(const int NT, __m256 acc[P2K_NT], const __m256 t[P2K_NT], const float dy[P2K_NT]) {
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_fmadd_ps(t[j], _mm256_set1_ps(dy[j]), acc[j]);
+}
+
+DT_INLINE void p2k_offsets(const int NT, __m256 acc[P2K_NT], const __m256i cp[8], __m256 f, const float dy[P2K_NT],
+                           const uint8_t *x, int64_t arb) {
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) {
+		const uint8_t *y = x + j * arb;
+		__m256i ci = _mm256_setzero_si256();
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++) ci = _mm256_add_epi32(ci, _mm256_madd_epi16(cp[u], _mm256_set1_epi32(ld32(y + 260 + 4 * u))));
+		acc[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ci), _mm256_mul_ps(f, _mm256_set1_ps(dy[j])), acc[j]);
+	}
+}
+
+// p2k_store writes a tile's output lanes, the group's first rows.
+DT_INLINE void p2k_store(float *out, int rows, __m256 v) {
+	_mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v);
+}
+
+// p2k45_tile multiplies a packed Q4_K (Q5 = 0) or Q5_K group by NT
+// activation rows over nb super-blocks. Layout (8 rows): d[8], dmin[8]
+// f16; scale bytes 0..3, 4..7, 8..11 (3 vectors); Q5_K's qh transposed
+// (8 vectors); qs transposed (32 vectors).
+DT_INLINE void p2k45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
+                          int64_t arb, float *out, int64_t ldo) {
+	const int psize = P2K_ROWS * (Q5 ? Q5_K_SIZE : Q4_K_SIZE);
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[P2K_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16)));
+		const __m256i A = _mm256_loadu_si256((const __m256i *)(pb + 32)), B = _mm256_loadu_si256((const __m256i *)(pb + 64)),
+		              C = _mm256_loadu_si256((const __m256i *)(pb + 96));
+		const uint8_t *qh = pb + 128, *qs = pb + 128 + (Q5 ? 256 : 0);
+		__m256 scf[8];
+		__m256i mp[8];
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			__m256i sc, m;
+			p2k_scales(s, A, B, C, &sc, &m);
+			scf[s] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+			mp[s] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+		}
+		float dy[P2K_NT];
+		__m256 t[P2K_NT];
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		#pragma GCC unroll 1
+		for (int s = 0; s < 8; s++) { // sub-block s: chunk s/2's low nibbles, then high
+			const int k = s / 2, h = s % 2;
+			const __m256i bit = _mm256_set1_epi8((char)(1 << s));
+			__m256i s16[P2K_NT], s32[P2K_NT];
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++) s16[j] = s32[j] = _mm256_setzero_si256();
+			#pragma GCC unroll 8
+			for (int v = 0; v < 8; v++) {
+				const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (8 * k + v)));
+				__m256i w = _mm256_and_si256(h ? _mm256_srli_epi16(q, 4) : q, m4);
+				if (Q5) {
+					const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(qh + 32 * v)), bit), bit);
+					w = _mm256_or_si256(w, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+				}
+				#pragma GCC unroll 4
+				for (int j = 0; j < NT; j++) s16[j] = p2k_sum16(s16[j], w, y + j * arb + 4 + 32 * s + 4 * v);
+				if (Q5 && v == 3) { // Q5_K's values reach 31: widen after four vectors
+					#pragma GCC unroll 4
+					for (int j = 0; j < NT; j++) s32[j] = p2k_widen(s16[j]), s16[j] = _mm256_setzero_si256();
+				}
+			}
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++)
+				t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s32[j], p2k_widen(s16[j]))), scf[s], t[j]);
+		}
+		p2k_rows_add(NT, acc, t, dy);
+		p2k_offsets(NT, acc, mp, dmin, dy, y, arb);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+}
+
+// p2k_q6 builds the unsigned 6-bit quants of quarter qi of a Q6_K half for
+// every row (packed_k.c's q6_quant at this width).
+DT_INLINE __m256i p2k_q6(int qi, __m256i Tq, __m256i Th) {
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+	const __m256i lo = qi < 2 ? _mm256_and_si256(Tq, m4) : _mm256_and_si256(_mm256_srli_epi16(Tq, 4), m4);
+	const __m256i hi = qi == 0 ? _mm256_slli_epi16(Th, 4) : qi == 1 ? _mm256_slli_epi16(Th, 2) : qi == 2 ? Th : _mm256_srli_epi16(Th, 2);
+	return _mm256_or_si256(lo, _mm256_and_si256(hi, m30));
+}
+
+// p2k6_tile is p2k45_tile for Q6_K. Layout (8 rows): d[8] f16; the scales
+// (vector u = scale bytes 4u..4u+3); qh transposed, halves 0 and 1 (8
+// vectors each); ql transposed, per half its two 32-byte parts.
+DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                         float *out, int64_t ldo) {
+	const int psize = P2K_ROWS * Q6_K_SIZE;
+	__m256 acc[P2K_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		__m256 scf[16];
+		__m256i cp[8];
+		#pragma GCC unroll 4
+		for (int u = 0; u < 4; u++) {
+			const __m256i G = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * u));
+			const __m256i s0 = _mm256_srai_epi32(_mm256_slli_epi32(G, 24), 24), s1 = _mm256_srai_epi32(_mm256_slli_epi32(G, 16), 24);
+			const __m256i s2 = _mm256_srai_epi32(_mm256_slli_epi32(G, 8), 24), s3 = _mm256_srai_epi32(G, 24);
+			scf[4 * u] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s0));
+			scf[4 * u + 1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s1));
+			scf[4 * u + 2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s2));
+			scf[4 * u + 3] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s3));
+			cp[2 * u] = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
+			cp[2 * u + 1] = _mm256_or_si256(_mm256_and_si256(s2, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s3, 16));
+		}
+		float dy[P2K_NT];
+		__m256 t[P2K_NT];
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		// The sub-blocks in the AVX-512 tile's order (its sums round the same).
+		#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++)
+			#pragma GCC unroll 1
+			for (int part = 0; part < 2; part++)
+				#pragma GCC unroll 2
+				for (int up = 0; up < 2; up++) {
+					const int qi = part + 2 * up;
+					#pragma GCC unroll 2
+					for (int e = 0; e < 2; e++) { // the quarter's two 16-value sub-blocks
+						__m256i p0[P2K_NT], p1[P2K_NT];
+						#pragma GCC unroll 4
+						for (int j = 0; j < NT; j++) p0[j] = p1[j] = _mm256_setzero_si256();
+						#pragma GCC unroll 4
+						for (int v = 0; v < 4; v++) {
+							const int V = 4 * e + v;
+							const __m256i w = p2k_q6(qi, _mm256_loadu_si256((const __m256i *)(pb + 656 + 256 * (2 * h + part) + 32 * V)),
+							                         _mm256_loadu_si256((const __m256i *)(pb + 144 + 256 * h + 32 * V)));
+							#pragma GCC unroll 4
+							for (int j = 0; j < NT; j++) {
+								const uint8_t *x = y + j * arb + 4 + 128 * h + 32 * qi + 16 * e + 4 * v;
+								if (v < 2)
+									p0[j] = p2k_sum16(p0[j], w, x);
+								else
+									p1[j] = p2k_sum16(p1[j], w, x);
+							}
+						}
+						const int i = 8 * h + 2 * qi + e;
+						#pragma GCC unroll 4
+						for (int j = 0; j < NT; j++) {
+							const __m256i S = _mm256_add_epi32(p2k_widen(p0[j]), p2k_widen(p1[j]));
+							t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), scf[i], t[j]);
+						}
+					}
+				}
+		p2k_rows_add(NT, acc, t, dy);
+		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(32)), dy, y, arb);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+}
+
+typedef void (*p2k_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, int64_t ldo);
+
+#define P2K_FN(name, call, NT)                                                                                    \
+	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, \
+	                        int64_t ldo) {                                                                       \
+		call;                                                                                                      \
+	}
+#define P2K_FNS(name, call)                                                                                      \
+	P2K_FN(name, call(1), 1) P2K_FN(name, call(2), 2) P2K_FN(name, call(3), 3) P2K_FN(name, call(4), 4)           \
+	static p2k_fn const name##s[P2K_NT + 1] = {0, name##_1, name##_2, name##_3, name##_4};
+#define P2K_Q4(NT) p2k45_tile(NT, 0, pg, rows, nb, act, arb, out, ldo)
+#define P2K_Q5(NT) p2k45_tile(NT, 1, pg, rows, nb, act, arb, out, ldo)
+#define P2K_Q6(NT) p2k6_tile(NT, pg, rows, nb, act, arb, out, ldo)
+P2K_FNS(p2k_q4_k_tile, P2K_Q4)
+P2K_FNS(p2k_q5_k_tile, P2K_Q5)
+P2K_FNS(p2k_q6_k_tile, P2K_Q6)
+
+#endif
+#endif
