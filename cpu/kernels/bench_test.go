@@ -112,9 +112,6 @@ func BenchmarkMatMulPacked(b *testing.B) {
 				for i, w := range ws {
 					pks[i] = s.Pack(t, w, wsz, sh.rows, sh.cols)
 				}
-				if pks[0] == nil {
-					continue // a k-quant, below AVX-512
-				}
 				th := s.NewThreads(2)
 				for _, n := range []int{1, 16, 64} {
 					asz, _ := ActivationType(t).RowSize(sh.cols)

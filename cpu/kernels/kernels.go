@@ -117,8 +117,7 @@ type Set struct {
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies
 	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q5_0, Q2_K
-	// to Q6_K and IQ4_XS pack at AVX-512; all but Q2_K, Q3_K and IQ4_XS at
-	// AVX2.
+	// to Q6_K and IQ4_XS pack at AVX-512 and AVX2.
 	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
 	// PackEach is Pack calling done(lo, hi) as soon as rows [lo, hi) of w
 	// are packed (a few MB at a time), so that a caller can release those

@@ -61,16 +61,7 @@ func TestMatMulPacked(t *testing.T) {
 		for _, s := range ss {
 			pk := s.Pack(c.t, w, rowBytes, c.rows, c.cols)
 			if pk == nil {
-				// Every level that packs packs the types of Q4_0, Q8_0,
-				// Q4_K_M and Q5_K_M files; the others pack at AVX-512.
-				switch c.t {
-				case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K:
-					t.Fatalf("%v: %s does not pack it", c.t, s.Name)
-				}
-				if s.PackRows == 16 {
-					t.Fatalf("%v: %s does not pack it", c.t, s.Name)
-				}
-				continue
+				t.Fatalf("%v: %s does not pack it", c.t, s.Name)
 			}
 			// n = 1 row by row, as decode computes them.
 			one := make([]float32, nmax*ldo)
@@ -170,7 +161,7 @@ func TestThreads(t *testing.T) {
 			randWeights(r, c.t, c.rows, c.cols, wsz, w, true)
 			pk := s.Pack(c.t, w, wsz, c.rows, c.cols)
 			if pk == nil {
-				continue // Q2_K, Q3_K or IQ4_XS, below AVX-512
+				t.Fatalf("%v: %s does not pack it", c.t, s.Name)
 			}
 			for _, n := range []int{1, 9, 17} {
 				act := make([]byte, n*asz)
@@ -390,7 +381,8 @@ func TestPackEach(t *testing.T) {
 func TestMatMulPackedExtremes(t *testing.T) {
 	// Where each type's block holds f16 scales (the rest is quants and
 	// integer scales, all bits set: their largest values).
-	f16At := map[quant.Type][]int{quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208}}
+	f16At := map[quant.Type][]int{quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208},
+		quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.IQ4_XS: {0}}
 	const rows, n = 19, 5
 	for typ, at := range f16At {
 		cols := 2 * typ.BlockSize()

@@ -86,10 +86,8 @@ DT_API int64_t dt_pack_rows(void) {
 // ggml type t.
 DT_API int64_t dt_pack_types(void) {
 	enum { Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = 23 };
-#if defined(DT_AVX512)
+#if defined(PK_LEVEL)
 	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K | 1 << IQ4_XS;
-#elif defined(PK_LEVEL)
-	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K;
 #else
 	return 0;
 #endif

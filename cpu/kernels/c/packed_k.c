@@ -33,8 +33,8 @@
 #include "kquants.h"
 #include "packed_k_avx2.h"
 
-// KROWS is the level's row group: 16 at AVX-512, 8 at AVX2, where Q4_K,
-// Q5_K and Q6_K pack too (packed_k_avx2.h).
+// KROWS is the level's row group: 16 at AVX-512, 8 at AVX2, where they
+// pack too (packed_k_avx2.h).
 #if defined(DT_AVX512)
 #define KROWS 16
 #else
@@ -483,19 +483,19 @@ typedef struct {
 #define TRANSPOSED(src) {1, src, 32}
 
 // The layouts described at the top of this file.
-__attribute__((unused)) static const pk_piece pk_q4_k[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),    LANES(8, 4),   LANES(12, 4),
+static const pk_piece pk_q4_k[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),    LANES(8, 4),   LANES(12, 4),
                                    TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), {0, 0, 0}};
-__attribute__((unused)) static const pk_piece pk_q5_k[] = {LANES(0, 2),    LANES(2, 2),    LANES(4, 4),     LANES(8, 4),     LANES(12, 4),
+static const pk_piece pk_q5_k[] = {LANES(0, 2),    LANES(2, 2),    LANES(4, 4),     LANES(8, 4),     LANES(12, 4),
                                    TRANSPOSED(16), TRANSPOSED(48), TRANSPOSED(80), TRANSPOSED(112), TRANSPOSED(144),
                                    {0, 0, 0}};
-__attribute__((unused)) static const pk_piece pk_q6_k[] = {LANES(208, 2),   LANES(192, 4), LANES(196, 4), LANES(200, 4),  LANES(204, 4),
+static const pk_piece pk_q6_k[] = {LANES(208, 2),   LANES(192, 4), LANES(196, 4), LANES(200, 4),  LANES(204, 4),
                                    TRANSPOSED(128), TRANSPOSED(160), TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64),
                                    TRANSPOSED(96),  {0, 0, 0}};
-__attribute__((unused)) static const pk_piece pk_iq4_xs[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),     TRANSPOSED(8),
+static const pk_piece pk_iq4_xs[] = {LANES(0, 2),   LANES(2, 2),    LANES(4, 4),     TRANSPOSED(8),
                                      TRANSPOSED(40), TRANSPOSED(72), TRANSPOSED(104), {0, 0, 0}};
-__attribute__((unused)) static const pk_piece pk_q3_k[] = {LANES(108, 2), LANES(96, 4),   LANES(100, 4),  LANES(104, 4),
+static const pk_piece pk_q3_k[] = {LANES(108, 2), LANES(96, 4),   LANES(100, 4),  LANES(104, 4),
                                    TRANSPOSED(0), TRANSPOSED(32), TRANSPOSED(64), {0, 0, 0}};
-__attribute__((unused)) static const pk_piece pk_q2_k[] = {LANES(80, 2), LANES(82, 2), LANES(0, 4),    LANES(4, 4),    LANES(8, 4),
+static const pk_piece pk_q2_k[] = {LANES(80, 2), LANES(82, 2), LANES(0, 4),    LANES(4, 4),    LANES(8, 4),
                                    LANES(12, 4), TRANSPOSED(16), TRANSPOSED(48), {0, 0, 0}};
 
 // pk_pack packs a matrix of super-blocks of bsize bytes by layout. Rows
@@ -583,9 +583,9 @@ PK_512(iq4_xs, pk_iq4_xs, IQ4_XS_SIZE, piq4_xs_tiles)
 PK_AVX2(q4_k, pk_q4_k, Q4_K_SIZE, p2k_q4_k_tiles)
 PK_AVX2(q5_k, pk_q5_k, Q5_K_SIZE, p2k_q5_k_tiles)
 PK_AVX2(q6_k, pk_q6_k, Q6_K_SIZE, p2k_q6_k_tiles)
-PK_NONE(q2_k)
-PK_NONE(q3_k)
-PK_NONE(iq4_xs)
+PK_AVX2(q2_k, pk_q2_k, Q2_K_SIZE, p2k_q2_k_tiles)
+PK_AVX2(q3_k, pk_q3_k, Q3_K_SIZE, p2k_q3_k_tiles)
+PK_AVX2(iq4_xs, pk_iq4_xs, IQ4_XS_SIZE, p2k_iq4_xs_tiles)
 #else
 PK_NONE(q4_k)
 PK_NONE(q5_k)

@@ -1,4 +1,4 @@
-// Packed Q4_K, Q5_K and Q6_K at the AVX2 level (without AVX-512):
+// Packed Q2_K to Q6_K and IQ4_XS at the AVX2 level (without AVX-512):
 // packed_k.c's layouts with groups of 8 rows (every 64-byte vector there
 // a 32-byte one here), and the tiles that multiply them by up to 4
 // activation rows.
@@ -217,6 +217,200 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
 }
 
+// p2k_sub16 adds 32 values' products, two 16-value groups each with a
+// scale of its own (Q2_K, Q3_K), into the NT rows' sums t: w(v) the 8
+// weight vectors (values 0..7: a group's four fit 16 bits), x the first
+// row's 32 quants.
+#define P2K_SUB16(NT, t, w, sc0, sc1, x, arb)                                                                  \
+	do {                                                                                                        \
+		__m256i g0_[P2K_NT], g1_[P2K_NT];                                                                       \
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) g0_[j] = g1_[j] = _mm256_setzero_si256();         \
+		_Pragma("GCC unroll 8") for (int v = 0; v < 8; v++) {                                                  \
+			const __m256i wv_ = (w);                                                                            \
+			_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {                                             \
+				if (v < 4)                                                                                      \
+					g0_[j] = p2k_sum16(g0_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
+				else                                                                                            \
+					g1_[j] = p2k_sum16(g1_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
+			}                                                                                                   \
+		}                                                                                                       \
+		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {                                                 \
+			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2k_widen(g0_[j])), (sc0), t[j]);                         \
+			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2k_widen(g1_[j])), (sc1), t[j]);                         \
+		}                                                                                                       \
+	} while (0)
+
+// p2k2_tile is Q2_K's: the 2-bit values times each 16 values' 4-bit
+// scale, the mins (the scale bytes' high nibbles) through the
+// activations' 16-value sums. Layout (8 rows): d[8], dmin[8] f16; the
+// scale bytes (vector u = bytes 4u..4u+3); qs transposed (2 × 8 vectors).
+DT_INLINE void p2k2_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                         float *out, int64_t ldo) {
+	const int psize = P2K_ROWS * Q2_K_SIZE;
+	const __m256i m3 = _mm256_set1_epi8(3);
+	__m256 acc[P2K_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16)));
+		__m256 scf[16];
+		__m256i mp[8];
+		#pragma GCC unroll 4
+		for (int u = 0; u < 4; u++) {
+			const __m256i G = _mm256_loadu_si256((const __m256i *)(pb + 32 + 32 * u));
+			__m256i m[4];
+			#pragma GCC unroll 4
+			for (int e = 0; e < 4; e++) {
+				const __m256i byte = _mm256_and_si256(_mm256_srli_epi32(G, 8 * e), _mm256_set1_epi32(0xff));
+				scf[4 * u + e] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(byte, _mm256_set1_epi32(15))));
+				m[e] = _mm256_srli_epi32(byte, 4);
+			}
+			mp[2 * u] = _mm256_or_si256(m[0], _mm256_slli_epi32(m[1], 16));
+			mp[2 * u + 1] = _mm256_or_si256(m[2], _mm256_slli_epi32(m[3], 16));
+		}
+		float dy[P2K_NT];
+		__m256 t[P2K_NT];
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		#pragma GCC unroll 1
+		for (int c = 0; c < 2; c++)
+			#pragma GCC unroll 1
+			for (int k = 0; k < 4; k++) // values 128c+32k+l
+				P2K_SUB16(NT, t,
+				          _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(pb + 160 + 256 * c + 32 * v)), 2 * k), m3),
+				          scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], y + 4 + 128 * c + 32 * k, arb);
+		p2k_rows_add(NT, acc, t, dy);
+		p2k_offsets(NT, acc, mp, dmin, dy, y, arb);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+}
+
+// p2k_q3_scale is packed_k.c's q3k_scale16 at this width.
+DT_INLINE __m256i p2k_q3_scale(int j, __m256i A, __m256i B, __m256i C) {
+	const int byte = j % 8, shift = 8 * (byte % 4) + (j < 8 ? 0 : 4);
+	const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(byte < 4 ? A : B, shift), _mm256_set1_epi32(15));
+	const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(C, 8 * (j % 4) + 2 * (j / 4)), _mm256_set1_epi32(3));
+	return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+}
+
+// p2k3_tile is Q3_K's: the values as unsigned q+4 (0..7), the 4 taken off
+// through the activations' 16-value sums times the scales. Layout (8
+// rows): d[8] f16; scale bytes 0..3, 4..7, 8..11; hmask transposed (8
+// vectors); qs transposed (2 × 8 vectors).
+DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                         float *out, int64_t ldo) {
+	const int psize = P2K_ROWS * Q3_K_SIZE;
+	const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+	__m256 acc[P2K_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256i A = _mm256_loadu_si256((const __m256i *)(pb + 16)), B = _mm256_loadu_si256((const __m256i *)(pb + 48)),
+		              C = _mm256_loadu_si256((const __m256i *)(pb + 80));
+		__m256 scf[16];
+		__m256i cp[8];
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++) {
+			const __m256i s0 = p2k_q3_scale(2 * u, A, B, C), s1 = p2k_q3_scale(2 * u + 1, A, B, C);
+			scf[2 * u] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s0));
+			scf[2 * u + 1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s1));
+			cp[u] = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
+		}
+		float dy[P2K_NT];
+		__m256 t[P2K_NT];
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		#pragma GCC unroll 1
+		for (int c = 0; c < 2; c++)
+			#pragma GCC unroll 1
+			for (int k = 0; k < 4; k++) { // values 128c+32k+l
+				const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * c + k)));
+				P2K_SUB16(NT, t,
+				          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(pb + 368 + 256 * c + 32 * v)), 2 * k), m3),
+				                          _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(pb + 112 + 32 * v)), bit), bit), four)),
+				          scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], y + 4 + 128 * c + 32 * k, arb);
+			}
+		p2k_rows_add(NT, acc, t, dy);
+		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(4)), dy, y, arb);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+}
+
+// p2k_iq4_tile is IQ4_XS's. Its values plus 128 (1..241) would
+// overflow vpmaddubsw's pairs, so it multiplies the signed values by ggml's
+// sign trick and adds 128 times the activations' sums: the integer the
+// AVX-512 tile's unsigned values give, whose offset the float steps then
+// take off as there. Layout (8 rows): d[8] f16, scales_h[8] u16, scales_l
+// (one vector), qs transposed (4 × 8 vectors).
+DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
+                               float *out, int64_t ldo) {
+	static const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+	const int psize = P2K_ROWS * IQ4_XS_SIZE;
+	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)), m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[P2K_NT];
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
+		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(pb + 16)));
+		const __m256i L = _mm256_loadu_si256((const __m256i *)(pb + 32));
+		__m256 scf[8];
+		__m256i cp[8];
+		#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(L, 4 * s), _mm256_set1_epi32(15));
+			const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(sh, 2 * s), _mm256_set1_epi32(3));
+			const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+			scf[s] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+			cp[s] = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+		}
+		float dy[P2K_NT];
+		__m256 t[P2K_NT];
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		#pragma GCC unroll 1
+		for (int s = 0; s < 8; s++) { // sub-block s: chunk s/2's bytes 16(s%2)..
+			__m256i S[P2K_NT];
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++) {
+				// 128 × the sub-block's two 16-value sums of activations.
+				const int32_t sums = (int16_t)ld16(y + j * arb + 260 + 4 * s) + (int16_t)ld16(y + j * arb + 262 + 4 * s);
+				S[j] = _mm256_set1_epi32(128 * sums);
+			}
+			#pragma GCC unroll 4
+			for (int g = 0; g < 4; g++) {
+				const __m256i q = _mm256_loadu_si256((const __m256i *)(pb + 64 + 32 * (8 * (s / 2) + 4 * (s % 2) + g)));
+				const __m256i wl = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+				const __m256i wh = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+				const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
+				#pragma GCC unroll 4
+				for (int j = 0; j < NT; j++) {
+					const uint8_t *x = y + j * arb + 4 + 32 * s;
+					const __m256i pl = _mm256_maddubs_epi16(al, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 4 * g)), wl));
+					const __m256i ph = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 16 + 4 * g)), wh));
+					S[j] = _mm256_add_epi32(S[j], _mm256_add_epi32(p2k_widen(pl), p2k_widen(ph)));
+				}
+			}
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++) t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[j]), scf[s], t[j]);
+		}
+		p2k_rows_add(NT, acc, t, dy);
+		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(128)), dy, y, arb);
+	}
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+}
+
 typedef void (*p2k_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, int64_t ldo);
 
 #define P2K_FN(name, call, NT)                                                                                    \
@@ -230,9 +424,15 @@ typedef void (*p2k_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *a
 #define P2K_Q4(NT) p2k45_tile(NT, 0, pg, rows, nb, act, arb, out, ldo)
 #define P2K_Q5(NT) p2k45_tile(NT, 1, pg, rows, nb, act, arb, out, ldo)
 #define P2K_Q6(NT) p2k6_tile(NT, pg, rows, nb, act, arb, out, ldo)
+#define P2K_Q2(NT) p2k2_tile(NT, pg, rows, nb, act, arb, out, ldo)
+#define P2K_Q3(NT) p2k3_tile(NT, pg, rows, nb, act, arb, out, ldo)
+#define P2K_IQ4(NT) p2k_iq4_tile(NT, pg, rows, nb, act, arb, out, ldo)
 P2K_FNS(p2k_q4_k_tile, P2K_Q4)
 P2K_FNS(p2k_q5_k_tile, P2K_Q5)
 P2K_FNS(p2k_q6_k_tile, P2K_Q6)
+P2K_FNS(p2k_q2_k_tile, P2K_Q2)
+P2K_FNS(p2k_q3_k_tile, P2K_Q3)
+P2K_FNS(p2k_iq4_xs_tile, P2K_IQ4)
 
 #endif
 #endif
