@@ -17,10 +17,11 @@ KDIR    := cpu/kernels
 KSRC    := $(wildcard $(KDIR)/c/*.c)
 KHDR    := $(wildcard $(KDIR)/c/*.h)
 KCFLAGS := -std=gnu11 -O3 -fPIC -shared -fvisibility=hidden -ffp-contract=off -fno-math-errno -Wall -Wextra
-KLEVELS_amd64 := generic avx2 avx512
+KLEVELS_amd64 := generic avx2 avxvnni avx512
 KLEVELS_arm64 := generic neon
 KFLAGS_generic_amd64 := -march=x86-64 -mtune=generic
 KFLAGS_avx2_amd64    := -march=x86-64-v3 -mtune=generic
+KFLAGS_avxvnni_amd64 := -march=x86-64-v3 -mavxvnni -mtune=generic
 KFLAGS_avx512_amd64  := -march=x86-64-v4 -mavx512vnni -mtune=generic
 KFLAGS_generic_arm64 := -march=armv8-a
 KFLAGS_neon_arm64    := -march=armv8.2-a+dotprod+fp16

@@ -7,10 +7,11 @@
 // others are tested against, and the fallback when nothing else can run. The
 // other levels are C (c/*.c) compiled by `make kernels` once per ISA level
 // into shared libraries: "generic" (plain C for the baseline ISA), "avx2"
-// (x86-64-v3), "avx512" (x86-64-v4 with AVX512-VNNI; AVX-VNNI is not
-// required, since its ymm vpdpbusd adds nothing where AVX512-VNNI exists and
-// requiring it would exclude Zen 4 and Ice Lake) and "neon" (arm64 with the
-// dot-product extension). "amx" is the avx512 library with AMX tiles
+// (x86-64-v3), "avxvnni" (x86-64-v3 with AVX-VNNI's ymm vpdpbusd: Intel's
+// client cores since Alder Lake, which lack AVX-512), "avx512" (x86-64-v4
+// with AVX512-VNNI; AVX-VNNI is not required, since its ymm vpdpbusd adds
+// nothing where AVX512-VNNI exists and requiring it would exclude Zen 4 and
+// Ice Lake) and "neon" (arm64 with the dot-product extension). "amx" is the avx512 library with AMX tiles
 // multiplying batches of 8 or more activation rows of packed Q8_0 and Q4_0
 // weights (see Packed); it needs the CPU's AMX-INT8 and the OS's consent
 // (arch_prctl), and gives the same results bit for bit. The libraries are embedded in the Go binary,
@@ -79,7 +80,8 @@ func AttentionScratch(past, n int) int { return AttentionRows * (past + n) }
 // Set is one implementation of every kernel. All functions are
 // single-threaded; the caller splits work across its own worker pool.
 type Set struct {
-	// Name is the level: "go", "generic", "avx2", "avx512", "amx" or "neon".
+	// Name is the level: "go", "generic", "avx2", "avxvnni", "avx512", "amx"
+	// or "neon".
 	Name string
 	// Build identifies the code: a hash of the level's library ("go" for
 	// the pure-Go set), so that what was measured with one build (a
@@ -112,7 +114,7 @@ type Set struct {
 	MatMul func(t quant.Type, out []float32, ldo int, w []byte, rowBytes int, lo, hi int, act []byte, actRowBytes int, n int, cols int)
 
 	// PackRows is the row group of this level's packed layout (16 at
-	// AVX-512, 8 at AVX2), 0 where nothing is packed.
+	// AVX-512, 8 at AVX2 and AVX-VNNI), 0 where nothing is packed.
 	PackRows int
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies

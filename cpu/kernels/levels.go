@@ -26,7 +26,7 @@ const EnvVar = "DOVETAIL_KERNELS"
 func nativeLevels() []string {
 	switch runtime.GOARCH {
 	case "amd64":
-		return []string{"amx", "avx512", "avx2", "generic"}
+		return []string{"amx", "avx512", "avxvnni", "avx2", "generic"}
 	case "arm64":
 		return []string{"neon", "generic"}
 	}
@@ -35,14 +35,17 @@ func nativeLevels() []string {
 
 // cpuSupports reports whether this CPU runs the code of a level. The
 // requirements match the compiler flags in the Makefile: x86-64-v3 is AVX2,
-// FMA, F16C, BMI1/2, LZCNT and MOVBE; x86-64-v4 adds AVX-512 F/BW/CD/DQ/VL,
-// and the avx512 level also needs VNNI for its int8 dot products.
+// FMA, F16C, BMI1/2, LZCNT and MOVBE, and avxvnni adds AVX-VNNI's ymm
+// vpdpbusd; x86-64-v4 adds AVX-512 F/BW/CD/DQ/VL, and the avx512 level also
+// needs VNNI for its int8 dot products.
 func cpuSupports(level string) bool {
 	switch runtime.GOARCH + "/" + level {
 	case "amd64/generic", "arm64/generic":
 		return true
 	case "amd64/avx2":
 		return cpuid.CPU.X64Level() >= 3
+	case "amd64/avxvnni":
+		return cpuid.CPU.X64Level() >= 3 && cpuid.CPU.Supports(cpuid.AVXVNNI)
 	case "amd64/avx512":
 		return cpuid.CPU.X64Level() >= 4 && cpuid.CPU.Supports(cpuid.AVX512VNNI)
 	case "amd64/amx":

@@ -25,7 +25,11 @@ func findings(r Report, gpuErr error) []Finding {
 	case runtime.GOARCH == "amd64" && !has("AVX2"):
 		fs = append(fs, Finding{"no AVX2", "the generic kernels run, several times slower than on a CPU with AVX2"})
 	case runtime.GOARCH == "amd64" && !has("AVX-512F"):
-		fs = append(fs, Finding{"no AVX-512", "the AVX2 kernels run"})
+		run := "the AVX2 kernels run"
+		if k == "avxvnni" {
+			run += ", with AVX-VNNI"
+		}
+		fs = append(fs, Finding{"no AVX-512", run})
 	case runtime.GOARCH == "amd64" && !has("AVX-512 VNNI"):
 		fs = append(fs, Finding{"AVX-512 without VNNI", "the AVX2 kernels run"})
 	}

@@ -62,6 +62,8 @@ func TestFindings(t *testing.T) {
 			fmt.Errorf("%w: libcuda.so.1 not found", gpu.ErrNoCUDA), []string{"no AVX2: the generic kernels run", "driver", "the draft runs on the CPU"}, nil},
 		{"AVX2 and a GPU", Report{CPU: CPU{ISA: avx2, Kernels: "avx2"}, GPUs: []GPU{gpu3060}}, nil,
 			[]string{"no AVX-512: the AVX2 kernels run"}, []string{"draft runs on the CPU", "PCIe"}},
+		{"AVX2 with AVX-VNNI", Report{CPU: CPU{ISA: avx2, Kernels: "avxvnni"}, GPUs: []GPU{gpu3060}}, nil,
+			[]string{"no AVX-512: the AVX2 kernels run, with AVX-VNNI"}, []string{"draft runs on the CPU"}},
 		{"AVX-512, a busy GPU on a narrow link, a container", Report{CPU: CPU{ISA: avx512, Kernels: "avx512"},
 			Memory: Memory{TotalBytes: 8 << 30, Limited: true},
 			GPUs:   []GPU{{Name: "GTX 1650", VRAMTotalBytes: 4 << 30, VRAMFreeBytes: 512 << 20, PCIeGen: 3, PCIeWidth: 4, PCIeMaxGen: 3, PCIeMaxWidth: 16}}}, nil,

@@ -36,6 +36,11 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define DT_AVX2 1
 #endif
+// DT_AVXVNNI: the AVX2 level with AVX-VNNI's ymm vpdpbusd (Intel's client
+// cores since Alder Lake have it without AVX-512): the avxvnni library.
+#if defined(DT_AVX2) && defined(__AVXVNNI__) && !defined(DT_AVX512)
+#define DT_AVXVNNI 1
+#endif
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #define DT_NEON 1
 #endif

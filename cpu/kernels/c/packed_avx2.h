@@ -21,7 +21,10 @@
 // (|q8| ≤ 127: a pair of Q4_0 products is at most 3,810, eight pairs
 // 30,480; of Q5_0, 7,874 and four), so one widening serves a block or
 // half of one rather than each vector. Q8_0's signed weights take ggml's
-// sign trick (|w| times x with w's sign) and widen every vector.
+// sign trick (|w| times x with w's sign) and widen every vector. With
+// AVX-VNNI (the avxvnni library) one vpdpbusd does a vector's multiply,
+// pair sums and widening at once: p2_sum16 accumulates 32-bit sums there
+// and p2_widen passes them through; the integers are the same.
 //
 // The integer dot of a block is exact and the float steps are the AVX-512
 // tiles' (acc = fma(float(dot), dw*dx, acc), block after block, pieces of
@@ -61,13 +64,34 @@ __attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int6
 }
 
 // p2_sum16 adds the unsigned weight vector w times the four activation
-// bytes at x, broadcast, into s's 16-bit pair sums.
+// bytes at x, broadcast, into s's 16-bit pair sums (with AVX-VNNI, its
+// 32-bit lane sums).
 DT_INLINE __m256i p2_sum16(__m256i s, __m256i w, const uint8_t *x) {
+#if defined(DT_AVXVNNI)
+	return _mm256_dpbusd_avx_epi32(s, w, _mm256_set1_epi32(ld32(x)));
+#else
 	return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, _mm256_set1_epi32(ld32(x))));
+#endif
 }
 
 // p2_widen is a lane's 16-bit pair sums added into 32 bits: the row's dot.
-DT_INLINE __m256i p2_widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+DT_INLINE __m256i p2_widen(__m256i s) {
+#if defined(DT_AVXVNNI)
+	return s;
+#else
+	return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+}
+
+// p2_dot_signed adds |w| (aw) times xs (x with w's signs) into the 32-bit
+// lane sums s: the sign trick's product of signed weights.
+DT_INLINE __m256i p2_dot_signed(__m256i s, __m256i aw, __m256i xs) {
+#if defined(DT_AVXVNNI)
+	return _mm256_dpbusd_avx_epi32(s, aw, xs);
+#else
+	return _mm256_add_epi32(s, p2_widen(_mm256_maddubs_epi16(aw, xs)));
+#endif
+}
 
 // p2_nibbles are vector g's low and high nibbles as bytes 0..15.
 DT_INLINE void p2_nibbles(const uint8_t *pb, int g, __m256i *lo, __m256i *hi) {
@@ -127,8 +151,7 @@ DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64
 		const __m256i w = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g)), aw = _mm256_abs_epi8(w);
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++) {
-			const __m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + 4 * g)), w);
-			s32[j] = _mm256_add_epi32(s32[j], p2_widen(_mm256_maddubs_epi16(aw, xs)));
+			s32[j] = p2_dot_signed(s32[j], aw, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + 4 * g)), w));
 		}
 	}
 }

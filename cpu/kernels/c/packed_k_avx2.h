@@ -4,15 +4,16 @@
 // activation rows.
 //
 // The integer products come from vpmaddubsw (unsigned weight bytes times
-// the signed Q8_K activations, pairs added into 16 bits) rather than
-// vpdpbusd: Q4_K's 0..15 take a whole 32-value sub-block in 16 bits
-// before one vpmaddwd widens it (eight pairs of at most 2·15·127), Q5_K's
-// 0..31 half of one, Q6_K's 0..63 two vectors. The float steps, and the
+// the signed Q8_K activations, pairs added into 16 bits; packed_avx2.h's
+// p2_sum16, vpdpbusd with AVX-VNNI): Q4_K's 0..15 take a whole 32-value
+// sub-block in 16 bits before one vpmaddwd widens it (eight pairs of at
+// most 2·15·127), Q5_K's 0..31 half of one, Q6_K's 0..63 two vectors. The float steps, and the
 // order of the sub-blocks, are packed_k.c's AVX-512 tiles', so a row's
 // result is the same bits at both levels and for any number of rows.
 #ifndef DOVETAIL_PACKED_K_AVX2_H
 #define DOVETAIL_PACKED_K_AVX2_H
 #include "common.h"
+#include "packed_avx2.h"
 
 #if defined(DT_AVX2) && !defined(DT_AVX512)
 
@@ -35,14 +36,6 @@ DT_INLINE void p2k_scales(int s, __m256i A, __m256i B, __m256i C, __m256i *sc, _
 		                     _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(B, 8 * t + 6), m2), 4));
 	}
 }
-
-// p2k_sum16 adds w times the four activation bytes at x, broadcast, into
-// s's 16-bit pair sums.
-DT_INLINE __m256i p2k_sum16(__m256i s, __m256i w, const uint8_t *x) {
-	return _mm256_add_epi16(s, _mm256_maddubs_epi16(w, _mm256_set1_epi32(ld32(x))));
-}
-
-DT_INLINE __m256i p2k_widen(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
 
 // p2k_rows_add adds the NT rows' super-block sums t, times their scales,
 // into acc; p2k_offsets then takes the super-block's offsets off: per row
@@ -118,15 +111,15 @@ DT_INLINE void p2k45_tile(const int NT, const int Q5, const uint8_t *pg, int row
 					w = _mm256_or_si256(w, _mm256_and_si256(set, _mm256_set1_epi8(16)));
 				}
 				#pragma GCC unroll 4
-				for (int j = 0; j < NT; j++) s16[j] = p2k_sum16(s16[j], w, y + j * arb + 4 + 32 * s + 4 * v);
+				for (int j = 0; j < NT; j++) s16[j] = p2_sum16(s16[j], w, y + j * arb + 4 + 32 * s + 4 * v);
 				if (Q5 && v == 3) { // Q5_K's values reach 31: widen after four vectors
 					#pragma GCC unroll 4
-					for (int j = 0; j < NT; j++) s32[j] = p2k_widen(s16[j]), s16[j] = _mm256_setzero_si256();
+					for (int j = 0; j < NT; j++) s32[j] = p2_widen(s16[j]), s16[j] = _mm256_setzero_si256();
 				}
 			}
 			#pragma GCC unroll 4
 			for (int j = 0; j < NT; j++)
-				t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s32[j], p2k_widen(s16[j]))), scf[s], t[j]);
+				t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s32[j], p2_widen(s16[j]))), scf[s], t[j]);
 		}
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, mp, dmin, dy, y, arb);
@@ -197,15 +190,15 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 							for (int j = 0; j < NT; j++) {
 								const uint8_t *x = y + j * arb + 4 + 128 * h + 32 * qi + 16 * e + 4 * v;
 								if (v < 2)
-									p0[j] = p2k_sum16(p0[j], w, x);
+									p0[j] = p2_sum16(p0[j], w, x);
 								else
-									p1[j] = p2k_sum16(p1[j], w, x);
+									p1[j] = p2_sum16(p1[j], w, x);
 							}
 						}
 						const int i = 8 * h + 2 * qi + e;
 						#pragma GCC unroll 4
 						for (int j = 0; j < NT; j++) {
-							const __m256i S = _mm256_add_epi32(p2k_widen(p0[j]), p2k_widen(p1[j]));
+							const __m256i S = _mm256_add_epi32(p2_widen(p0[j]), p2_widen(p1[j]));
 							t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S), scf[i], t[j]);
 						}
 					}
@@ -229,14 +222,14 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 			const __m256i wv_ = (w);                                                                            \
 			_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {                                             \
 				if (v < 4)                                                                                      \
-					g0_[j] = p2k_sum16(g0_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
+					g0_[j] = p2_sum16(g0_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
 				else                                                                                            \
-					g1_[j] = p2k_sum16(g1_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
+					g1_[j] = p2_sum16(g1_[j], wv_, (x) + j * (arb) + 4 * v);                                   \
 			}                                                                                                   \
 		}                                                                                                       \
 		_Pragma("GCC unroll 4") for (int j = 0; j < NT; j++) {                                                 \
-			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2k_widen(g0_[j])), (sc0), t[j]);                         \
-			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2k_widen(g1_[j])), (sc1), t[j]);                         \
+			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2_widen(g0_[j])), (sc0), t[j]);                         \
+			t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p2_widen(g1_[j])), (sc1), t[j]);                         \
 		}                                                                                                       \
 	} while (0)
 
@@ -396,9 +389,8 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int j = 0; j < NT; j++) {
 					const uint8_t *x = y + j * arb + 4 + 32 * s;
-					const __m256i pl = _mm256_maddubs_epi16(al, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 4 * g)), wl));
-					const __m256i ph = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 16 + 4 * g)), wh));
-					S[j] = _mm256_add_epi32(S[j], _mm256_add_epi32(p2k_widen(pl), p2k_widen(ph)));
+					S[j] = p2_dot_signed(S[j], al, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 4 * g)), wl));
+					S[j] = p2_dot_signed(S[j], ah, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 16 + 4 * g)), wh));
 				}
 			}
 			#pragma GCC unroll 4
