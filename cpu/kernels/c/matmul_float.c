@@ -6,6 +6,11 @@
 // columns: each loaded and widened weight vector meets NT activation
 // vectors, each activation vector RT weight vectors, and the RT×NT sums are
 // reduced horizontally once per tile.
+//
+// A tile's RT rows are RT short streams (a row of a small model is a few
+// KB), which the hardware prefetchers barely start on before the tile
+// ends: each tile asks for the same columns of the next tile's rows as it
+// reads its own (docs/measurements, "F16 weights").
 #include "common.h"
 
 enum { KF16, KBF16, KF32 };
@@ -31,6 +36,9 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 	for (int64_t k = 0; k < cols; k += 16) {
 		const __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
 		__m512 wv[4], xv[4];
+		if ((k * es) % 64 == 0)
+			#pragma GCC unroll 4
+			for (int r = 0; r < RT; r++) _mm_prefetch((const char *)w + (r + RT) * rb + k * es, _MM_HINT_T0);
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld16f(kind, w + r * rb + k * es, m);
 		#pragma GCC unroll 16
@@ -76,6 +84,9 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 	int64_t k = 0;
 	for (; k + 8 <= cols; k += 8) {
 		__m256 wv[4], xv[2];
+		if ((k * es) % 64 == 0)
+			#pragma GCC unroll 4
+			for (int r = 0; r < RT; r++) _mm_prefetch((const char *)w + (r + RT) * rb + k * es, _MM_HINT_T0);
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld8f(kind, w + r * rb + k * es);
 		#pragma GCC unroll 16
