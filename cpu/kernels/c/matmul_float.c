@@ -12,6 +12,7 @@
 // ends: each tile asks for the same columns of the next tile's rows as it
 // reads its own (docs/measurements, "F16 weights").
 #include "common.h"
+#include <stdlib.h>
 
 enum { KF16, KBF16, KF32 };
 
@@ -25,9 +26,9 @@ DT_INLINE __m512 ld16f(const int kind, const uint8_t *p, __mmask16 m) {
 	}
 }
 
-DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out, int64_t ldo, const uint8_t *w,
-                          int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
-	const int es = kind == KF32 ? 4 : 2;
+DT_INLINE void float_tile(const int kind, const int xkind, const int RT, const int NT, float *out, int64_t ldo,
+                          const uint8_t *w, int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
+	const int es = kind == KF32 ? 4 : 2, xs = xkind == KF32 ? 4 : 2;
 	__m512 acc[4][4];
 	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
@@ -42,7 +43,7 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld16f(kind, w + r * rb + k * es, m);
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) xv[j] = ld16f(kind, act + j * arb + k * es, m);
+		for (int j = 0; j < NT; j++) xv[j] = ld16f(xkind, act + j * arb + k * xs, m);
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++)
 			#pragma GCC unroll 16
@@ -73,9 +74,9 @@ DT_INLINE float ld1f(const int kind, const uint8_t *p) {
 	}
 }
 
-DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out, int64_t ldo, const uint8_t *w,
-                          int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
-	const int es = kind == KF32 ? 4 : 2;
+DT_INLINE void float_tile(const int kind, const int xkind, const int RT, const int NT, float *out, int64_t ldo,
+                          const uint8_t *w, int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
+	const int es = kind == KF32 ? 4 : 2, xs = xkind == KF32 ? 4 : 2;
 	__m256 acc[4][2];
 	#pragma GCC unroll 16
 	for (int r = 0; r < RT; r++)
@@ -90,7 +91,7 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++) wv[r] = ld8f(kind, w + r * rb + k * es);
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) xv[j] = ld8f(kind, act + j * arb + k * es);
+		for (int j = 0; j < NT; j++) xv[j] = ld8f(xkind, act + j * arb + k * xs);
 		#pragma GCC unroll 16
 		for (int r = 0; r < RT; r++)
 			#pragma GCC unroll 16
@@ -101,7 +102,7 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) {
 			float s = hsum256(acc[r][j]);
-			for (int64_t i = k; i < cols; i++) s += ld1f(kind, w + r * rb + i * es) * ld1f(kind, act + j * arb + i * es);
+			for (int64_t i = k; i < cols; i++) s += ld1f(kind, w + r * rb + i * es) * ld1f(xkind, act + j * arb + i * xs);
 			out[j * ldo + r] = s;
 		}
 }
@@ -118,9 +119,10 @@ DT_INLINE float ld1f(const int kind, const uint8_t *p) {
 }
 
 // Eight partial sums let the compiler vectorize without reassociating.
-DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out, int64_t ldo, const uint8_t *w,
-                          int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
+DT_INLINE void float_tile(const int kind, const int xkind, const int RT, const int NT, float *out, int64_t ldo,
+                          const uint8_t *w, int64_t rb, const uint8_t *act, int64_t arb, int64_t cols) {
 	const int es = kind == KF32 ? 4 : 2;
+	(void)xkind;
 	(void)RT;
 	(void)NT;
 	float s[8] = {0};
@@ -144,11 +146,49 @@ DT_INLINE void float_tile(const int kind, const int RT, const int NT, float *out
 #define RT_FULL 4
 #endif
 
+#if MAXNT > 1
+// widened returns the n activation rows (f16 or bf16) as float32, in a
+// buffer of the thread's (grown as needed; 0 if it cannot be): tiles of
+// several activation rows then convert only their weights, and a row's
+// products are the same bits (the conversion is exact).
+static float *widened(const int kind, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	static __thread float *buf;
+	static __thread int64_t cap;
+	if (n * cols > cap) {
+		float *b = realloc(buf, (size_t)(n * cols) * sizeof *b);
+		if (!b) return 0;
+		buf = b, cap = n * cols;
+	}
+	for (int64_t j = 0; j < n; j++) {
+		const uint8_t *a = act + j * arb;
+		float *x = buf + j * cols;
+		int64_t k = 0;
+#if defined(DT_AVX512)
+		for (; k < cols; k += 16) {
+			const __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
+			_mm512_mask_storeu_ps(x + k, m, ld16f(kind, a + 2 * k, m));
+		}
+#else
+		for (; k + 8 <= cols; k += 8) _mm256_storeu_ps(x + k, ld8f(kind, a + 2 * k));
+		for (; k < cols; k++) x[k] = ld1f(kind, a + 2 * k);
+#endif
+	}
+	return buf;
+}
+#endif
+
 // float_matmul walks tiles of RT_FULL rows × MAXNT activation rows; the
 // kind, RT and NT are constants in each instantiation so the tile's arrays
 // live in registers.
 DT_INLINE void float_matmul(const int kind, float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo,
                             int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+	int xkind = kind;
+#if MAXNT > 1
+	if (kind != KF32 && n > 1) {
+		const float *x = widened(kind, act, arb, n, cols);
+		if (x) xkind = KF32, act = (const uint8_t *)x, arb = cols * 4;
+	}
+#endif
 	int64_t r = lo;
 	for (; r < hi; r += RT_FULL) {
 		const int full = hi - r >= RT_FULL;
@@ -159,25 +199,25 @@ DT_INLINE void float_matmul(const int kind, float *out, int64_t ldo, const uint8
 			if (full) {
 				switch (nt) {
 #if MAXNT >= 4
-				case 4: float_tile(kind, RT_FULL, 4, o, ldo, w + r * rb, rb, a, arb, cols); break;
-				case 3: float_tile(kind, RT_FULL, 3, o, ldo, w + r * rb, rb, a, arb, cols); break;
+				case 4: float_tile(kind, xkind, RT_FULL, 4, o, ldo, w + r * rb, rb, a, arb, cols); break;
+				case 3: float_tile(kind, xkind, RT_FULL, 3, o, ldo, w + r * rb, rb, a, arb, cols); break;
 #endif
 #if MAXNT >= 2
-				case 2: float_tile(kind, RT_FULL, 2, o, ldo, w + r * rb, rb, a, arb, cols); break;
+				case 2: float_tile(kind, xkind, RT_FULL, 2, o, ldo, w + r * rb, rb, a, arb, cols); break;
 #endif
-				default: float_tile(kind, RT_FULL, 1, o, ldo, w + r * rb, rb, a, arb, cols); break;
+				default: float_tile(kind, xkind, RT_FULL, 1, o, ldo, w + r * rb, rb, a, arb, cols); break;
 				}
 			} else {
 				for (int64_t rr = r; rr < hi; rr++) {
 					switch (nt) {
 #if MAXNT >= 4
-					case 4: float_tile(kind, 1, 4, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
-					case 3: float_tile(kind, 1, 3, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
+					case 4: float_tile(kind, xkind, 1, 4, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
+					case 3: float_tile(kind, xkind, 1, 3, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
 #endif
 #if MAXNT >= 2
-					case 2: float_tile(kind, 1, 2, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
+					case 2: float_tile(kind, xkind, 1, 2, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
 #endif
-					default: float_tile(kind, 1, 1, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
+					default: float_tile(kind, xkind, 1, 1, o + (rr - r), ldo, w + rr * rb, rb, a, arb, cols); break;
 					}
 				}
 			}
