@@ -46,6 +46,7 @@ type cLib struct {
 	packIQ4_XS, mmPackedIQ4_XS                 uintptr
 	packQ3_K, mmPackedQ3_K                     uintptr
 	packQ2_K, mmPackedQ2_K                     uintptr
+	packF16, mmPackedF16, mmPackedBF16         uintptr
 	poolNew, poolFree, poolMatMul              uintptr
 	poolMatMulRows                             uintptr
 	poolAttention, rope                        uintptr
@@ -99,6 +100,9 @@ func (l *cLib) symbols() []struct {
 		{"dt_pack_q5_0", &l.packQ5_0},
 		{"dt_matmul_packed_q5_0", &l.mmPackedQ5_0},
 		{"dt_pack_q4_k", &l.packQ4_K},
+		{"dt_pack_f16", &l.packF16},
+		{"dt_matmul_packed_f16", &l.mmPackedF16},
+		{"dt_matmul_packed_bf16", &l.mmPackedBF16},
 		{"dt_pack_q5_k", &l.packQ5_K},
 		{"dt_matmul_packed_q4_k", &l.mmPackedQ4_K},
 		{"dt_matmul_packed_q5_k", &l.mmPackedQ5_K},
@@ -278,7 +282,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 		if amx {
 			amxArg = 1
 		}
-		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K}
+		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K, quant.F16: l.packF16, quant.BF16: l.packF16}
 		// The level packs only some of them (AVX2: the Q8_0-activation
 		// types).
 		types, _, _ := purego.SyscallN(l.packTypes)
@@ -287,9 +291,9 @@ func (l *cLib) set(level string, amx bool) *Set {
 				delete(packFn, t)
 			}
 		}
-		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q5_0: l.mmPackedQ5_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K, quant.IQ4_XS: l.mmPackedIQ4_XS, quant.Q3_K: l.mmPackedQ3_K, quant.Q2_K: l.mmPackedQ2_K}
+		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q5_0: l.mmPackedQ5_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K, quant.IQ4_XS: l.mmPackedIQ4_XS, quant.Q3_K: l.mmPackedQ3_K, quant.Q2_K: l.mmPackedQ2_K, quant.F16: l.mmPackedF16, quant.BF16: l.mmPackedBF16}
 		// The thread pool's job types (threads.c).
-		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9}
+		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9, quant.F16: 11, quant.BF16: 12}
 		packing = packImpl{
 			rows:   int(rows),
 			layout: fmt.Sprintf("x86-%d", rows),

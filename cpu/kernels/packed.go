@@ -170,6 +170,9 @@ func (s *Set) setPacking(pi packImpl) {
 		if (t == quant.Q8_0 || t == quant.Q4_0 || t == quant.Q5_0) && cols/32 > maxPackedQ8Blocks {
 			return nil
 		}
+		if cols%32 != 0 {
+			return nil // F16 and BF16 rows of any width; packed ones in blocks of 32 columns
+		}
 		ab := ActivationBytes(t, cols)
 		checkMatMul(t, make([]float32, rows), rows, w, rowBytes, 0, rows, make([]byte, ab), ab, 1, cols)
 		groups := (rows + pi.rows - 1) / pi.rows

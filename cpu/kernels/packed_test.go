@@ -44,6 +44,7 @@ func TestMatMulPacked(t *testing.T) {
 		// 16 and 15 rows.
 		{quant.Q4_0, 19, 32 * 600}, {quant.Q8_0, 17, 32 * 1100}, {quant.Q4_0, 3, 32 * 2100},
 		{quant.Q4_K, 37, 256 * 3}, {quant.Q5_K, 37, 256 * 3}, {quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 37, 256 * 3}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 37, 256 * 3}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 37, 256 * 3}, {quant.Q3_K, 3, 256}, {quant.Q2_K, 37, 256 * 3}, {quant.Q2_K, 18, 256},
+		{quant.F16, 37, 32 * 7}, {quant.F16, 1, 64}, {quant.BF16, 37, 32 * 24}, {quant.BF16, 69, 32},
 	} {
 		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
 		wsz, _ := c.t.RowSize(c.cols)
@@ -136,8 +137,11 @@ func TestMatMulPackedChecks(t *testing.T) {
 			f()
 		}()
 	}
-	if p := s.Pack(quant.F16, make([]byte, 64), 64, 1, 32); p != nil {
-		t.Errorf("Pack(F16) = %v, want nil: only Q8_0, Q4_0, Q2_K to Q6_K and IQ4_XS pack", p)
+	if p := s.Pack(quant.Q4_1, make([]byte, 20), 20, 1, 32); p != nil {
+		t.Errorf("Pack(Q4_1) = %v, want nil: Q4_1 multiplies from the GGUF layout", p)
+	}
+	if p := s.Pack(quant.F16, make([]byte, 2*40), 2*40, 1, 40); p != nil {
+		t.Errorf("Pack(F16) of 40 columns = %v, want nil: packed F16 rows are whole blocks of 32", p)
 	}
 }
 
@@ -153,7 +157,7 @@ func TestThreads(t *testing.T) {
 		for _, c := range []struct {
 			t          quant.Type
 			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}} {
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}, {quant.F16, 70, 96}, {quant.BF16, 9, 256}} {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)

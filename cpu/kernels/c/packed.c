@@ -85,9 +85,10 @@ DT_API int64_t dt_pack_rows(void) {
 // dt_pack_types is the set of weight types this level packs: bit t for
 // ggml type t.
 DT_API int64_t dt_pack_types(void) {
-	enum { Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = 23 };
+	enum { F16 = 1, Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = 23, BF16 = 30 };
 #if defined(PK_LEVEL)
-	return 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K | 1 << IQ4_XS;
+	return 1 << F16 | 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K |
+	       1 << IQ4_XS | (int64_t)1 << BF16;
 #else
 	return 0;
 #endif

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct {
-	int64_t type; // 0: Q8_0, 1: Q4_0, 3: Q4_K, 4: Q5_K, 5: Q6_K, 6: GGUF layout, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 10: Q5_0 (threads.c)
+	int64_t type; // 0: Q8_0, 1: Q4_0, 3: Q4_K, 4: Q5_K, 5: Q6_K, 6: GGUF layout, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 10: Q5_0, 11: F16, 12: BF16 (threads.c)
 	float *out;
 	int64_t ldo;
 	const uint8_t *pw;

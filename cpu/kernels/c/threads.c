@@ -50,6 +50,10 @@ void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_f16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                          const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_bf16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 int64_t dt_pack_rows(void);
 
 #if defined(DT_THREADS)
@@ -70,7 +74,7 @@ typedef struct {
 	_Atomic int stop;
 	// The job: chunk of a packed product (type 0 and 1), prepared in
 	// scratch, its row groups in pieces of grain; or attention (type 2);
-	// or a packed k-quant product (3: Q4_K, 4: Q5_K, 5: Q6_K, 7: IQ4_XS, 8: Q3_K, 9: Q2_K), which needs no
+	// or a packed k-quant or float product (3: Q4_K, 4: Q5_K, 5: Q6_K, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 11: F16, 12: BF16), which needs no
 	// preparation, its row groups in pieces of grain; or (6) a product in
 	// the GGUF layout by one of the level's dt_matmul_* (mm), its rows in
 	// pieces of grain rows.
@@ -147,7 +151,9 @@ static void run_pieces(dt_pool *p, int caller) {
 			 : pk.type == 5 ? dt_matmul_packed_q6_k
 			 : pk.type == 7 ? dt_matmul_packed_iq4_xs
 			 : pk.type == 8 ? dt_matmul_packed_q3_k
-			                : dt_matmul_packed_q2_k)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * gr, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
+			 : pk.type == 9 ? dt_matmul_packed_q2_k
+			 : pk.type == 11 ? dt_matmul_packed_f16
+			                 : dt_matmul_packed_bf16)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * gr, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
 			continue;
 		}
 		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
@@ -260,7 +266,7 @@ DT_API void dt_pool_free(void *pool) {
 }
 
 // dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
-// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9) or _q5_0 (10) over
+// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9), _q5_0 (10), _f16 (11) or _bf16 (12) over
 // all rows, in pieces of grain row groups
 // shared by the caller and the pool's threads.
 DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
@@ -268,7 +274,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	if (!pk_q8(type)) { // 3, 4, 5, 7, 8, 9: no preparation
+	if (!pk_q8(type)) { // 3, 4, 5, 7, 8, 9, 11, 12: no preparation
 		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
 		p->type = type, p->pk = a;
 		p->groups = (rows + dt_pack_rows() - 1) / dt_pack_rows();
