@@ -1,23 +1,26 @@
 // Packed F16 and BF16 weights: rows in the level's groups (16 at AVX-512,
-// 8 at AVX2, the last padded with zero rows), each group's columns one
-// after another, a column the group's values side by side:
+// 8 at AVX2, the last padded with zero rows), each group's blocks of 16
+// columns one after another, a block the group's rows one after another:
 //
-//	column c: row 0's value c, row 1's, ... (2 bytes each)
+//	block k: row 0's values 16k..16k+15, row 1's, ... (32 bytes a row)
 //
-// the file's bytes in another order. A product then streams one run of
-// memory a group, as the quantized types' packed products do (a small
-// model's rows in the GGUF layout were streams too short for the hardware
-// prefetchers), and each column is one vector of the group's rows: widened
-// once, it meets every activation row as a broadcast, so verifying 16
-// rows costs 16 FMAs a column and one conversion, where the row layout
-// converted the weights again for every 4 activation rows.
+// the file's bytes in another order. A product streams one run of memory
+// a group, as the quantized types' packed products do (a small model's
+// rows in the GGUF layout were streams too short for the hardware
+// prefetchers).
 //
-// A row's sum is one FMA chain over its columns in order, from 0,
-// whatever the number of activation rows and at either level: a tree's
-// verification scores each node bit for bit as decoding it alone does.
-// Decoding (one activation row) takes four groups at once so that four
-// chains hide the FMA's latency. The activations come widened to float32
-// (f16 and bf16 convert exactly) into a buffer of the thread's.
+// A row's sum is kept in 16 lanes, lane l summing columns 16k+l with one
+// FMA chain over the blocks in order, then reduced in a fixed tree
+// (pf_reduce): the arithmetic of the row kernels' AVX-512 tiles, so the
+// results are as close to llama.cpp's. AVX2 keeps the 16 lanes in two ymm
+// and reduces them in the same tree, so both levels give the same bits,
+// for any number of activation rows: a tree's verification scores each
+// node bit for bit as decoding it alone does. Decoding (one activation
+// row) takes a group's rows at once, their chains overlapping; several
+// activation rows take one weight row at a time against all of them, so
+// that a block is widened once for up to PF_NT rows. The activations come
+// widened to float32 (f16 and bf16 convert exactly) into a buffer of the
+// thread's.
 #include "common.h"
 #include <stdlib.h>
 
@@ -26,136 +29,179 @@
 #define PF_NT 16
 #elif defined(DT_AVX2)
 #define PF_ROWS 8
-#define PF_NT 8
+#define PF_NT 6
 #endif
-#define PF_AHEAD 2048 // bytes of a group's stream prefetched ahead
+#define PF_BLOCK (PF_ROWS * 32) // bytes of one block of a group
+#define PF_AHEAD 2048           // bytes of a group's stream prefetched ahead
+#define PF_KC 16                // blocks a piece (16 activation rows' 16 KB)
 
 #if defined(PF_ROWS)
 
-// pf_pack packs rows [0, rows) of an F16 or BF16 matrix (rb bytes apart).
+// pf_pack packs rows [0, rows) of an F16 or BF16 matrix (rb bytes apart,
+// cols a multiple of 16).
 static void pf_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-	const int64_t groups = (rows + PF_ROWS - 1) / PF_ROWS;
-	for (int64_t g = 0; g < groups; g++) {
-		uint8_t *d = dst + g * cols * PF_ROWS * 2;
-		for (int i = 0; i < PF_ROWS; i++) {
-			const int64_t r = g * PF_ROWS + i;
-			if (r >= rows) {
-				for (int64_t c = 0; c < cols; c++) memset(d + (c * PF_ROWS + i) * 2, 0, 2);
-				continue;
+	const int64_t groups = (rows + PF_ROWS - 1) / PF_ROWS, nk = cols / 16;
+	for (int64_t g = 0; g < groups; g++)
+		for (int64_t k = 0; k < nk; k++) {
+			uint8_t *d = dst + (g * nk + k) * PF_BLOCK;
+			for (int i = 0; i < PF_ROWS; i++) {
+				const int64_t r = g * PF_ROWS + i;
+				if (r < rows)
+					memcpy(d + 32 * i, w + r * rb + 32 * k, 32);
+				else
+					memset(d + 32 * i, 0, 32);
 			}
-			for (int64_t c = 0; c < cols; c++) memcpy(d + (c * PF_ROWS + i) * 2, w + r * rb + 2 * c, 2);
 		}
-	}
 }
 
 // pf_widen returns the n activation rows (f16, or bf16 for BF) as float32
-// in a buffer of the thread's, grown as needed (0 if it cannot be), in
-// the order the tiles read them: per chunk of PF_NT rows (starting at
-// row j0, nt rows), column c's values side by side at j0*cols + c*nt. A
-// tile then reads one line for 16 rows' values of a column, where rows a
-// multiple of 4 KB apart would all fall in one set of the L1 cache.
-static float *pf_widen(const int BF, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
+// in a buffer of the thread's, grown as needed (0 if it cannot be), *xs
+// floats apart. A tile reads PF_KC lines of each of 16 rows: rows 16
+// lines apart modulo the L1 cache's 64 sets take disjoint sets, four rows
+// to a set at most (rows a multiple of 4 KB apart would all take the
+// same ones, rows a line apart would pile up on a diagonal).
+static float *pf_widen(const int BF, const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t *xs) {
 	static __thread float *buf;
 	static __thread int64_t cap;
-	if (n * cols > cap) {
-		float *b = realloc(buf, (size_t)(n * cols) * sizeof *b);
+	*xs = (cols + 1023) / 1024 * 1024 + 256;
+	if (n * *xs > cap) {
+		// Lines of their own: a vector that straddled two would be two loads.
+		float *b = aligned_alloc(64, (size_t)(n * *xs) * sizeof *b);
 		if (!b) return 0;
-		buf = b, cap = n * cols;
+		free(buf);
+		buf = b, cap = n * *xs;
 	}
 	for (int64_t j = 0; j < n; j++) {
 		const uint8_t *a = act + j * arb;
-		const int64_t j0 = j - j % PF_NT, nt = n - j0 < PF_NT ? n - j0 : PF_NT;
-		float *x = buf + j0 * cols + (j - j0);
-		int64_t c = 0;
-		for (; c + 8 <= cols; c += 8) {
+		float *x = buf + j * *xs;
+		for (int64_t c = 0; c < cols; c += 8) {
 			const __m128i h = _mm_loadu_si128((const __m128i *)(a + 2 * c));
-			float v[8];
-			_mm256_storeu_ps(v, BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
-			for (int i = 0; i < 8; i++) x[(c + i) * nt] = v[i];
+			_mm256_storeu_ps(x + c, BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
 		}
-		for (; c < cols; c++) x[c * nt] = BF ? bf16_to_f32(ld16(a + 2 * c)) : f16_to_f32(ld16(a + 2 * c));
 	}
 	return buf;
 }
 
-#if defined(DT_AVX512)
-typedef __m512 pf_vec;
-DT_INLINE pf_vec pf_load(const int BF, const uint8_t *p) {
-	const __m256i h = _mm256_loadu_si256((const __m256i *)p);
-	return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
-}
-#define pf_zero _mm512_setzero_ps
-#define pf_fma _mm512_fmadd_ps
-#define pf_set1 _mm512_set1_ps
-DT_INLINE void pf_store(float *out, int rows, pf_vec v) {
-	_mm512_mask_storeu_ps(out, rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1), v);
-}
-#else
-typedef __m256 pf_vec;
-DT_INLINE pf_vec pf_load(const int BF, const uint8_t *p) {
+// pf_half widens 8 values (f16, or bf16 for BF).
+DT_INLINE __m256 pf_half(const int BF, const uint8_t *p) {
 	const __m128i h = _mm_loadu_si128((const __m128i *)p);
 	return BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
 }
-#define pf_zero _mm256_setzero_ps
-#define pf_fma _mm256_fmadd_ps
-#define pf_set1 _mm256_set1_ps
-DT_INLINE void pf_store(float *out, int rows, pf_vec v) {
-	_mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v);
+
+// pf_reduce sums lanes 0..7 and 8..15 of a row's 16 (lo, hi) in the
+// tree both levels take.
+DT_INLINE float pf_reduce(__m256 lo, __m256 hi) {
+	const __m256 v8 = _mm256_add_ps(lo, hi);
+	const __m128 v4 = _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+	const __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+	return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
 }
-#endif
 
-#define PF_COL (PF_ROWS * 2) // bytes of one column of a group
+#if defined(DT_AVX512)
 
-// pf_tile multiplies one group (pg) by NT activation rows (x: pf_widen's
-// chunk) over cols columns.
-DT_INLINE void pf_tile(const int NT, const int BF, const uint8_t *pg, int rows, int64_t cols, const float *x,
-                       float *out, int64_t ldo) {
-	pf_vec acc[PF_NT];
+// A row's 16 lanes: one zmm.
+DT_INLINE __m512 pf_load(const int BF, const uint8_t *p) {
+	const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+	return BF ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h);
+}
+
+DT_INLINE float pf_sum(__m512 v) { return pf_reduce(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
+
+// pf_rows is one activation row x against a group's rows (pg, nk blocks).
+DT_INLINE void pf_rows(const int BF, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
+	__m512 acc[PF_ROWS];
 	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) acc[j] = pf_zero();
-	for (int64_t c = 0; c < cols; c++) {
-		if ((c * PF_COL) % 64 == 0) _mm_prefetch((const char *)pg + c * PF_COL + PF_AHEAD, _MM_HINT_T0);
-		const pf_vec w = pf_load(BF, pg + c * PF_COL);
+	for (int i = 0; i < PF_ROWS; i++) acc[i] = _mm512_setzero_ps();
+	for (int64_t k = 0; k < nk; k++) {
+		const uint8_t *pb = pg + k * PF_BLOCK;
+		#pragma GCC unroll 8
+		for (int l = 0; l < PF_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
+		const __m512 xv = _mm512_loadu_ps(x + 16 * k);
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) acc[j] = pf_fma(w, pf_set1(x[c * NT + j]), acc[j]);
+		for (int i = 0; i < PF_ROWS; i++) acc[i] = _mm512_fmadd_ps(pf_load(BF, pb + 32 * i), xv, acc[i]);
+	}
+	for (int i = 0; i < rows; i++) out[i] = pf_sum(acc[i]);
+}
+
+// pf_tile continues weight row i of a group against NT activation rows
+// (x, xs floats apart) over blocks [k0, k1): their 16 lanes each in lanes
+// (16 floats an activation row), from 0 when first.
+DT_INLINE void pf_tile(const int NT, const int BF, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
+                       int64_t xs, float *lanes, int first) {
+	__m512 acc[PF_NT];
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) acc[j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(lanes + 16 * j);
+	for (int64_t k = k0; k < k1; k++) {
+		const __m512 w = pf_load(BF, pg + k * PF_BLOCK + 32 * i);
+		#pragma GCC unroll 16
+		for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + j * xs + 16 * k), acc[j]);
 	}
 	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) pf_store(out + j * ldo, rows, acc[j]);
+	for (int j = 0; j < NT; j++) _mm512_storeu_ps(lanes + 16 * j, acc[j]);
 }
 
-// pf_tile4 is pf_tile for one activation row and four whole groups (pg,
-// gb bytes apart), whose four chains overlap.
-DT_INLINE void pf_tile4(const int BF, const uint8_t *pg, int64_t gb, int64_t cols, const float *x, float *out) {
-	pf_vec acc[4] = {pf_zero(), pf_zero(), pf_zero(), pf_zero()};
-	for (int64_t c = 0; c < cols; c++) {
-		const pf_vec xc = pf_set1(x[c]);
+#else
+
+// A row's 16 lanes: two ymm, lo (columns 16k..16k+7) and hi.
+DT_INLINE void pf_rows(const int BF, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
+	__m256 lo[PF_ROWS], hi[PF_ROWS];
+	#pragma GCC unroll 8
+	for (int i = 0; i < PF_ROWS; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+	for (int64_t k = 0; k < nk; k++) {
+		const uint8_t *pb = pg + k * PF_BLOCK;
 		#pragma GCC unroll 4
-		for (int g = 0; g < 4; g++) {
-			const uint8_t *p = pg + g * gb + c * PF_COL;
-			if ((c * PF_COL) % 64 == 0) _mm_prefetch((const char *)p + PF_AHEAD, _MM_HINT_T0);
-			acc[g] = pf_fma(pf_load(BF, p), xc, acc[g]);
+		for (int l = 0; l < PF_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
+		const __m256 x0 = _mm256_loadu_ps(x + 16 * k), x1 = _mm256_loadu_ps(x + 16 * k + 8);
+		#pragma GCC unroll 8
+		for (int i = 0; i < PF_ROWS; i++) {
+			lo[i] = _mm256_fmadd_ps(pf_half(BF, pb + 32 * i), x0, lo[i]);
+			hi[i] = _mm256_fmadd_ps(pf_half(BF, pb + 32 * i + 16), x1, hi[i]);
 		}
 	}
-	#pragma GCC unroll 4
-	for (int g = 0; g < 4; g++) pf_store(out + g * PF_ROWS, PF_ROWS, acc[g]);
+	for (int i = 0; i < rows; i++) out[i] = pf_reduce(lo[i], hi[i]);
 }
 
-typedef void (*pf_fn)(const int BF, const uint8_t *pg, int rows, int64_t cols, const float *x, float *out, int64_t ldo);
-#define PF_FN(NT)                                                                                              \
-	static void pf_tile_##NT(const int BF, const uint8_t *pg, int rows, int64_t cols, const float *x, float *out, \
-	                         int64_t ldo) {                                                                    \
-		if (BF)                                                                                                 \
-			pf_tile(NT, 1, pg, rows, cols, x, out, ldo);                                                        \
-		else                                                                                                    \
-			pf_tile(NT, 0, pg, rows, cols, x, out, ldo);                                                        \
+DT_INLINE void pf_tile(const int NT, const int BF, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
+                       int64_t xs, float *lanes, int first) {
+	__m256 lo[PF_NT], hi[PF_NT];
+	#pragma GCC unroll 8
+	for (int j = 0; j < NT; j++) {
+		lo[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(lanes + 16 * j);
+		hi[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(lanes + 16 * j + 8);
 	}
-PF_FN(1) PF_FN(2) PF_FN(3) PF_FN(4) PF_FN(5) PF_FN(6) PF_FN(7) PF_FN(8)
-#if PF_NT > 8
-PF_FN(9) PF_FN(10) PF_FN(11) PF_FN(12) PF_FN(13) PF_FN(14) PF_FN(15) PF_FN(16)
+	for (int64_t k = k0; k < k1; k++) {
+		const uint8_t *p = pg + k * PF_BLOCK + 32 * i;
+		const __m256 w0 = pf_half(BF, p), w1 = pf_half(BF, p + 16);
+		#pragma GCC unroll 8
+		for (int j = 0; j < NT; j++) {
+			lo[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j * xs + 16 * k), lo[j]);
+			hi[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j * xs + 16 * k + 8), hi[j]);
+		}
+	}
+	#pragma GCC unroll 8
+	for (int j = 0; j < NT; j++) _mm256_storeu_ps(lanes + 16 * j, lo[j]), _mm256_storeu_ps(lanes + 16 * j + 8, hi[j]);
+}
+
 #endif
-static pf_fn const pf_tiles[PF_NT + 1] = {0, pf_tile_1, pf_tile_2, pf_tile_3, pf_tile_4, pf_tile_5, pf_tile_6, pf_tile_7, pf_tile_8,
-#if PF_NT > 8
-                                          pf_tile_9, pf_tile_10, pf_tile_11, pf_tile_12, pf_tile_13, pf_tile_14, pf_tile_15, pf_tile_16
+
+typedef void (*pf_fn)(const int BF, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x, int64_t xs,
+                      float *lanes, int first);
+#define PF_FN(NT)                                                                                              \
+	static void pf_tile_##NT(const int BF, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,    \
+	                         int64_t xs, float *lanes, int first) {                                            \
+		if (BF)                                                                                                 \
+			pf_tile(NT, 1, pg, i, k0, k1, x, xs, lanes, first);                                                 \
+		else                                                                                                    \
+			pf_tile(NT, 0, pg, i, k0, k1, x, xs, lanes, first);                                                 \
+	}
+PF_FN(1) PF_FN(2) PF_FN(3) PF_FN(4) PF_FN(5) PF_FN(6)
+#if PF_NT > 6
+PF_FN(7) PF_FN(8) PF_FN(9) PF_FN(10) PF_FN(11) PF_FN(12) PF_FN(13) PF_FN(14) PF_FN(15) PF_FN(16)
+#endif
+static pf_fn const pf_tiles[PF_NT + 1] = {0, pf_tile_1, pf_tile_2, pf_tile_3, pf_tile_4, pf_tile_5, pf_tile_6,
+#if PF_NT > 6
+                                          pf_tile_7, pf_tile_8, pf_tile_9, pf_tile_10, pf_tile_11, pf_tile_12, pf_tile_13,
+                                          pf_tile_14, pf_tile_15, pf_tile_16
 #endif
 };
 
@@ -163,43 +209,59 @@ static pf_fn const pf_tiles[PF_NT + 1] = {0, pf_tile_1, pf_tile_2, pf_tile_3, pf
 // group) against n activation rows.
 static void pf_matmul(const int BF, float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                       const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-	const float *x = pf_widen(BF, act, arb, n, cols);
+	const int64_t nk = cols / 16, g1 = (hi + PF_ROWS - 1) / PF_ROWS;
+	float lanes[PF_ROWS][PF_NT * 16]; // each row's lanes against each activation row
+	int64_t xs;
+	const float *x = pf_widen(BF, act, arb, n, cols, &xs);
 	if (!x) {
-		// No memory for the widened rows: one row, one value at a time
-		// (the same chain of FMAs).
+		// No memory for the widened rows: value by value, the rows'
+		// sums in the same lanes, chains and tree.
 		for (int64_t j = 0; j < n; j++)
 			for (int64_t r = lo; r < hi; r++) {
-				const uint8_t *pg = pw + (r / PF_ROWS) * cols * PF_COL + (r % PF_ROWS) * 2;
-				float s = 0;
-				for (int64_t c = 0; c < cols; c++) {
-					const uint16_t hw = ld16(pg + c * PF_COL), hx = ld16(act + j * arb + 2 * c);
-					s = fmaf(BF ? bf16_to_f32(hw) : f16_to_f32(hw), BF ? bf16_to_f32(hx) : f16_to_f32(hx), s);
-				}
-				out[j * ldo + r] = s;
+				const uint8_t *pg = pw + (r / PF_ROWS) * nk * PF_BLOCK + (r % PF_ROWS) * 32;
+				float lane[16] = {0};
+				for (int64_t k = 0; k < nk; k++)
+					for (int l = 0; l < 16; l++) {
+						const uint16_t hw = ld16(pg + k * PF_BLOCK + 2 * l), hx = ld16(act + j * arb + 2 * (16 * k + l));
+						lane[l] = fmaf(BF ? bf16_to_f32(hw) : f16_to_f32(hw), BF ? bf16_to_f32(hx) : f16_to_f32(hx), lane[l]);
+					}
+				out[j * ldo + r] = pf_reduce(_mm256_loadu_ps(lane), _mm256_loadu_ps(lane + 8));
 			}
 		return;
 	}
-	const int64_t gb = cols * PF_COL, g1 = (hi + PF_ROWS - 1) / PF_ROWS;
-	int64_t g = lo / PF_ROWS;
-	if (n == 1)
-		for (; g + 4 <= g1 && (g + 4) * PF_ROWS <= rows; g += 4) {
-			if (BF)
-				pf_tile4(1, pw + g * gb, gb, cols, x, out + g * PF_ROWS);
-			else
-				pf_tile4(0, pw + g * gb, gb, cols, x, out + g * PF_ROWS);
-		}
-	for (; g < g1; g++) {
+	for (int64_t g = lo / PF_ROWS; g < g1; g++) {
+		const uint8_t *pg = pw + g * nk * PF_BLOCK;
 		const int r = rows - g * PF_ROWS < PF_ROWS ? (int)(rows - g * PF_ROWS) : PF_ROWS;
+		if (n == 1) {
+			if (BF)
+				pf_rows(1, pg, r, nk, x, out + g * PF_ROWS);
+			else
+				pf_rows(0, pg, r, nk, x, out + g * PF_ROWS);
+			continue;
+		}
+		// Blocks in pieces of PF_KC, every row of the group through a
+		// piece before the next, the lanes kept between: a piece of the
+		// activations stays in L1 for all of them.
 		for (int64_t j0 = 0; j0 < n; j0 += PF_NT) {
 			const int nt = n - j0 < PF_NT ? (int)(n - j0) : PF_NT;
-			pf_tiles[nt](BF, pw + g * gb, r, cols, x + j0 * cols, out + j0 * ldo + g * PF_ROWS, ldo);
+			for (int64_t k0 = 0; k0 < nk; k0 += PF_KC)
+				for (int i = 0; i < r; i++) {
+					// The next piece (or group) in sixteenths, a row's
+					// pass each: the piece is read row by row, 32 bytes
+					// every block, which no prefetcher follows.
+					const char *next = (const char *)pg + (k0 + PF_KC) * PF_BLOCK + i * (PF_KC * PF_BLOCK / PF_ROWS);
+					for (int l = 0; l < PF_KC * PF_BLOCK / PF_ROWS; l += 64) _mm_prefetch(next + l, _MM_HINT_T0);
+					pf_tiles[nt](BF, pg, i, k0, k0 + PF_KC < nk ? k0 + PF_KC : nk, x + j0 * xs, xs, lanes[i], k0 == 0);
+				}
+			for (int i = 0; i < r; i++)
+				for (int j = 0; j < nt; j++)
+					out[(j0 + j) * ldo + g * PF_ROWS + i] = pf_reduce(_mm256_loadu_ps(lanes[i] + 16 * j), _mm256_loadu_ps(lanes[i] + 16 * j + 8));
 		}
 	}
 }
 
 #endif
 
-// dt_pack_f16 packs an F16 or BF16 matrix (both are 2-byte values).
 DT_API void dt_pack_f16(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 #if defined(PF_ROWS)
 	pf_pack(dst, w, rb, rows, cols);
