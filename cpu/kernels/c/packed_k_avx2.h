@@ -339,13 +339,19 @@ DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 
 // p2k_iq4_tile is IQ4_XS's. Its values plus 128 (1..241) would
 // overflow vpmaddubsw's pairs, so it multiplies the signed values by ggml's
-// sign trick and adds 128 times the activations' sums: the integer the
-// AVX-512 tile's unsigned values give, whose offset the float steps then
+// sign trick and adds 128 times the activations' sums (with AVX-VNNI,
+// whose vpdpbusd sums in 32 bits, the unsigned values directly): the
+// integer the AVX-512 tile's unsigned values give, whose offset the float
+// steps then
 // take off as there. Layout (8 rows): d[8] f16, scales_h[8] u16, scales_l
 // (one vector), qs transposed (4 × 8 vectors).
 DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
                                float *out, int64_t ldo) {
+#if defined(DT_AVXVNNI)
+	static const uint8_t values[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+#else
 	static const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+#endif
 	const int psize = P2K_ROWS * IQ4_XS_SIZE;
 	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)), m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[P2K_NT];
@@ -376,15 +382,27 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 			__m256i S[P2K_NT];
 			#pragma GCC unroll 4
 			for (int j = 0; j < NT; j++) {
+#if defined(DT_AVXVNNI)
+				S[j] = _mm256_setzero_si256();
+#else
 				// 128 × the sub-block's two 16-value sums of activations.
 				const int32_t sums = (int16_t)ld16(y + j * arb + 260 + 4 * s) + (int16_t)ld16(y + j * arb + 262 + 4 * s);
 				S[j] = _mm256_set1_epi32(128 * sums);
+#endif
 			}
 			#pragma GCC unroll 4
 			for (int g = 0; g < 4; g++) {
 				const __m256i q = _mm256_loadu_si256((const __m256i *)(pb + 64 + 32 * (8 * (s / 2) + 4 * (s % 2) + g)));
 				const __m256i wl = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
 				const __m256i wh = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+#if defined(DT_AVXVNNI)
+				#pragma GCC unroll 4
+				for (int j = 0; j < NT; j++) {
+					const uint8_t *x = y + j * arb + 4 + 32 * s;
+					S[j] = p2_sum16(S[j], wl, x + 4 * g);
+					S[j] = p2_sum16(S[j], wh, x + 16 + 4 * g);
+				}
+#else
 				const __m256i al = _mm256_abs_epi8(wl), ah = _mm256_abs_epi8(wh);
 				#pragma GCC unroll 4
 				for (int j = 0; j < NT; j++) {
@@ -392,6 +410,7 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 					S[j] = p2_dot_signed(S[j], al, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 4 * g)), wl));
 					S[j] = p2_dot_signed(S[j], ah, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + 16 + 4 * g)), wh));
 				}
+#endif
 			}
 			#pragma GCC unroll 4
 			for (int j = 0; j < NT; j++) t[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[j]), scf[s], t[j]);
