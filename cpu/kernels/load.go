@@ -296,7 +296,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9, quant.F16: 11, quant.BF16: 12}
 		packing = packImpl{
 			rows:   int(rows),
-			layout: fmt.Sprintf("x86-%d", rows),
+			layout: packLayout(level, int(rows)),
 			packs:  func(t quant.Type) bool { return packFn[t] != 0 },
 			pack: func(t quant.Type, dst, w []byte, rowBytes, rows, cols int) {
 				call(packFn[t], p(dst), p(w), uintptr(rowBytes), uintptr(rows), uintptr(cols))
@@ -409,4 +409,14 @@ func attentionCall(fn uintptr, pool ...uintptr) func(out, q []float32, kc, vc []
 		runtime.KeepAlive(mask)
 		runtime.KeepAlive(scratch)
 	}
+}
+
+// packLayout names a level's packed layout: levels with the same name can
+// share packed matrices. avxvnni's Q8_0 weights are stored plus 128, so
+// its layout is its own though its groups are avx2's.
+func packLayout(level string, rows int) string {
+	if level == "avxvnni" {
+		return fmt.Sprintf("x86-%d-vnni", rows)
+	}
+	return fmt.Sprintf("x86-%d", rows)
 }

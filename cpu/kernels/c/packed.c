@@ -55,11 +55,14 @@
 #define PK_ROWS P2_ROWS
 #define PK_NT P2_NT
 #endif
-#if defined(DT_AVX512)
+#if defined(DT_AVX512) || defined(DT_AVXVNNI)
 #define PK_Q8_OFF 128 // vpdpbusd's weights are unsigned
-#define DT_AMX_LEVEL 1
 #else
 #define PK_Q8_OFF 0
+#endif
+#if defined(DT_AVX512)
+#define DT_AMX_LEVEL 1
+#else
 #define DT_AMX_LEVEL 0 // the AMX tiles are AVX-512 code
 #endif
 #define PK_Q8_0 (PK_ROWS * 34)
@@ -134,7 +137,7 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 	const pk_kind *kind = pk_kind_of(type);
 #if !defined(DT_AVX512)
 	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == 0 ? 8 : 4, type == PK_TYPE_Q5_0 ? 6 : 2,
-	        type == PK_TYPE_Q5_0, kind->zero);
+	        type == PK_TYPE_Q5_0, type == 0 && PK_Q8_OFF ? 0x80 : 0, kind->zero);
 #else
 	const int64_t bs = kind->block, pb = kind->packed;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;

@@ -7,7 +7,7 @@
 //
 //	Q8_0, 272 bytes: the 8 rows' f16 scales (16 bytes), then 8 vectors of
 //	      32 bytes, vector g lane i = weights 4g..4g+3 of row i (signed,
-//	      as in the file);
+//	      as in the file; plus 128 at avxvnni);
 //	Q4_0, 144 bytes: the 8 scales, then 4 vectors, vector g lane i =
 //	      nibble bytes 4g..4g+3 of row i (low nibbles weights 4g..4g+3,
 //	      high ones 16+4g..16+4g+3, each q+8);
@@ -46,9 +46,10 @@
 // p2_pack packs rows [0, rows) of a matrix (vecs vectors of 4-byte lanes a
 // block: 8 for Q8_0, 4 for Q4_0 and Q5_0) whose GGUF blocks are bs bytes,
 // its values at offset vo (2, or Q5_0's 6) and Q5_0's qh at offset 2
-// (qh: 1). Rows past the last take zero's block.
+// (qh: 1), the values xored with flip (Q8_0's 0x80 at avxvnni: unsigned
+// for vpdpbusd). Rows past the last take zero's block.
 __attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols, int64_t bs,
-                                            int64_t pb, int vecs, int vo, int qh, const uint8_t *zero) {
+                                            int64_t pb, int vecs, int vo, int qh, uint8_t flip, const uint8_t *zero) {
 	const int64_t nb = cols / QK, groups = (rows + P2_ROWS - 1) / P2_ROWS;
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
@@ -57,7 +58,8 @@ __attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int6
 				const int64_t r = g * P2_ROWS + i;
 				const uint8_t *x = r < rows ? w + r * rb + b * bs : zero;
 				memcpy(d + 2 * i, x, 2);
-				for (int v = 0; v < vecs; v++) memcpy(d + 16 + 32 * v + 4 * i, x + vo + 4 * v, 4);
+				for (int v = 0; v < vecs; v++)
+					for (int e = 0; e < 4; e++) d[16 + 32 * v + 4 * i + e] = x[vo + 4 * v + e] ^ flip;
 				if (qh) memcpy(d + 16 + 32 * vecs + 4 * i, x + 2, 4);
 			}
 		}
@@ -142,17 +144,25 @@ DT_INLINE void p2_dots4(const int NT, const int Q5, const uint8_t *pb, const uin
 	}
 }
 
-// p2_dots8 is p2_dots4 for a Q8_0 block (signed weights, start values 0).
-DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, __m256i s32[P2_NT]) {
+// p2_dots8 is p2_dots4 for a Q8_0 block: signed weights by the sign trick
+// (start values 0), or at avxvnni unsigned ones (w+128, started at the
+// table's -128·sum) straight to vpdpbusd.
+DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
+                        __m256i s32[P2_NT]) {
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) s32[j] = _mm256_setzero_si256();
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c);
 	#pragma GCC unroll 8
 	for (int g = 0; g < 8; g++) {
-		const __m256i w = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g)), aw = _mm256_abs_epi8(w);
+		const __m256i w = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g));
+#if defined(DT_AVXVNNI)
 		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) {
+		for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], w, x + j * arb + 4 * g);
+#else
+		const __m256i aw = _mm256_abs_epi8(w);
+		#pragma GCC unroll 4
+		for (int j = 0; j < NT; j++)
 			s32[j] = p2_dot_signed(s32[j], aw, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + 4 * g)), w));
-		}
+#endif
 	}
 }
 
@@ -178,7 +188,7 @@ DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows
 		const uint8_t *x = act + (b0 + b) * Q8_0_SIZE + 2;
 		__m256i s[P2_NT];
 		if (KIND == 0)
-			p2_dots8(NT, pb, x, arb, s);
+			p2_dots8(NT, pb, x, arb, tab + b, ts, s);
 		else
 			p2_dots4(NT, KIND == 2, pb, x, arb, tab + b, ts, s);
 		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
