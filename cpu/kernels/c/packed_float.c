@@ -17,8 +17,9 @@
 // for any number of activation rows: a tree's verification scores each
 // node bit for bit as decoding it alone does. Decoding (one activation
 // row) takes a group's rows at once, their chains overlapping; several
-// activation rows take one weight row at a time against all of them, so
-// that a block is widened once for up to PF_NT rows. The activations come
+// activation rows go in tiles of PF_RT weight rows by up to PF_NT
+// activation rows, a piece of PF_KC blocks at a time for the whole group,
+// so that a piece of the activations stays in L1. The activations come
 // widened to float32 (f16 and bf16 convert exactly) into a buffer of the
 // thread's.
 #include "common.h"
@@ -37,7 +38,7 @@
 #define PF_LANES (PF_NT * 16) // floats of a weight row's lanes against a tile's activation rows
 #define PF_BLOCK (PF_ROWS * 32) // bytes of one block of a group
 #define PF_AHEAD 2048           // bytes of a group's stream prefetched ahead
-#define PF_KC 16                // blocks a piece (16 activation rows' 16 KB)
+#define PF_KC 16                // blocks a piece (a tile's activation rows: 6 KB)
 
 #if defined(PF_ROWS)
 
@@ -60,7 +61,7 @@ static void pf_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, in
 
 // pf_widen returns the n activation rows (f16, or bf16 for BF) as float32
 // in a buffer of the thread's, grown as needed (0 if it cannot be), *xs
-// floats apart. A tile reads PF_KC lines of each of 16 rows: rows 16
+// floats apart. A tile reads PF_KC lines of each of its rows: rows 16
 // lines apart modulo the L1 cache's 64 sets take disjoint sets, four rows
 // to a set at most (rows a multiple of 4 KB apart would all take the
 // same ones, rows a line apart would pile up on a diagonal).
