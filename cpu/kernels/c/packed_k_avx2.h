@@ -58,9 +58,32 @@ DT_INLINE void p2k_offsets(const int NT, __m256 acc[P2K_NT], const __m256i cp[8]
 	}
 }
 
-// p2k_store writes a tile's output lanes, the group's first rows.
-DT_INLINE void p2k_store(float *out, int rows, __m256 v) {
-	_mm256_maskstore_ps(out, _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v);
+// What every tile does around its super-blocks: p2k_zero clears the NT
+// rows' accumulators; p2k_fetch asks for the packed stream ahead of
+// super-block pb (psize bytes) and returns its 8 rows' scales d;
+// p2k_rows reads the NT activation rows' scales and clears their
+// super-block sums; p2k_finish writes the NT rows' output lanes, the
+// group's first rows.
+DT_INLINE void p2k_zero(const int NT, __m256 v[P2K_NT]) {
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) v[j] = _mm256_setzero_ps();
+}
+
+DT_INLINE __m256 p2k_fetch(const uint8_t *pb, int psize) {
+	for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+}
+
+DT_INLINE void p2k_rows(const int NT, const uint8_t *y, int64_t arb, float dy[P2K_NT], __m256 t[P2K_NT]) {
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb);
+	p2k_zero(NT, t);
+}
+
+DT_INLINE void p2k_finish(const int NT, const __m256 acc[P2K_NT], int rows, float *out, int64_t ldo) {
+	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) _mm256_maskstore_ps(out + j * ldo, m, acc[j]);
 }
 
 // p2k45_tile multiplies a packed Q4_K (Q5 = 0) or Q5_K group by NT
@@ -72,12 +95,10 @@ DT_INLINE void p2k45_tile(const int NT, const int Q5, const uint8_t *pg, int row
 	const int psize = P2K_ROWS * (Q5 ? Q5_K_SIZE : Q4_K_SIZE);
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[P2K_NT];
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
-		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 d = p2k_fetch(pb, psize);
 		const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16)));
 		const __m256i A = _mm256_loadu_si256((const __m256i *)(pb + 32)), B = _mm256_loadu_si256((const __m256i *)(pb + 64)),
 		              C = _mm256_loadu_si256((const __m256i *)(pb + 96));
@@ -93,8 +114,7 @@ DT_INLINE void p2k45_tile(const int NT, const int Q5, const uint8_t *pg, int row
 		}
 		float dy[P2K_NT];
 		__m256 t[P2K_NT];
-		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		p2k_rows(NT, y, arb, dy, t);
 		#pragma GCC unroll 1
 		for (int s = 0; s < 8; s++) { // sub-block s: chunk s/2's low nibbles, then high
 			const int k = s / 2, h = s % 2;
@@ -124,8 +144,7 @@ DT_INLINE void p2k45_tile(const int NT, const int Q5, const uint8_t *pg, int row
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, mp, dmin, dy, y, arb);
 	}
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+	p2k_finish(NT, acc, rows, out, ldo);
 }
 
 // p2k_q6 builds the unsigned 6-bit quants of quarter qi of a Q6_K half for
@@ -144,12 +163,10 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
                          float *out, int64_t ldo) {
 	const int psize = P2K_ROWS * Q6_K_SIZE;
 	__m256 acc[P2K_NT];
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
-		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 d = p2k_fetch(pb, psize);
 		__m256 scf[16];
 		__m256i cp[8];
 		#pragma GCC unroll 4
@@ -166,8 +183,7 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		}
 		float dy[P2K_NT];
 		__m256 t[P2K_NT];
-		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		p2k_rows(NT, y, arb, dy, t);
 		// The sub-blocks in the AVX-512 tile's order (its sums round the same).
 		#pragma GCC unroll 1
 		for (int h = 0; h < 2; h++)
@@ -206,8 +222,7 @@ DT_INLINE void p2k6_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(32)), dy, y, arb);
 	}
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+	p2k_finish(NT, acc, rows, out, ldo);
 }
 
 // p2k_sub16 adds 32 values' products, two 16-value groups each with a
@@ -242,12 +257,10 @@ DT_INLINE void p2k2_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 	const int psize = P2K_ROWS * Q2_K_SIZE;
 	const __m256i m3 = _mm256_set1_epi8(3);
 	__m256 acc[P2K_NT];
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
-		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 d = p2k_fetch(pb, psize);
 		const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16)));
 		__m256 scf[16];
 		__m256i mp[8];
@@ -266,8 +279,7 @@ DT_INLINE void p2k2_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		}
 		float dy[P2K_NT];
 		__m256 t[P2K_NT];
-		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		p2k_rows(NT, y, arb, dy, t);
 		#pragma GCC unroll 1
 		for (int c = 0; c < 2; c++)
 			#pragma GCC unroll 1
@@ -278,8 +290,7 @@ DT_INLINE void p2k2_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, mp, dmin, dy, y, arb);
 	}
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+	p2k_finish(NT, acc, rows, out, ldo);
 }
 
 // p2k_q3_scale is packed_k.c's q3k_scale16 at this width.
@@ -299,12 +310,10 @@ DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 	const int psize = P2K_ROWS * Q3_K_SIZE;
 	const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
 	__m256 acc[P2K_NT];
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
-		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 d = p2k_fetch(pb, psize);
 		const __m256i A = _mm256_loadu_si256((const __m256i *)(pb + 16)), B = _mm256_loadu_si256((const __m256i *)(pb + 48)),
 		              C = _mm256_loadu_si256((const __m256i *)(pb + 80));
 		__m256 scf[16];
@@ -318,8 +327,7 @@ DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		}
 		float dy[P2K_NT];
 		__m256 t[P2K_NT];
-		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		p2k_rows(NT, y, arb, dy, t);
 		#pragma GCC unroll 1
 		for (int c = 0; c < 2; c++)
 			#pragma GCC unroll 1
@@ -333,8 +341,7 @@ DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(4)), dy, y, arb);
 	}
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+	p2k_finish(NT, acc, rows, out, ldo);
 }
 
 // p2k_iq4_tile is IQ4_XS's. Its values plus 128 (1..241) would
@@ -355,12 +362,10 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 	const int psize = P2K_ROWS * IQ4_XS_SIZE;
 	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)), m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[P2K_NT];
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * psize, *y = act + b * Q8_K_SIZE;
-		for (int k = 0; k < psize; k += 64) _mm_prefetch((const char *)pb + P2K_AHEAD + k, _MM_HINT_T0);
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 d = p2k_fetch(pb, psize);
 		const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(pb + 16)));
 		const __m256i L = _mm256_loadu_si256((const __m256i *)(pb + 32));
 		__m256 scf[8];
@@ -375,8 +380,7 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		}
 		float dy[P2K_NT];
 		__m256 t[P2K_NT];
-		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) dy[j] = ldf(y + j * arb), t[j] = _mm256_setzero_ps();
+		p2k_rows(NT, y, arb, dy, t);
 		#pragma GCC unroll 1
 		for (int s = 0; s < 8; s++) { // sub-block s: chunk s/2's bytes 16(s%2)..
 			__m256i S[P2K_NT];
@@ -418,8 +422,7 @@ DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		p2k_rows_add(NT, acc, t, dy);
 		p2k_offsets(NT, acc, cp, _mm256_mul_ps(d, _mm256_set1_ps(128)), dy, y, arb);
 	}
-	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) p2k_store(out + j * ldo, rows, acc[j]);
+	p2k_finish(NT, acc, rows, out, ldo);
 }
 
 typedef void (*p2k_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, int64_t ldo);
