@@ -12,7 +12,7 @@
 // ends: each tile asks for the same columns of the next tile's rows as it
 // reads its own (docs/measurements, "F16 weights").
 #include "common.h"
-#include <stdlib.h>
+#include "widen.h"
 
 enum { KF16, KBF16, KF32 };
 
@@ -60,8 +60,8 @@ DT_INLINE void float_tile(const int kind, const int xkind, const int RT, const i
 
 DT_INLINE __m256 ld8f(const int kind, const uint8_t *p) {
 	switch (kind) {
-	case KF16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-	case KBF16: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+	case KF16: return widen8(0, p);
+	case KBF16: return widen8(1, p);
 	default: return _mm256_loadu_ps((const float *)p);
 	}
 }
@@ -146,37 +146,6 @@ DT_INLINE void float_tile(const int kind, const int xkind, const int RT, const i
 #define RT_FULL 4
 #endif
 
-#if MAXNT > 1
-// widened returns the n activation rows (f16 or bf16) as float32, in a
-// buffer of the thread's (grown as needed; 0 if it cannot be): tiles of
-// several activation rows then convert only their weights, and a row's
-// products are the same bits (the conversion is exact).
-static float *widened(const int kind, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
-	static __thread float *buf;
-	static __thread int64_t cap;
-	if (n * cols > cap) {
-		float *b = realloc(buf, (size_t)(n * cols) * sizeof *b);
-		if (!b) return 0;
-		buf = b, cap = n * cols;
-	}
-	for (int64_t j = 0; j < n; j++) {
-		const uint8_t *a = act + j * arb;
-		float *x = buf + j * cols;
-		int64_t k = 0;
-#if defined(DT_AVX512)
-		for (; k < cols; k += 16) {
-			const __mmask16 m = cols - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (cols - k)) - 1);
-			_mm512_mask_storeu_ps(x + k, m, ld16f(kind, a + 2 * k, m));
-		}
-#else
-		for (; k + 8 <= cols; k += 8) _mm256_storeu_ps(x + k, ld8f(kind, a + 2 * k));
-		for (; k < cols; k++) x[k] = ld1f(kind, a + 2 * k);
-#endif
-	}
-	return buf;
-}
-#endif
-
 // float_matmul walks tiles of RT_FULL rows × MAXNT activation rows; the
 // kind, RT and NT are constants in each instantiation so the tile's arrays
 // live in registers.
@@ -185,8 +154,9 @@ DT_INLINE void float_matmul(const int kind, float *out, int64_t ldo, const uint8
 	int xkind = kind;
 #if MAXNT > 1
 	if (kind != KF32 && n > 1) {
-		const float *x = widened(kind, act, arb, n, cols);
-		if (x) xkind = KF32, act = (const uint8_t *)x, arb = cols * 4;
+		int64_t xs;
+		const float *x = widen_rows(kind == KBF16, act, arb, n, cols, &xs);
+		if (x) xkind = KF32, act = (const uint8_t *)x, arb = xs * 4;
 	}
 #endif
 	int64_t r = lo;

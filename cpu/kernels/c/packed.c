@@ -60,11 +60,6 @@
 #else
 #define PK_Q8_OFF 0
 #endif
-#if defined(DT_AVX512)
-#define DT_AMX_LEVEL 1
-#else
-#define DT_AMX_LEVEL 0 // the AMX tiles are AVX-512 code
-#endif
 #define PK_Q8_0 (PK_ROWS * 34)
 #define PK_Q4_0 (PK_ROWS * 18)
 #define PK_Q5_0 (PK_ROWS * 22)
@@ -80,18 +75,6 @@
 DT_API int64_t dt_pack_rows(void) {
 #if defined(PK_LEVEL)
 	return PK_ROWS;
-#else
-	return 0;
-#endif
-}
-
-// dt_pack_types is the set of weight types this level packs: bit t for
-// ggml type t.
-DT_API int64_t dt_pack_types(void) {
-	enum { F16 = 1, Q4_0 = 2, Q5_0 = 6, Q8_0 = 8, Q2_K = 10, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = 23, BF16 = 30 };
-#if defined(PK_LEVEL)
-	return 1 << F16 | 1 << Q4_0 | 1 << Q5_0 | 1 << Q8_0 | 1 << Q2_K | 1 << Q3_K | 1 << Q4_K | 1 << Q5_K | 1 << Q6_K |
-	       1 << IQ4_XS | (int64_t)1 << BF16;
 #else
 	return 0;
 #endif
@@ -450,11 +433,13 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 	*jn = a->n - *jb < jc ? a->n - *jb : jc;
 }
 
+#if defined(DT_AVX512)
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
-// or more go to AMX: its A tiles need chunks of whole tiles.
-__attribute__((unused)) static int pk_amx(const pk_args *a) {
-	return DT_AMX_LEVEL && a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+// or more go to AMX (AVX-512 code): its A tiles need chunks of whole tiles.
+static int pk_amx(const pk_args *a) {
+	return a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
 }
+#endif
 
 static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *scratch) {
 	int64_t jb, jn;

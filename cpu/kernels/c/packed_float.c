@@ -20,10 +20,9 @@
 // activation rows go in tiles of PF_RT weight rows by up to PF_NT
 // activation rows, a piece of PF_KC blocks at a time for the whole group,
 // so that a piece of the activations stays in L1. The activations come
-// widened to float32 (f16 and bf16 convert exactly) into a buffer of the
-// thread's.
+// widened to float32 (widen.h).
 #include "common.h"
-#include <stdlib.h>
+#include "widen.h"
 
 // PF_RT weight rows and up to PF_NT activation rows make a tile.
 #if defined(DT_AVX512)
@@ -59,39 +58,7 @@ static void pf_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, in
 		}
 }
 
-// pf_widen returns the n activation rows (f16, or bf16 for BF) as float32
-// in a buffer of the thread's, grown as needed (0 if it cannot be), *xs
-// floats apart. A tile reads PF_KC lines of each of its rows: rows 16
-// lines apart modulo the L1 cache's 64 sets take disjoint sets, four rows
-// to a set at most (rows a multiple of 4 KB apart would all take the
-// same ones, rows a line apart would pile up on a diagonal).
-static float *pf_widen(const int BF, const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t *xs) {
-	static __thread float *buf;
-	static __thread int64_t cap;
-	*xs = (cols + 1023) / 1024 * 1024 + 256;
-	if (n * *xs > cap) {
-		// Lines of their own: a vector that straddled two would be two loads.
-		float *b = aligned_alloc(64, (size_t)(n * *xs) * sizeof *b);
-		if (!b) return 0;
-		free(buf);
-		buf = b, cap = n * *xs;
-	}
-	for (int64_t j = 0; j < n; j++) {
-		const uint8_t *a = act + j * arb;
-		float *x = buf + j * *xs;
-		for (int64_t c = 0; c < cols; c += 8) {
-			const __m128i h = _mm_loadu_si128((const __m128i *)(a + 2 * c));
-			_mm256_storeu_ps(x + c, BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
-		}
-	}
-	return buf;
-}
 
-// pf_half widens 8 values (f16, or bf16 for BF).
-DT_INLINE __m256 pf_half(const int BF, const uint8_t *p) {
-	const __m128i h = _mm_loadu_si128((const __m128i *)p);
-	return BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
-}
 
 // pf_reduce sums lanes 0..7 and 8..15 of a row's 16 (lo, hi) in the
 // tree both levels take.
@@ -172,8 +139,8 @@ DT_INLINE void pf_rows(const int BF, const uint8_t *pg, int rows, int64_t nk, co
 		const __m256 x0 = _mm256_loadu_ps(x + 16 * k), x1 = _mm256_loadu_ps(x + 16 * k + 8);
 		#pragma GCC unroll 8
 		for (int i = 0; i < PF_ROWS; i++) {
-			lo[i] = _mm256_fmadd_ps(pf_half(BF, pb + 32 * i), x0, lo[i]);
-			hi[i] = _mm256_fmadd_ps(pf_half(BF, pb + 32 * i + 16), x1, hi[i]);
+			lo[i] = _mm256_fmadd_ps(widen8(BF, pb + 32 * i), x0, lo[i]);
+			hi[i] = _mm256_fmadd_ps(widen8(BF, pb + 32 * i + 16), x1, hi[i]);
 		}
 	}
 	for (int i = 0; i < rows; i++) out[i] = pf_reduce(lo[i], hi[i]);
@@ -189,7 +156,7 @@ DT_INLINE void pf_tile(const int NT, const int BF, const uint8_t *pg, int i, int
 	}
 	for (int64_t k = k0; k < k1; k++) {
 		const uint8_t *p = pg + k * PF_BLOCK + 32 * i;
-		const __m256 w0 = pf_half(BF, p), w1 = pf_half(BF, p + 16);
+		const __m256 w0 = widen8(BF, p), w1 = widen8(BF, p + 16);
 		#pragma GCC unroll 8
 		for (int j = 0; j < NT; j++) {
 			lo[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j * xs + 16 * k), lo[j]);
@@ -223,7 +190,7 @@ static void pf_matmul(const int BF, float *out, int64_t ldo, const uint8_t *pw, 
 	const int64_t nk = cols / 16, g1 = (hi + PF_ROWS - 1) / PF_ROWS;
 	float lanes[PF_ROWS * PF_LANES]; // each row's lanes against each activation row
 	int64_t xs;
-	const float *x = pf_widen(BF, act, arb, n, cols, &xs);
+	const float *x = widen_rows(BF, act, arb, n, cols, &xs);
 	if (!x) {
 		// No memory for the widened rows: value by value, the rows'
 		// sums in the same lanes, chains and tree.
