@@ -17,8 +17,8 @@ import (
 // session may never have enough text to train on: they are made on the
 // first call that needs them, not by NewLearner.
 type Learner struct {
-	live *Live
-	make func() error // sets the fields below up; nil once done
+	live     *Live
+	setUpNow func() error // sets the fields below up; nil once done
 
 	shadow  *Draft // trains
 	base    *Draft // the last version the learner kept, on the shadow's device
@@ -37,7 +37,7 @@ type Learner struct {
 // then comes back from that call.
 func NewLearner(live *Live, dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth int) *Learner {
 	l := &Learner{live: live, baseVer: live.Version()}
-	l.make = func() error { return l.setUp(dev, cfg, maxRows, maxLen, evalDepth) }
+	l.setUpNow = func() error { return l.setUp(dev, cfg, maxRows, maxLen, evalDepth) }
 	return l
 }
 
@@ -76,23 +76,23 @@ func (l *Learner) setUp(dev Device, cfg TrainConfig, maxRows, maxLen, evalDepth 
 
 // ready sets the learner up if it is not yet.
 func (l *Learner) ready() error {
-	if l.make == nil {
+	if l.setUpNow == nil {
 		return nil
 	}
-	if err := l.make(); err != nil {
+	if err := l.setUpNow(); err != nil {
 		return fmt.Errorf("set up the draft's trainer: %w", err)
 	}
-	l.make = nil
+	l.setUpNow = nil
 	return nil
 }
 
 // SetUp reports whether the learner's drafts and trainers exist (it has
 // been used).
-func (l *Learner) SetUp() bool { return l.make == nil }
+func (l *Learner) SetUp() bool { return l.setUpNow == nil }
 
 // Free releases the learner's drafts and buffers (not the live draft).
 func (l *Learner) Free() {
-	if l.make != nil {
+	if l.setUpNow != nil {
 		return
 	}
 	l.ev.Free()
@@ -156,7 +156,7 @@ func (l *Learner) Publish(keep bool) (int, error) {
 // Restore sets the shadow back to the kept version and, when the live
 // draft runs something else, publishes the kept weights again.
 func (l *Learner) Restore() error {
-	if l.make != nil {
+	if l.setUpNow != nil {
 		return nil // nothing trained: the shadow would be the kept version
 	}
 	if err := l.shadow.CopyWeights(l.base); err != nil {

@@ -551,7 +551,7 @@ static void p2k_matmul(p2k_fn const tiles[P2K_NT + 1], int psize, float *out, in
 
 // The entry points, one pack and one product per type. The products take
 // packed.c's arguments (amx unused: these types have no AMX path). A level
-// that does not pack a type (dt_pack_types) never calls its entries.
+// that does not pack (dt_pack_rows 0) never calls its entries.
 #define PK_ENTRIES(type, pack, matmul)                                                                          \
 	DT_API void dt_pack_##type(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
 		pack;                                                                                                    \
