@@ -284,7 +284,9 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 			f.K.ToF16(s.v[l][slot*s.kvDim:(slot+1)*s.kvDim], vi)
 		}
 		kc, vc := s.k[l][:(s.len+m)*s.kvDim], s.v[l][:(s.len+m)*s.kvDim]
-		if th := f.pool.cThreads(f.K); th != nil {
+		if alone(4 * len(kc) * n) { // f16 keys and values
+			f.K.Attention(s.attOut, s.qAll, kc, vc, s.len, m, mask, c.Heads, c.KVHeads, hd, scale, base, base+n, s.scratch[0])
+		} else if th := f.pool.cThreads(f.K); th != nil {
 			// On the threads that run the products (a decode row split by
 			// heads): Go workers woken here would wait for the CPU those
 			// threads spin on.
@@ -329,7 +331,16 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 // weight rows.
 func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 	act, rowBytes := a.form(w.Type)
-	if p := f.packed[w]; p != nil {
+	p := f.packed[w]
+	if alone(len(w.Data) * a.n) {
+		if p != nil {
+			f.K.MatMulPacked(out, w.Rows, p, 0, w.Rows, act, rowBytes, a.n)
+		} else {
+			f.K.MatMul(w.Type, out, w.Rows, w.Data, w.RowBytes, 0, w.Rows, act, rowBytes, a.n, w.Cols)
+		}
+		return
+	}
+	if p != nil {
 		g := f.K.PackRows
 		groups := (w.Rows + g - 1) / g
 		if th := f.pool.cThreads(f.K); th != nil {
@@ -365,6 +376,16 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 		f.K.MatMul(w.Type, out, w.Rows, w.Data, w.RowBytes, lo, hi, act, rowBytes, a.n, w.Cols)
 	})
 }
+
+// aloneBytes: a product or attention that reads fewer bytes than this
+// (weights or cached keys and values, times the rows it computes) runs on
+// the calling thread alone. Handing part of it to another thread costs
+// about a microsecond and saves less; and a step of a tiny model, a few
+// dozen such calls, then never waits for a thread the OS has preempted
+// (docs/measurements, "Small products on one thread").
+var aloneBytes = 64 << 10
+
+func alone(bytes int) bool { return bytes < aloneBytes }
 
 // yieldEvery bounds how long a forward pass runs without yielding: see
 // Seq.yield.

@@ -149,6 +149,42 @@ func TestFastBatchEqualsDecode(t *testing.T) {
 	}
 }
 
+// Products and attention small enough to run on the caller alone give
+// what they give split over the pool's threads, at every kernel level:
+// the whole forward pass once with every call alone, once with none.
+func TestFastAloneEqualsSplit(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	defer func(b int) { aloneBytes = b }(aloneBytes)
+	prompt, next := []int{1, 403, 407, 261, 380}, []int{300, 301, 302}
+	for _, k := range levels(t) {
+		for _, name := range []string{"stories260K-Q4_0-mixed.gguf", "tinystories656K-F16.gguf", "tinystories656K-Q8_0.gguf"} {
+			m := loadTest(t, name)
+			var runs [2][][]float32
+			for i, b := range []int{0, 1 << 40} {
+				aloneBytes = b
+				tg := NewTargetWith(NewFast(m, k, pool, 0))
+				lg, err := tg.Forward(prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs[i] = append(runs[i], lg)
+				for _, tok := range next {
+					if lg, err = tg.Forward([]int{tok}); err != nil {
+						t.Fatal(err)
+					}
+					runs[i] = append(runs[i], lg)
+				}
+			}
+			for j := range runs[0] {
+				if !slices.Equal(runs[0][j], runs[1][j]) {
+					t.Errorf("%s %s: forward %d alone differs from split over threads", k.Name, name, j)
+				}
+			}
+		}
+	}
+}
+
 // WithPool shares the packed weights and decodes as the original does.
 func TestFastWithPool(t *testing.T) {
 	p1, p2 := NewPool(1), NewPool(2)

@@ -52,7 +52,7 @@ type threadsImpl struct {
 // Threads is a pool of C threads that runs whole packed matrix products in
 // parallel (see c/threads.c): one call from Go per product, with the calling
 // goroutine taking pieces too, and no hand-off through the Go scheduler.
-// Idle threads spin for about a millisecond, then sleep. A Threads is safe
+// Idle threads spin for under a millisecond, then sleep. A Threads is safe
 // for concurrent use (products run one at a time) until Close.
 type Threads struct {
 	n      int

@@ -6,7 +6,7 @@
 // a token, 1.4 CPUs busy out of 2, and two threads decoding at 0.7 times
 // llama.cpp's speed. Here one call from Go runs a whole product: the caller
 // and the pool's threads take pieces of it through an atomic counter, and
-// idle threads spin on the job counter for a while (about a millisecond,
+// idle threads spin on the job counter for a while (under a millisecond,
 // longer than the gaps between a forward pass's products) before they
 // sleep on it with a futex. The threads block every signal, so the Go
 // runtime's signals only ever reach its own threads.
@@ -16,6 +16,7 @@
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,7 +59,7 @@ int64_t dt_pack_rows(void);
 
 #if defined(DT_THREADS)
 
-// SPIN_ROUNDS of pause is about a millisecond.
+// SPIN_ROUNDS of relax: a few hundred microseconds.
 #define SPIN_ROUNDS 20000
 
 typedef struct {
@@ -160,6 +161,25 @@ static void run_pieces(dt_pool *p, int caller) {
 	}
 }
 
+// relax is one round of a spin-wait: a pause, and every YIELD_EVERY rounds
+// a sched_yield. Linux may wake a thread on the CPU of the thread that
+// woke it, though another CPU is idle, and let it preempt that thread
+// (perf's sched_switch events showed it on a 2-core VM): spinning there
+// on pauses alone, the woken thread held the caller off that CPU until it
+// slept again, half a millisecond, and a tiny model's decode steps of 40
+// µs took 500 (docs/measurements, "Small products on one thread").
+// Yielding lets the thread it waits for run.
+#define YIELD_EVERY 64
+
+static inline void relax(int spins) {
+#if defined(__x86_64__)
+	_mm_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+	if (spins % YIELD_EVERY == 0) sched_yield();
+}
+
 static void *worker(void *arg) {
 	dt_pool *p = arg;
 	sigset_t all;
@@ -171,11 +191,7 @@ static void *worker(void *arg) {
 		uint32_t g;
 		while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
 			if (++spins < SPIN_ROUNDS) {
-#if defined(__x86_64__)
-				_mm_pause();
-#elif defined(__aarch64__)
-				__asm__ volatile("yield");
-#endif
+				relax(spins);
 				continue;
 			}
 			atomic_fetch_add(&p->sleeping, 1);
@@ -211,11 +227,7 @@ static void dispatch(dt_pool *p) {
 	if (atomic_load(&p->sleeping) > 0) syscall(SYS_futex, &p->gen, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
 	run_pieces(p, 1);
 	atomic_store(&p->open, 0);
-	while (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
-#if defined(__x86_64__)
-		_mm_pause();
-#endif
-	}
+	for (int spins = 1; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) relax(spins);
 }
 
 #endif
