@@ -31,8 +31,42 @@ DT_INLINE int iq2s_index(const uint8_t *qs, const uint8_t *qh, int ib, int l) {
 	return qs[4 * ib + l] | ((qh[ib] << (8 - 2 * l)) & 0x300);
 }
 
+#if defined(DT_AVX512)
+// iq2xxs_codes: dt_iq2xxs_grid as iq.h's codes, levels 0, 1, 2 for 8, 25
+// and 43, word w's bytes at bits 2w and 8+2w.
+static uint16_t iq2xxs_codes[256] __attribute__((aligned(64)));
+static int iq2xxs_level(int v) { return v == 8 ? 0 : v == 25 ? 1 : 2; }
+__attribute__((constructor)) static void iq2xxs_codes_init(void) {
+	iq_set_codes(iq2xxs_codes, dt_iq2xxs_grid, 256, 8, 2, iq2xxs_level);
+}
+
+// Word lane 4j+w of a pair: entry j of the pair's eight, shifted 2w.
+static const uint16_t iq2xxs_pick[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                                         4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
+static const uint16_t iq2xxs_shift[32] = {0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6,
+                                          0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6};
+
+DT_INLINE void iq2_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
+	// The sign-and-scale words, the odd u32s of wb+2.., in order.
+	const __m256 v0 = _mm256_loadu_ps((const float *)(wb + 2)), v1 = _mm256_loadu_ps((const float *)(wb + 34));
+	const __m256i aux = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(v0, v1, 0xdd)), 0xd8);
+	iq_pair_signs(iq_aux_sign_bytes(aux), p);
+	iq_pair_scales(iq_aux_scales(aux), p);
+	// The 32 grid indices, each u64's low four bytes, as words in order:
+	// bytes 0..3 and 8..11 of each 128-bit lane.
+	const __m512i spread = _mm512_broadcast_i32x4(_mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1));
+	const __m512i codes = iq_lookup256(iq2xxs_codes, _mm512_shuffle_epi8(_mm512_loadu_si512(wb + 2), spread));
+	const __m512i pick = _mm512_loadu_si512(iq2xxs_pick), shift = _mm512_loadu_si512(iq2xxs_shift);
+	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		p->q[k] = iq_spread(codes, codes, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0303), lut);
+}
+#endif
+
 #if defined(DT_AVX2)
 
+#if !defined(DT_AVX512)
 DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 	// The groups' sign-and-scale words, the odd u32s of wb+2.., in order.
 	const __m256 v0 = _mm256_loadu_ps((const float *)(wb + 2)), v1 = _mm256_loadu_ps((const float *)(wb + 34));
@@ -52,6 +86,7 @@ DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 		g[ib].sc = _mm256_set1_epi16((int16_t)ls[ib]);
 	}
 }
+#endif
 
 DT_INLINE void iq2_xs_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *scales = wb + 2 + QKK / 4;
@@ -152,6 +187,10 @@ static float dot_iq2_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 #endif
 
+#if defined(DT_AVX512)
+IQ_MATMUL_PAIRS(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_pairs, 0.125f)
+#else
 IQ_MATMUL(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_groups, 0.125f)
+#endif
 IQ_MATMUL(iq2_xs, IQ2_XS_SIZE, iq2_xs_groups, 0.125f)
 IQ_MATMUL(iq2_s, IQ2_S_SIZE, iq2_s_groups, 0.125f)

@@ -50,6 +50,40 @@ DT_INLINE void iq3_s_groups(const uint8_t *wb, iq_group g[8]) {
 	}
 }
 
+#if defined(DT_AVX512)
+// iq3xxs_codes: dt_iq3xxs_grid as iq.h's codes, levels 0..7 for 4, 12,
+// ..., 52, 62, word w's bytes at bits 3w and 8+3w.
+static uint16_t iq3xxs_codes[256] __attribute__((aligned(64)));
+static int iq3xxs_level(int v) { return v == 62 ? 7 : (v - 4) / 8; }
+__attribute__((constructor)) static void iq3xxs_codes_init(void) {
+	iq_set_codes(iq3xxs_codes, dt_iq3xxs_grid, 256, 4, 3, iq3xxs_level);
+}
+
+// Word lane 2j+w of pair k: entry 16k+j, shifted 3w; its code is word
+// 8k+j of c0 for j < 8, else word 8k+j-8 of c1 (32 up in vpermt2w's
+// index), less the 8k iq3_xxs_pairs adds.
+static const uint16_t iq3xxs_pick[32] = {0,  0,  1,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,
+                                         32, 32, 33, 33, 34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39};
+static const uint16_t iq3xxs_shift[32] = {0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3,
+                                          0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3};
+
+DT_INLINE void iq3_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
+	const uint8_t *qs = wb + 2;
+	const __m256i aux = _mm256_loadu_si256((const __m256i *)(wb + 2 + QKK / 4));
+	iq_pair_signs(iq_aux_sign_bytes(aux), p);
+	iq_pair_scales(iq_aux_scales(aux), p);
+	// The 64 grid indices as words: c0 lane L holds the codes of entries
+	// 16L..16L+7, c1 of 16L+8..16L+15 (the bytes unpacked in place).
+	const __m512i z = _mm512_loadu_si512(qs);
+	const __m512i c0 = iq_lookup256(iq3xxs_codes, _mm512_unpacklo_epi8(z, _mm512_setzero_si512()));
+	const __m512i c1 = iq_lookup256(iq3xxs_codes, _mm512_unpackhi_epi8(z, _mm512_setzero_si512()));
+	const __m512i pick = _mm512_loadu_si512(iq3xxs_pick), shift = _mm512_loadu_si512(iq3xxs_shift);
+	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0707), lut);
+}
+#else
 DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *qs = wb + 2, *ss = wb + 2 + QKK / 4;
 	uint32_t signs[8], ls[8];
@@ -65,6 +99,7 @@ DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 		g[ib].sc = _mm256_set1_epi16((int16_t)ls[ib]);
 	}
 }
+#endif
 
 
 #else
@@ -115,5 +150,9 @@ static float dot_iq3_xxs(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 #endif
 
+#if defined(DT_AVX512)
+IQ_MATMUL_PAIRS(iq3_xxs, IQ3_XXS_SIZE, iq3_xxs_pairs, 0.25f)
+#else
 IQ_MATMUL(iq3_xxs, IQ3_XXS_SIZE, iq3_xxs_groups, 0.25f)
+#endif
 IQ_MATMUL(iq3_s, IQ3_S_SIZE, iq3_s_groups, 1.0f)
