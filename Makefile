@@ -16,7 +16,7 @@ GOARCH  := $(shell $(GO) env GOARCH)
 KDIR    := cpu/kernels
 KSRC    := $(wildcard $(KDIR)/c/*.c)
 KHDR    := $(wildcard $(KDIR)/c/*.h)
-KCFLAGS := -std=gnu11 -O3 -fPIC -shared -fvisibility=hidden -ffp-contract=off -fno-math-errno -Wall -Wextra
+KCFLAGS := -std=gnu11 -O3 -fPIC -shared -fvisibility=hidden -ffp-contract=off -fno-math-errno -Wall -Wextra -Werror=implicit-function-declaration
 KLEVELS_amd64 := generic avx2 avxvnni avx512
 KLEVELS_arm64 := generic neon
 KFLAGS_generic_amd64 := -march=x86-64 -mtune=generic

@@ -44,6 +44,20 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
+// Every level this CPU runs whose library is embedded loads: a library
+// that fails to (an unresolved symbol, a wrong ABI) would otherwise drop
+// out of Available, and every test over the levels pass without it.
+func TestEmbeddedLevelsLoad(t *testing.T) {
+	for _, l := range nativeLevels() {
+		if !cpuSupports(l) || embedded(l) == nil {
+			continue
+		}
+		if _, err := ByName(l); err != nil {
+			t.Errorf("level %s: %v", l, err)
+		}
+	}
+}
+
 // Every level names its build, and no two levels share one.
 func TestBuild(t *testing.T) {
 	seen := map[string]string{}

@@ -109,6 +109,7 @@ DT_INLINE void k4_scale_lanes(__m128i sc, __m256i scale[8]) {
 
 DT_INLINE uint16_t ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 DT_INLINE int32_t ld32(const void *p) { int32_t v; memcpy(&v, p, 4); return v; }
+DT_INLINE uint64_t ld64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 DT_INLINE float ldf(const void *p) { float v; memcpy(&v, p, 4); return v; }
 DT_INLINE uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 DT_INLINE float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -21,6 +21,21 @@ DT_INLINE __m256i ksign_bytes(__m256i x) {
 	return _mm256_or_si256(x, _mm256_slli_epi16(_mm256_and_si256(t, _mm256_set1_epi8(1)), 7));
 }
 
+// ksign_bytes_fast is ksign_bytes; at AVX-512 each byte's parity from its
+// nibbles' through a vpshufb table, fewer steps in a row than xor-folding
+// (measured there only).
+DT_INLINE __m256i ksign_bytes_fast(__m256i x) {
+#if defined(DT_AVX512)
+	const __m256i pt = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0));
+	const __m256i m4 = _mm256_set1_epi8(15);
+	const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(pt, _mm256_and_si256(x, m4)),
+	                                     _mm256_shuffle_epi8(pt, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4)));
+	return _mm256_or_si256(x, par);
+#else
+	return ksign_bytes(x);
+#endif
+}
+
 // iq_aux_signs unpacks the eight sign-and-scale words of an IQ2_XXS or
 // IQ3_XXS super-block (four 7-bit sign indices and a 4-bit scale s each)
 // at once: signs[ib] group ib's four sign bytes, ls[ib] its 2s+1
@@ -32,17 +47,7 @@ DT_INLINE __m256i iq_aux_sign_bytes(__m256i aux) {
 	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 7), m7), 8));
 	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 14), m7), 16));
 	x = _mm256_or_si256(x, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(aux, 21), m7), 24));
-#if defined(DT_AVX512)
-	// The parity of each byte from its nibbles' through a vpshufb table:
-	// fewer steps in a row than xor-folding.
-	const __m256i pt = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, -128, -128, 0, -128, 0, 0, -128, -128, 0, 0, -128, 0, -128, -128, 0));
-	const __m256i m4 = _mm256_set1_epi8(15);
-	const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(pt, _mm256_and_si256(x, m4)),
-	                                     _mm256_shuffle_epi8(pt, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4)));
-	return _mm256_or_si256(x, par);
-#else
-	return ksign_bytes(x);
-#endif
+	return ksign_bytes_fast(x);
 }
 
 DT_INLINE __m256i iq_aux_scales(__m256i aux) {
@@ -134,6 +139,16 @@ DT_INLINE __m512i iq_lookup256(const uint16_t *t, __m512i idx) {
 	return _mm512_mask_blend_epi16(m7, _mm512_mask_blend_epi16(m6, r0, r1), _mm512_mask_blend_epi16(m6, r2, r3));
 }
 
+// iq_lookup512 is table t[idx + 256·(bit l of hi)] for 32 word indices
+// under 256; iq_lookup512 of indices under 512.
+DT_INLINE __m512i iq_lookup512_hi(const uint16_t *t, __m512i idx, __mmask32 hi) {
+	return _mm512_mask_blend_epi16(hi, iq_lookup256(t, idx), iq_lookup256(t + 256, idx));
+}
+
+DT_INLINE __m512i iq_lookup512(const uint16_t *t, __m512i idx) {
+	return iq_lookup512_hi(t, idx, _mm512_test_epi16_mask(idx, _mm512_set1_epi16(256)));
+}
+
 // iq_spread is 64 magnitude bytes from codes c0, c1: word lane l takes
 // code pick[l] of the two (vpermt2w), shifted right by shift[l], masked,
 // its two level bytes mapped through lut (a vpshufb table; levels under
@@ -186,6 +201,22 @@ DT_INLINE void iq_pair_scales(__m256i ls, iq_pairs *p) {
 	const __m512i z = _mm512_castsi256_si512(ls);
 	#pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(base, _mm512_set1_epi16((short)(4 * k))), z);
+}
+
+// iq_pair_scales16 sets the scales from eight bytes of two 4-bit scales
+// s each (the low one for a group's first 16 values), as 2s+1.
+DT_INLINE void iq_pair_scales16(const uint8_t *scales, iq_pairs *p) {
+	const __m128i b = _mm_loadl_epi64((const __m128i *)scales), m4 = _mm_set1_epi8(15);
+	const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+	const __m256i w = _mm256_cvtepu8_epi16(s); // word 2ib+h: group ib's half h
+	const __m512i z = _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)));
+	// Word lane l of pair k: 16-value sub-block 4k + l/8.
+	const __m512i sub = _mm512_srli_epi16(_mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014,
+	                                                       0x0013001200110010, 0x000f000e000d000c, 0x000b000a00090008,
+	                                                       0x0007000600050004, 0x0003000200010000),
+	                                      3);
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(sub, _mm512_set1_epi16((short)(4 * k))), z);
 }
 
 // iq_fsum512 is iq_bsum of the pairs p, converted to float in a vector
@@ -291,17 +322,20 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 	IQ_ENTRY(name)
 
 #if defined(DT_AVX512)
-// IQ_MATMUL_PAIRS is IQ_MATMUL for an i-quant that pairs() unpacks into
-// iq_pairs.
-#define IQ_MATMUL_PAIRS(name, SIZE, pairs, F)                                                                   \
-	DT_INLINE void iq_groups_##name(const uint8_t *wb, iq_group g[8]) {                                         \
+// IQ_MATMUL_PAIRS is IQ_MATMUL for an i-quant whose decode rows pairs()
+// unpacks into iq_pairs, and whose tiles groups() fills.
+#define IQ_MATMUL_PAIRS(name, SIZE, pairs, groups, F)                                                           \
+	IQ_TILED(name, SIZE, groups, F)                                                                             \
+	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, F)                                                    \
+	IQ_ENTRY(name)
+
+// IQ_GROUPS_OF_PAIRS defines NAME, groups() from pairs().
+#define IQ_GROUPS_OF_PAIRS(name, pairs)                                                                         \
+	DT_INLINE void name(const uint8_t *wb, iq_group g[8]) {                                                     \
 		iq_pairs p;                                                                                             \
 		pairs(wb, &p);                                                                                          \
 		iq_groups_of_pairs(&p, g);                                                                              \
-	}                                                                                                           \
-	IQ_TILED(name, SIZE, iq_groups_##name, F)                                                                   \
-	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, F)                                                    \
-	IQ_ENTRY(name)
+	}
 #endif
 
 #else

@@ -62,6 +62,41 @@ DT_INLINE void iq2_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
 	for (int k = 0; k < 4; k++)
 		p->q[k] = iq_spread(codes, codes, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0303), lut);
 }
+
+// iq2xs_codes: dt_iq2xs_grid as IQ2_XXS's codes.
+static uint16_t iq2xs_codes[512] __attribute__((aligned(64)));
+__attribute__((constructor)) static void iq2xs_codes_init(void) {
+	iq_set_codes(iq2xs_codes, dt_iq2xs_grid, 512, 8, 2, iq2xxs_level);
+}
+
+DT_INLINE void iq2_xs_pairs(const uint8_t *wb, iq_pairs *p) {
+	// The 32 u16 in order: 9 bits of grid index, a 7-bit sign index.
+	const __m512i qv = _mm512_loadu_si512(wb + 2);
+	iq_pair_signs(ksign_bytes_fast(_mm512_cvtepi16_epi8(_mm512_srli_epi16(qv, 9))), p);
+	iq_pair_scales16(wb + 2 + QKK / 4, p);
+	const __m512i codes = iq_lookup512(iq2xs_codes, _mm512_and_si512(qv, _mm512_set1_epi16(511)));
+	const __m512i pick = _mm512_loadu_si512(iq2xxs_pick), shift = _mm512_loadu_si512(iq2xxs_shift);
+	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		p->q[k] = iq_spread(codes, codes, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0303), lut);
+}
+
+DT_INLINE void iq2_s_pairs(const uint8_t *wb, iq_pairs *p) {
+	const uint8_t *qs = wb + 2, *signs = wb + 2 + QKK / 8, *qh = wb + 2 + QKK / 4;
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) p->neg[k] = _cvtu64_mask64(ld64(signs + 8 * k));
+	iq_pair_scales16(wb + 2 + QKK / 4 + QKK / 32, p);
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		// Entry l of group ib: qs[4ib+l] and bits 2l, 2l+1 of qh[ib] as its
+		// top two; both groups of the pair in one gather.
+		const __m256i h = _mm256_setr_epi32(qh[2 * k], qh[2 * k], qh[2 * k], qh[2 * k], qh[2 * k + 1], qh[2 * k + 1], qh[2 * k + 1], qh[2 * k + 1]);
+		const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(h, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi32(3));
+		const __m256i idx = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * k))), _mm256_slli_epi32(hi, 8));
+		p->q[k] = _mm512_i32gather_epi64(idx, (const long long *)dt_iq2s_grid, 8);
+	}
+}
 #endif
 
 #if defined(DT_AVX2)
@@ -188,9 +223,14 @@ static float dot_iq2_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
 #endif
 
 #if defined(DT_AVX512)
-IQ_MATMUL_PAIRS(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_pairs, 0.125f)
+// The tiles of IQ2_XS and IQ2_S fill from their groups: from pairs they
+// verified 4–9% slower; IQ2_XXS's no slower.
+IQ_GROUPS_OF_PAIRS(iq2_xxs_groups, iq2_xxs_pairs)
+IQ_MATMUL_PAIRS(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_pairs, iq2_xxs_groups, 0.125f)
+IQ_MATMUL_PAIRS(iq2_xs, IQ2_XS_SIZE, iq2_xs_pairs, iq2_xs_groups, 0.125f)
+IQ_MATMUL_PAIRS(iq2_s, IQ2_S_SIZE, iq2_s_pairs, iq2_s_groups, 0.125f)
 #else
 IQ_MATMUL(iq2_xxs, IQ2_XXS_SIZE, iq2_xxs_groups, 0.125f)
-#endif
 IQ_MATMUL(iq2_xs, IQ2_XS_SIZE, iq2_xs_groups, 0.125f)
 IQ_MATMUL(iq2_s, IQ2_S_SIZE, iq2_s_groups, 0.125f)
+#endif

@@ -83,6 +83,37 @@ DT_INLINE void iq3_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
 	for (int k = 0; k < 4; k++)
 		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0707), lut);
 }
+
+// iq3s_codes: dt_iq3s_grid as IQ3_XXS's codes, levels 0..7 for 1, 3, ...,
+// 15.
+static uint16_t iq3s_codes[512] __attribute__((aligned(64)));
+static int iq3s_level(int v) { return (v - 1) / 2; }
+__attribute__((constructor)) static void iq3s_codes_init(void) { iq_set_codes(iq3s_codes, dt_iq3s_grid, 512, 4, 3, iq3s_level); }
+
+DT_INLINE void iq3_s_pairs(const uint8_t *wb, iq_pairs *p) {
+	const uint8_t *qs = wb + 2, *qh = wb + 66, *signs = wb + 74, *scales = wb + 106;
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) p->neg[k] = _cvtu64_mask64(ld64(signs + 8 * k));
+	// Group ib's 2s+1 from nibble ib of the four scale bytes.
+	const __m128i b = _mm_cvtsi32_si128(ld32(scales)), m4 = _mm_set1_epi8(15);
+	const __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+	const __m256i ls = _mm256_cvtepu8_epi32(nib);
+	iq_pair_scales(_mm256_add_epi32(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1)), p);
+	// The indices' low bytes as in iq3_xxs_pairs; their ninth bits: entry
+	// 16L+j of c0 (j < 8) is group 2L's j-th, bit j of qh[2L]; c1's of
+	// qh[2L+1].
+	const __m512i z = _mm512_loadu_si512(qs);
+	const uint64_t h = ld64(qh);
+	const __m512i c0 = iq_lookup512_hi(iq3s_codes, _mm512_unpacklo_epi8(z, _mm512_setzero_si512()),
+	                                   _cvtu32_mask32((uint32_t)_pext_u64(h, 0x00ff00ff00ff00ffull)));
+	const __m512i c1 = iq_lookup512_hi(iq3s_codes, _mm512_unpackhi_epi8(z, _mm512_setzero_si512()),
+	                                   _cvtu32_mask32((uint32_t)_pext_u64(h, 0xff00ff00ff00ff00ull)));
+	const __m512i pick = _mm512_loadu_si512(iq3xxs_pick), shift = _mm512_loadu_si512(iq3xxs_shift);
+	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0));
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0707), lut);
+}
 #else
 DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 	const uint8_t *qs = wb + 2, *ss = wb + 2 + QKK / 4;
@@ -151,8 +182,10 @@ static float dot_iq3_xxs(const uint8_t *w, const uint8_t *x, int64_t nb) {
 #endif
 
 #if defined(DT_AVX512)
-IQ_MATMUL_PAIRS(iq3_xxs, IQ3_XXS_SIZE, iq3_xxs_pairs, 0.25f)
+IQ_GROUPS_OF_PAIRS(iq3_xxs_groups, iq3_xxs_pairs)
+IQ_MATMUL_PAIRS(iq3_xxs, IQ3_XXS_SIZE, iq3_xxs_pairs, iq3_xxs_groups, 0.25f)
+IQ_MATMUL_PAIRS(iq3_s, IQ3_S_SIZE, iq3_s_pairs, iq3_s_groups, 1.0f)
 #else
 IQ_MATMUL(iq3_xxs, IQ3_XXS_SIZE, iq3_xxs_groups, 0.25f)
-#endif
 IQ_MATMUL(iq3_s, IQ3_S_SIZE, iq3_s_groups, 1.0f)
+#endif
