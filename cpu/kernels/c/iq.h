@@ -180,6 +180,18 @@ typedef struct {
 	__mmask64 neg[4];
 } iq_pairs;
 
+// iq_spread_pairs sets p's magnitudes from codes c0, c1: pair k is
+// iq_spread with the word lanes' picks pick[l] + 8k (a pair's entries
+// are 8 words further on), shift and mask, and levels 0..15 mapped to
+// the bytes of levels.
+DT_INLINE void iq_spread_pairs(iq_pairs *p, __m512i c0, __m512i c1, const uint16_t pick[32], const uint16_t shift[32],
+                               short mask, __m128i levels) {
+	const __m512i pk = _mm512_loadu_si512(pick), sh = _mm512_loadu_si512(shift), lut = _mm512_broadcast_i32x4(levels);
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pk, _mm512_set1_epi16((short)(8 * k))), sh, _mm512_set1_epi16(mask), lut);
+}
+
 // iq_pair_signs sets the signs from IQ2_XXS's or IQ3_XXS's sign bytes
 // (iq_aux_sign_bytes), iq_pair_scales the scales from the eight groups'
 // 2s+1 (32-bit lanes).

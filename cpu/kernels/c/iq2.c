@@ -40,6 +40,9 @@ __attribute__((constructor)) static void iq2xxs_codes_init(void) {
 	iq_set_codes(iq2xxs_codes, dt_iq2xxs_grid, 256, 8, 2, iq2xxs_level);
 }
 
+// IQ2_LEVELS maps the 2-bit grids' levels to their magnitudes.
+#define IQ2_LEVELS _mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
 // Word lane 4j+w of a pair: entry j of the pair's eight, shifted 2w.
 static const uint16_t iq2xxs_pick[32] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
                                          4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
@@ -56,11 +59,7 @@ DT_INLINE void iq2_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
 	// bytes 0..3 and 8..11 of each 128-bit lane.
 	const __m512i spread = _mm512_broadcast_i32x4(_mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 8, -1, 9, -1, 10, -1, 11, -1));
 	const __m512i codes = iq_lookup256(iq2xxs_codes, _mm512_shuffle_epi8(_mm512_loadu_si512(wb + 2), spread));
-	const __m512i pick = _mm512_loadu_si512(iq2xxs_pick), shift = _mm512_loadu_si512(iq2xxs_shift);
-	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-	#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		p->q[k] = iq_spread(codes, codes, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0303), lut);
+	iq_spread_pairs(p, codes, codes, iq2xxs_pick, iq2xxs_shift, 0x0303, IQ2_LEVELS);
 }
 
 // iq2xs_codes: dt_iq2xs_grid as IQ2_XXS's codes.
@@ -75,11 +74,7 @@ DT_INLINE void iq2_xs_pairs(const uint8_t *wb, iq_pairs *p) {
 	iq_pair_signs(ksign_bytes_fast(_mm512_cvtepi16_epi8(_mm512_srli_epi16(qv, 9))), p);
 	iq_pair_scales16(wb + 2 + QKK / 4, p);
 	const __m512i codes = iq_lookup512(iq2xs_codes, _mm512_and_si512(qv, _mm512_set1_epi16(511)));
-	const __m512i pick = _mm512_loadu_si512(iq2xxs_pick), shift = _mm512_loadu_si512(iq2xxs_shift);
-	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(8, 25, 43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
-	#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		p->q[k] = iq_spread(codes, codes, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0303), lut);
+	iq_spread_pairs(p, codes, codes, iq2xxs_pick, iq2xxs_shift, 0x0303, IQ2_LEVELS);
 }
 
 DT_INLINE void iq2_s_pairs(const uint8_t *wb, iq_pairs *p) {

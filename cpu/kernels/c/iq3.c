@@ -77,11 +77,7 @@ DT_INLINE void iq3_xxs_pairs(const uint8_t *wb, iq_pairs *p) {
 	const __m512i z = _mm512_loadu_si512(qs);
 	const __m512i c0 = iq_lookup256(iq3xxs_codes, _mm512_unpacklo_epi8(z, _mm512_setzero_si512()));
 	const __m512i c1 = iq_lookup256(iq3xxs_codes, _mm512_unpackhi_epi8(z, _mm512_setzero_si512()));
-	const __m512i pick = _mm512_loadu_si512(iq3xxs_pick), shift = _mm512_loadu_si512(iq3xxs_shift);
-	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
-	#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0707), lut);
+	iq_spread_pairs(p, c0, c1, iq3xxs_pick, iq3xxs_shift, 0x0707, _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0));
 }
 
 // iq3s_codes: dt_iq3s_grid as IQ3_XXS's codes, levels 0..7 for 1, 3, ...,
@@ -108,11 +104,7 @@ DT_INLINE void iq3_s_pairs(const uint8_t *wb, iq_pairs *p) {
 	                                   _cvtu32_mask32((uint32_t)_pext_u64(h, 0x00ff00ff00ff00ffull)));
 	const __m512i c1 = iq_lookup512_hi(iq3s_codes, _mm512_unpackhi_epi8(z, _mm512_setzero_si512()),
 	                                   _cvtu32_mask32((uint32_t)_pext_u64(h, 0xff00ff00ff00ff00ull)));
-	const __m512i pick = _mm512_loadu_si512(iq3xxs_pick), shift = _mm512_loadu_si512(iq3xxs_shift);
-	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0));
-	#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		p->q[k] = iq_spread(c0, c1, _mm512_add_epi16(pick, _mm512_set1_epi16((short)(8 * k))), shift, _mm512_set1_epi16(0x0707), lut);
+	iq_spread_pairs(p, c0, c1, iq3xxs_pick, iq3xxs_shift, 0x0707, _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0));
 }
 #else
 DT_INLINE void iq3_xxs_groups(const uint8_t *wb, iq_group g[8]) {
