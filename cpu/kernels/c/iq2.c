@@ -71,7 +71,7 @@ __attribute__((constructor)) static void iq2xs_codes_init(void) {
 DT_INLINE void iq2_xs_pairs(const uint8_t *wb, iq_pairs *p) {
 	// The 32 u16 in order: 9 bits of grid index, a 7-bit sign index.
 	const __m512i qv = _mm512_loadu_si512(wb + 2);
-	iq_pair_signs(ksign_bytes_fast(_mm512_cvtepi16_epi8(_mm512_srli_epi16(qv, 9))), p);
+	iq_pair_signs(ksign_bytes(_mm512_cvtepi16_epi8(_mm512_srli_epi16(qv, 9))), p);
 	iq_pair_scales16(wb + 2 + QKK / 4, p);
 	const __m512i codes = iq_lookup512(iq2xs_codes, _mm512_and_si512(qv, _mm512_set1_epi16(511)));
 	iq_spread_pairs(p, codes, codes, iq2xxs_pick, iq2xxs_shift, 0x0303, IQ2_LEVELS);
