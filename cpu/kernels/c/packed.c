@@ -17,6 +17,9 @@
 //
 //	Q5_0, 352 bytes a block: Q4_0's 288, then the 16 rows' qh (u32,
 //	      bit v the fifth bit of value v), one vector.
+//	IQ4_NL, Q4_0's layout: its nibbles index ggml's kvalues_iq4nl, whose
+//	      values plus 128 a vpshufb makes of them (unsigned, for
+//	      vpdpbusd).
 //
 // That is the same number of bytes as the GGUF rows, and the vectors are
 // already in the layout of an AMX B tile (K/4 rows of 16 four-byte
@@ -57,7 +60,9 @@
 #endif
 #if defined(DT_AVX512) || defined(DT_AVXVNNI)
 #define PK_Q8_OFF 128 // vpdpbusd's weights are unsigned
+#define PK_NL_OFF 128
 #else
+#define PK_NL_OFF 0 // AVX2's IQ4_NL tiles take ggml's sign trick
 #define PK_Q8_OFF 0
 #endif
 #define PK_Q8_0 (PK_ROWS * 34)
@@ -109,11 +114,11 @@ static const pk_kind *pk_kind_of(int64_t type) {
 	static const uint8_t zero4[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
 	                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
 	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, PK_Q8_OFF, zero8}, q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4},
-	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5};
-	return type == 0 ? &q8 : type == 1 ? &q4 : &q5;
+	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5}, nl = {IQ4_NL_SIZE, PK_Q4_0, PK_NL_OFF, zero8};
+	return type == 0 ? &q8 : type == 1 ? &q4 : type == PK_TYPE_IQ4_NL ? &nl : &q5;
 }
 
-// pk_pack packs a Q8_0, Q4_0 or Q5_0 matrix (pk_kind_of's type): per row
+// pk_pack packs a Q8_0, Q4_0, Q5_0 or IQ4_NL matrix (pk_kind_of's type): per row
 // group and block the 16 rows' scales, then their values transposed into
 // lanes (and Q5_0's qh, a u32 a lane).
 static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
@@ -137,7 +142,7 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 				transpose32(x, 2, W);
 				for (int k = 0; k < 8; k++) W[k] = _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80));
 			} else {
-				transpose16(x, type == 1 ? 2 : 6, W);
+				transpose16(x, type == PK_TYPE_Q5_0 ? 6 : 2, W);
 			}
 			for (int k = 0; k < (type == 0 ? 8 : 4); k++) _mm512_storeu_si512(d + 32 + 64 * k, W[k]);
 			if (type == PK_TYPE_Q5_0)
@@ -159,6 +164,14 @@ DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 #if defined(PK_LEVEL)
 	pk_pack(1, dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+DT_API void dt_pack_iq4_nl(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(PK_LEVEL)
+	pk_pack(PK_TYPE_IQ4_NL, dst, w, rb, rows, cols);
 #else
 	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
 #endif
@@ -188,6 +201,16 @@ DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
 		W[g] = _mm512_and_si512(t, m4);
 		W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
 	}
+}
+
+// pqnl_block unpacks a packed IQ4_NL block as pq4_0_block does, each
+// nibble made its value plus 128.
+DT_INLINE void pqnl_block(const uint8_t *pb, __m512i W[8]) {
+	pq4_0_block(pb, W);
+	const __m512i lut = _mm512_broadcast_i32x4(
+	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181, (char)197, (char)217, (char)241));
+	#pragma GCC unroll 8
+	for (int g = 0; g < 8; g++) W[g] = _mm512_shuffle_epi8(lut, W[g]);
 }
 
 // pq5_0_block unpacks a packed Q5_0 block as pq4_0_block does, each
@@ -235,6 +258,7 @@ DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
 PK_TILE(pq8_0_tile, PK_Q8_0, pq8_0_block)
 PK_TILE(pq4_0_tile, PK_Q4_0, pq4_0_block)
 PK_TILE(pq5_0_tile, PK_Q5_0, pq5_0_block)
+PK_TILE(pqnl_tile, PK_Q4_0, pqnl_block)
 
 typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
                       const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
@@ -249,6 +273,7 @@ typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, cons
 PK_FNS(pq8_0_tile)
 PK_FNS(pq4_0_tile)
 PK_FNS(pq5_0_tile)
+PK_FNS(pqnl_tile)
 
 // ---- AMX ----------------------------------------------------------------
 //
@@ -437,7 +462,7 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX (AVX-512 code): its A tiles need chunks of whole tiles.
 static int pk_amx(const pk_args *a) {
-	return a->amx && a->type != PK_TYPE_Q5_0 && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+	return a->amx && a->type != PK_TYPE_Q5_0 && a->type != PK_TYPE_IQ4_NL && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
 }
 #endif
 
@@ -490,11 +515,11 @@ static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, cons
 	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
 #if defined(DT_AVX512)
 	const int use_amx = pk_amx(a);
-	pk_fn const *fns = a->type == PK_TYPE_Q5_0 ? pq5_0_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
+	pk_fn const *fns = a->type == PK_TYPE_Q5_0 ? pq5_0_tile_fns : a->type == PK_TYPE_IQ4_NL ? pqnl_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
 	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
 #else
-	p2_fn const *fns = a->type == PK_TYPE_Q5_0 ? p2_tiles_2 : q4 ? p2_tiles_1 : p2_tiles_0;
+	p2_fn const *fns = a->type == PK_TYPE_Q5_0 ? p2_tiles_2 : a->type == PK_TYPE_IQ4_NL ? p2_tiles_3 : q4 ? p2_tiles_1 : p2_tiles_0;
 #endif
 	const q8a *tab = scratch;
 	for (int64_t g = glo; g < ghi; g++) {
@@ -603,6 +628,16 @@ DT_API void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, in
                                   const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
 #if defined(PK_LEVEL)
 	const pk_args a = {PK_TYPE_Q5_0, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+DT_API void dt_matmul_packed_iq4_nl(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                    const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(PK_LEVEL)
+	const pk_args a = {PK_TYPE_IQ4_NL, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;

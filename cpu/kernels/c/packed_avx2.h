@@ -1,4 +1,4 @@
-// Packed Q8_0, Q4_0 and Q5_0 weights at the AVX2 level (without AVX-512):
+// Packed Q8_0, Q4_0, Q5_0 and IQ4_NL weights at the AVX2 level (without AVX-512):
 // packed.c's layout with groups of 8 rows, one ymm of lanes, and the tiles
 // that multiply them. packed.c runs them through the same chunks,
 // activation tables and pieces as the AVX-512 tiles.
@@ -12,7 +12,8 @@
 //	      nibble bytes 4g..4g+3 of row i (low nibbles weights 4g..4g+3,
 //	      high ones 16+4g..16+4g+3, each q+8);
 //	Q5_0, 176 bytes: Q4_0's 144, then the 8 rows' qh (u32, bit v the fifth
-//	      bit of value v).
+//	      bit of value v);
+//	IQ4_NL, Q4_0's layout (its nibbles index kvalues_iq4nl).
 //
 // The file's bytes, in another order. Without vpdpbusd, vpmaddubsw
 // multiplies unsigned weight bytes by the signed activations broadcast to
@@ -166,6 +167,40 @@ DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64
 	}
 }
 
+// p2_dotsnl is p2_dots4 for an IQ4_NL block: each nibble made its value
+// by a vpshufb, then multiplied as Q8_0's (signed by the sign trick; at
+// avxvnni plus 128, straight to vpdpbusd).
+DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
+                         __m256i s32[P2_NT]) {
+#if defined(DT_AVXVNNI)
+	const __m256i lut = _mm256_broadcastsi128_si256(
+	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181, (char)197, (char)217, (char)241));
+#else
+	const __m256i lut = _mm256_broadcastsi128_si256(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+#endif
+	#pragma GCC unroll 4
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c);
+	#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		__m256i w[2];
+		p2_nibbles(pb, g, &w[0], &w[1]);
+		#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			const __m256i v = _mm256_shuffle_epi8(lut, w[h]);
+			const int64_t off = 16 * h + 4 * g;
+#if defined(DT_AVXVNNI)
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], v, x + j * arb + off);
+#else
+			const __m256i av = _mm256_abs_epi8(v);
+			#pragma GCC unroll 4
+			for (int j = 0; j < NT; j++)
+				s32[j] = p2_dot_signed(s32[j], av, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + off)), v));
+#endif
+		}
+	}
+}
+
 // p2_store writes (or adds) a tile's output lanes, the group's first rows.
 DT_INLINE void p2_store(float *out, int rows, __m256 v, int add) {
 	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -174,10 +209,10 @@ DT_INLINE void p2_store(float *out, int rows, __m256 v, int add) {
 }
 
 // p2_tile multiplies one group (at its block b0) by NT ≤ P2_NT activation
-// rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0.
+// rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL.
 DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,
                        int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {
-	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 1 ? P2_Q4_0 : P2_Q5_0;
+	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 2 ? P2_Q5_0 : P2_Q4_0;
 	__m256 acc[P2_NT];
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -189,6 +224,8 @@ DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows
 		__m256i s[P2_NT];
 		if (KIND == 0)
 			p2_dots8(NT, pb, x, arb, tab + b, ts, s);
+		else if (KIND == 3)
+			p2_dotsnl(NT, pb, x, arb, tab + b, ts, s);
 		else
 			p2_dots4(NT, KIND == 2, pb, x, arb, tab + b, ts, s);
 		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
@@ -215,6 +252,7 @@ typedef void (*p2_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, cons
 P2_FNS(0)
 P2_FNS(1)
 P2_FNS(2)
+P2_FNS(3)
 
 #endif
 #endif
