@@ -105,11 +105,11 @@ DT_INLINE int32_t iq_bsum(const iq_group g[8], const uint8_t *y) {
 DT_INLINE float iq_fsum(const iq_group g[8], const uint8_t *y) { return (float)iq_bsum(g, y); }
 
 #if defined(DT_AVX512)
-// The grids of IQ2_XXS (magnitudes 8, 25, 43) and IQ3_XXS (4, 12, ..., 52,
-// 62) hold few distinct bytes: an entry is a 16-bit code of their levels,
-// a super-block's 32 entries are looked up at once in a 256-code table
-// held in eight zmm (vpermt2w) and spread into bytes by a shift, a mask
-// and a vpshufb, where loading the entries one by one and inserting them
+// The grids of IQ2_XXS and IQ2_XS (magnitudes 8, 25, 43), IQ3_XXS (4, 12,
+// ..., 52, 62) and IQ3_S (1, 3, ..., 15) hold few distinct bytes: an entry
+// is a 16-bit code of their levels, 32 entries are looked up at once in a
+// 256-code table held in eight zmm (vpermt2w; two such for 512 entries)
+// and spread into bytes by a shift, a mask and a vpshufb, where loading the entries one by one and inserting them
 // into vectors took most of the row kernel's instructions. A code keeps
 // the levels of an entry's 16-bit word w in bits s_w.. and 8+s_w.., so
 // that (code >> s_w) & mask is that word's two bytes of levels.
