@@ -58,6 +58,10 @@
 #define IQ4_NL_SIZE 18
 #define IQ4_XS_SIZE 136
 
+// dt_iq4_values is ggml's kvalues_iq4nl, the 16 values IQ4_NL's and
+// IQ4_XS's nibbles index.
+static const int8_t dt_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // scale_min_k4 unpacks the 6-bit scale and min of sub-block j of Q4_K and
 // Q5_K (ggml's get_scale_min_k4).
 DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
@@ -71,6 +75,11 @@ DT_INLINE void scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
 }
 
 #if defined(DT_AVX2)
+// iq4_lut is dt_iq4_values as a vpshufb table; iq4_lut_u the values plus
+// 128 (v ^ 0x80: unsigned, as vpdpbusd takes them).
+DT_INLINE __m128i iq4_lut(void) { return _mm_loadu_si128((const __m128i *)dt_iq4_values); }
+DT_INLINE __m128i iq4_lut_u(void) { return _mm_xor_si128(iq4_lut(), _mm_set1_epi8((char)0x80)); }
+
 // k4_scales unpacks a Q4_K or Q5_K super-block's 12 scale bytes at once
 // (ggml's utmp shuffle, scale_min_k4's values): sc the 8 scales in
 // 16-bit lanes, mins the 8 mins, each twice (a min per 32 values against

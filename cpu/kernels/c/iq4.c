@@ -13,8 +13,6 @@
 // IQ4_XS runs in the k-quants' tiles (kquants.c).
 #include "rows.h"
 
-static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 // iq4_xs_scale is the unbiased scale of 32-value group ib of an IQ4_XS block.
 DT_INLINE int iq4_xs_scale(const uint8_t *b, int ib) {
 	const int lo = (b[4 + ib / 2] >> (4 * (ib % 2))) & 0xf, hi = (ld16(b + 2) >> (2 * ib)) & 3;
@@ -57,7 +55,7 @@ DT_INLINE __m256i iq4_dot32_scaled(__m256i absv, __m256i v, const uint8_t *a, __
 
 DT_INLINE void iq4_nl_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                           int64_t nb) {
-	const __m128i table = _mm_loadu_si128((const __m128i *)iq4_values);
+	const __m128i table = iq4_lut();
 	__m256 acc[4];
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -78,7 +76,7 @@ DT_INLINE void iq4_nl_row(const int NT, float *out, int64_t ldo, const uint8_t *
 
 DT_INLINE void iq4_xs_row(const int NT, float *out, int64_t ldo, const uint8_t *w, const uint8_t *act, int64_t arb,
                           int64_t nb) {
-	const __m128i table = _mm_loadu_si128((const __m128i *)iq4_values);
+	const __m128i table = iq4_lut();
 	__m256 acc[4];
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -121,7 +119,7 @@ static float dot_iq4_nl(const uint8_t *w, const uint8_t *x, int64_t nb) {
 		const int8_t *q8 = (const int8_t *)(x + 2);
 		int32_t sumi = 0;
 		for (int l = 0; l < 16; l++)
-			sumi += iq4_values[w[2 + l] & 0xf] * q8[l] + iq4_values[w[2 + l] >> 4] * q8[l + 16];
+			sumi += dt_iq4_values[w[2 + l] & 0xf] * q8[l] + dt_iq4_values[w[2 + l] >> 4] * q8[l + 16];
 		sumf += f16_to_f32(ld16(x)) * f16_to_f32(ld16(w)) * (float)sumi;
 	}
 	return sumf;
@@ -136,7 +134,7 @@ static float dot_iq4_xs(const uint8_t *w, const uint8_t *x, int64_t nb) {
 		for (int s = 0; s < 8; s++) {
 			int32_t si = 0;
 			for (int l = 0; l < 16; l++)
-				si += iq4_values[qs[16 * s + l] & 0xf] * q8[32 * s + l] + iq4_values[qs[16 * s + l] >> 4] * q8[32 * s + l + 16];
+				si += dt_iq4_values[qs[16 * s + l] & 0xf] * q8[32 * s + l] + dt_iq4_values[qs[16 * s + l] >> 4] * q8[32 * s + l + 16];
 			sumi += iq4_xs_scale(w, s) * si;
 		}
 		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)sumi;

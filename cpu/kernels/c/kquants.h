@@ -47,8 +47,7 @@ DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
 
 // iq4_table is IQ4_NL's table of values plus 128, in every 128-bit lane.
 DT_INLINE __m512i iq4_table(void) {
-	static const uint8_t values128[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
-	return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)values128));
+	return _mm512_broadcast_i32x4(iq4_lut_u());
 }
 
 // iq4_xs_weights looks up IQ4_XS's values (plus 128) for one sub-block of

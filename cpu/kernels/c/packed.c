@@ -207,8 +207,7 @@ DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
 // nibble made its value plus 128.
 DT_INLINE void pqnl_block(const uint8_t *pb, __m512i W[8]) {
 	pq4_0_block(pb, W);
-	const __m512i lut = _mm512_broadcast_i32x4(
-	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181, (char)197, (char)217, (char)241));
+	const __m512i lut = _mm512_broadcast_i32x4(iq4_lut_u());
 	#pragma GCC unroll 8
 	for (int g = 0; g < 8; g++) W[g] = _mm512_shuffle_epi8(lut, W[g]);
 }

@@ -173,10 +173,9 @@ DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64
 DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
                          __m256i s32[P2_NT]) {
 #if defined(DT_AVXVNNI)
-	const __m256i lut = _mm256_broadcastsi128_si256(
-	    _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129, (char)141, (char)153, (char)166, (char)181, (char)197, (char)217, (char)241));
+	const __m256i lut = _mm256_broadcastsi128_si256(iq4_lut_u());
 #else
-	const __m256i lut = _mm256_broadcastsi128_si256(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+	const __m256i lut = _mm256_broadcastsi128_si256(iq4_lut());
 #endif
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c);

@@ -355,12 +355,12 @@ DT_INLINE void p2k3_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, 
 DT_INLINE void p2k_iq4_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
                                float *out, int64_t ldo) {
 #if defined(DT_AVXVNNI)
-	static const uint8_t values[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+	const __m128i values = iq4_lut_u();
 #else
-	static const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+	const __m128i values = iq4_lut();
 #endif
 	const int psize = P2K_ROWS * IQ4_XS_SIZE;
-	const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)values)), m4 = _mm256_set1_epi8(0x0f);
+	const __m256i table = _mm256_broadcastsi128_si256(values), m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[P2K_NT];
 	p2k_zero(NT, acc);
 	for (int64_t b = 0; b < nb; b++) {
