@@ -100,7 +100,7 @@ func benchMatMul(b *testing.B, s *Set, t quant.Type, sh benchShape, n int) {
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 20x ./cpu/kernels/
 func BenchmarkMatMulPacked(b *testing.B) {
-	for _, t := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS, quant.IQ4_NL} {
+	for _, t := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
 		for _, s := range sets(b) {
 			if s.PackRows == 0 {
 				continue

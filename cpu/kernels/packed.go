@@ -138,7 +138,8 @@ func (t *Threads) Close() {
 // their copy) at a time.
 const packChunkBytes = 4 << 20
 
-// maxPackedQ8Blocks is the widest Q8_0, Q4_0, Q5_0 or IQ4_NL row, in blocks, whose
+// maxPackedQ8Blocks is the widest row over Q8_0 activations (Q8_0, Q4_0,
+// Q5_0, IQ4_NL, Q4_1, Q5_1), in blocks, whose
 // products packed.c's activation tables hold (a whole row of blocks for at
 // least one activation row; its stack fallback has 8192 entries): wider
 // matrices stay in the GGUF layout.
@@ -167,7 +168,7 @@ func (s *Set) setPacking(pi packImpl) {
 		if rows < 1 || cols < 1 {
 			panic(fmt.Sprintf("kernels: Pack %v: %d rows of %d values", t, rows, cols))
 		}
-		if (t == quant.Q8_0 || t == quant.Q4_0 || t == quant.Q5_0 || t == quant.IQ4_NL) && cols/32 > maxPackedQ8Blocks {
+		if ActivationType(t) == quant.Q8_0 && cols/32 > maxPackedQ8Blocks {
 			return nil
 		}
 		if cols%32 != 0 {

@@ -40,6 +40,8 @@ func TestMatMulPacked(t *testing.T) {
 		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
 		{quant.Q5_0, 37, 32 * 7}, {quant.Q5_0, 1, 64}, {quant.Q5_0, 19, 32 * 600},
 		{quant.IQ4_NL, 37, 32 * 7}, {quant.IQ4_NL, 1, 64}, {quant.IQ4_NL, 19, 32 * 600},
+		{quant.Q4_1, 37, 32 * 7}, {quant.Q4_1, 1, 64}, {quant.Q4_1, 19, 32 * 600},
+		{quant.Q5_1, 37, 32 * 7}, {quant.Q5_1, 1, 64}, {quant.Q5_1, 19, 32 * 600},
 		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
 		// Rows too wide for a table of 64 activation rows: chunks of 48,
 		// 16 and 15 rows.
@@ -138,8 +140,8 @@ func TestMatMulPackedChecks(t *testing.T) {
 			f()
 		}()
 	}
-	if p := s.Pack(quant.Q4_1, make([]byte, 20), 20, 1, 32); p != nil {
-		t.Errorf("Pack(Q4_1) = %v, want nil: Q4_1 multiplies from the GGUF layout", p)
+	if p := s.Pack(quant.IQ2_XXS, make([]byte, 66), 66, 1, 256); p != nil {
+		t.Errorf("Pack(IQ2_XXS) = %v, want nil: IQ2_XXS multiplies from the GGUF layout", p)
 	}
 	if p := s.Pack(quant.F16, make([]byte, 2*40), 2*40, 1, 40); p != nil {
 		t.Errorf("Pack(F16) of 40 columns = %v, want nil: packed F16 rows are whole blocks of 32", p)
@@ -387,7 +389,7 @@ func TestMatMulPackedExtremes(t *testing.T) {
 	// Where each type's block holds f16 scales (the rest is quants and
 	// integer scales, all bits set: their largest values).
 	f16At := map[quant.Type][]int{quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208},
-		quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.IQ4_XS: {0}, quant.IQ4_NL: {0}}
+		quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.IQ4_XS: {0}, quant.IQ4_NL: {0}, quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2}}
 	const rows, n = 19, 5
 	for typ, at := range f16At {
 		cols := 2 * typ.BlockSize()

@@ -20,7 +20,7 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 23
+#define DT_ABI_VERSION 24
 
 // DT_ATT_ROWS is how many rows attention computes together: its scratch
 // holds that many rows of scores (kernels.AttentionRows in Go).
@@ -49,6 +49,8 @@
 #define QKK 256
 #define Q8_0_SIZE 34
 #define Q4_0_SIZE 18
+#define Q4_1_SIZE 20
+#define Q5_1_SIZE 24
 #define Q2_K_SIZE 84
 #define Q3_K_SIZE 110
 #define Q4_K_SIZE 144

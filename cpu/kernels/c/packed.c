@@ -20,6 +20,9 @@
 //	IQ4_NL, Q4_0's layout: its nibbles index ggml's kvalues_iq4nl, whose
 //	      values plus 128 a vpshufb makes of them (unsigned, for
 //	      vpdpbusd).
+//	Q4_1, 320 bytes a block: the 16 scales, the 16 minimums (f16), then
+//	      Q4_0's 4 vectors (values q, 0..15: value q*d + m).
+//	Q5_1, 384 bytes a block: Q4_1's 320, then the 16 rows' qh.
 //
 // That is the same number of bytes as the GGUF rows, and the vectors are
 // already in the layout of an AMX B tile (K/4 rows of 16 four-byte
@@ -28,7 +31,8 @@
 //
 // The arithmetic is the unpacked AVX-512 kernels': an exact int32 block
 // dot, corrected by -off*sum(activation block) through its start value, then
-// acc = fma(float(dot), dw*dx, acc) block after block. Blocks are taken in
+// acc = fma(float(dot), dw*dx, acc) block after block (and for Q4_1 and
+// Q5_1 acc = fma(m, dx*sum(x), acc) after it). Blocks are taken in
 // pieces of PK_KC whatever n is, each piece's sum added into out, so the
 // result for an activation row is bit for bit the same with 1 row or 64,
 // with AMX or without: verifying a tree scores its nodes exactly as decoding
@@ -68,6 +72,8 @@
 #define PK_Q8_0 (PK_ROWS * 34)
 #define PK_Q4_0 (PK_ROWS * 18)
 #define PK_Q5_0 (PK_ROWS * 22)
+#define PK_Q4_1 (PK_ROWS * Q4_1_SIZE)
+#define PK_Q5_1 (PK_ROWS * Q5_1_SIZE)
 #define Q5_0_BYTES 22 // a GGUF Q5_0 block: f16 scale, u32 qh, 16 bytes of nibbles
 #define PK_KC 128 // blocks summed before out is added to (4096 columns)
 #define PK_JC 64  // activation rows per chunk
@@ -98,36 +104,52 @@ DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, in
 #if defined(PK_LEVEL)
 
 // pk_kind is what the products over Q8_0 activations need of their
-// weight type (pk_args.type 0: Q8_0, 1: Q4_0, PK_TYPE_Q5_0): a GGUF
-// block's bytes, a packed group's block's, what the unsigned weights are
-// offset by (AVX2 keeps Q8_0's signed: 0), and a block standing for the rows past the last (scale 0,
-// so their lanes compute 0; a Q4_0 zero row's nibbles are 8, q = 0, so
-// its block dot is the correction alone).
+// weight type (pk_args.type 0: Q8_0, 1: Q4_0, PK_TYPE_Q5_0, _IQ4_NL,
+// _Q4_1, _Q5_1): a GGUF block's bytes, a packed group's block's, what the
+// unsigned weights are offset by (AVX2 keeps Q8_0's signed: 0), a block
+// standing for the rows past the last (scale 0, so their lanes compute 0;
+// a Q4_0 zero row's nibbles are 8, q = 0, so its block dot is the
+// correction alone); and where a GGUF block keeps its parts: heads f16
+// (the scale, and Q4_1's and Q5_1's minimum), its values at vo, its fifth
+// bits at qh (0: none); min, whether the weights have a minimum.
 typedef struct {
 	int64_t block, packed;
 	int32_t off;
 	const uint8_t *zero;
+	int heads, vo, qh, min;
 } pk_kind;
 
 static const pk_kind *pk_kind_of(int64_t type) {
 	static const uint8_t zero8[Q8_0_SIZE], zero5[Q5_0_BYTES];
 	static const uint8_t zero4[Q4_0_SIZE] = {0, 0, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
 	                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
-	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, PK_Q8_OFF, zero8}, q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4},
-	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5}, nl = {IQ4_NL_SIZE, PK_Q4_0, PK_NL_OFF, zero8};
-	return type == 0 ? &q8 : type == 1 ? &q4 : type == PK_TYPE_IQ4_NL ? &nl : &q5;
+	static const pk_kind q8 = {Q8_0_SIZE, PK_Q8_0, PK_Q8_OFF, zero8, 1, 2, 0, 0},
+	                     q4 = {Q4_0_SIZE, PK_Q4_0, 8, zero4, 1, 2, 0, 0},
+	                     q5 = {Q5_0_BYTES, PK_Q5_0, 16, zero5, 1, 6, 2, 0},
+	                     nl = {IQ4_NL_SIZE, PK_Q4_0, PK_NL_OFF, zero8, 1, 2, 0, 0},
+	                     q41 = {Q4_1_SIZE, PK_Q4_1, 0, zero8, 2, 4, 0, 1},
+	                     q51 = {Q5_1_SIZE, PK_Q5_1, 0, zero8, 2, 8, 4, 1};
+	switch (type) {
+	case 0: return &q8;
+	case 1: return &q4;
+	case PK_TYPE_IQ4_NL: return &nl;
+	case PK_TYPE_Q4_1: return &q41;
+	case PK_TYPE_Q5_1: return &q51;
+	default: return &q5;
+	}
 }
 
-// pk_pack packs a Q8_0, Q4_0, Q5_0 or IQ4_NL matrix (pk_kind_of's type): per row
-// group and block the 16 rows' scales, then their values transposed into
-// lanes (and Q5_0's qh, a u32 a lane).
+// pk_pack packs a matrix of one of pk_kind_of's types: per row group and
+// block the rows' f16 heads (every row's scale, then every row's minimum),
+// then their values transposed into lanes (and the fifth bits, a u32 a
+// lane).
 static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 	const pk_kind *kind = pk_kind_of(type);
 #if !defined(DT_AVX512)
-	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == 0 ? 8 : 4, type == PK_TYPE_Q5_0 ? 6 : 2,
-	        type == PK_TYPE_Q5_0, type == 0 && PK_Q8_OFF ? 0x80 : 0, kind->zero);
+	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == 0 ? 8 : 4, kind->heads, kind->vo, kind->qh,
+	        type == 0 && PK_Q8_OFF ? 0x80 : 0, kind->zero);
 #else
-	const int64_t bs = kind->block, pb = kind->packed;
+	const int64_t bs = kind->block, pb = kind->packed, vo = 32 * kind->heads;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
@@ -135,18 +157,18 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 			const uint8_t *x[PK_ROWS];
 			for (int i = 0; i < PK_ROWS; i++) {
 				x[i] = row_or_zero(w, rb, g * PK_ROWS + i, rows, b * bs, kind->zero);
-				memcpy(d + 2 * i, x[i], 2);
+				for (int h = 0; h < kind->heads; h++) memcpy(d + 32 * h + 2 * i, x[i] + 2 * h, 2);
 			}
 			__m512i W[8];
 			if (type == 0) {
 				transpose32(x, 2, W);
 				for (int k = 0; k < 8; k++) W[k] = _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80));
 			} else {
-				transpose16(x, type == PK_TYPE_Q5_0 ? 6 : 2, W);
+				transpose16(x, kind->vo, W);
 			}
-			for (int k = 0; k < (type == 0 ? 8 : 4); k++) _mm512_storeu_si512(d + 32 + 64 * k, W[k]);
-			if (type == PK_TYPE_Q5_0)
-				for (int i = 0; i < PK_ROWS; i++) memcpy(d + 288 + 4 * i, x[i] + 2, 4);
+			for (int k = 0; k < (type == 0 ? 8 : 4); k++) _mm512_storeu_si512(d + vo + 64 * k, W[k]);
+			if (kind->qh)
+				for (int i = 0; i < PK_ROWS; i++) memcpy(d + vo + 256 + 4 * i, x[i] + kind->qh, 4);
 		}
 #endif
 }
@@ -185,6 +207,22 @@ DT_API void dt_pack_q5_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t row
 #endif
 }
 
+DT_API void dt_pack_q4_1(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(PK_LEVEL)
+	pk_pack(PK_TYPE_Q4_1, dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
+DT_API void dt_pack_q5_1(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
+#if defined(PK_LEVEL)
+	pk_pack(PK_TYPE_Q5_1, dst, w, rb, rows, cols);
+#else
+	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
+#endif
+}
+
 #if defined(DT_AVX512)
 
 // Weight vectors of one packed block, in the order dot8 takes them.
@@ -193,15 +231,20 @@ DT_INLINE void pq8_0_block(const uint8_t *pb, __m512i W[8]) {
 	for (int g = 0; g < 8; g++) W[g] = _mm512_loadu_si512(pb + 32 + 64 * g);
 }
 
-DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) {
+// pq4_nibbles unpacks the 4 vectors of nibbles at v: W[g] the low
+// nibbles of vector g (values 4g..4g+3 of each row), W[g+4] the high ones.
+DT_INLINE void pq4_nibbles(const uint8_t *v, __m512i W[8]) {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++) {
-		const __m512i t = _mm512_loadu_si512(pb + 32 + 64 * g);
+		const __m512i t = _mm512_loadu_si512(v + 64 * g);
 		W[g] = _mm512_and_si512(t, m4);
 		W[g + 4] = _mm512_and_si512(_mm512_srli_epi16(t, 4), m4);
 	}
 }
+
+DT_INLINE void pq4_0_block(const uint8_t *pb, __m512i W[8]) { pq4_nibbles(pb + 32, W); }
+DT_INLINE void pq4_1_block(const uint8_t *pb, __m512i W[8]) { pq4_nibbles(pb + 64, W); }
 
 // pqnl_block unpacks a packed IQ4_NL block as pq4_0_block does, each
 // nibble made its value plus 128.
@@ -212,12 +255,13 @@ DT_INLINE void pqnl_block(const uint8_t *pb, __m512i W[8]) {
 	for (int g = 0; g < 8; g++) W[g] = _mm512_shuffle_epi8(lut, W[g]);
 }
 
-// pq5_0_block unpacks a packed Q5_0 block as pq4_0_block does, each
-// value's fifth bit added as 16 (weights q+16, 0..31): vector G holds
-// values 4G..4G+3, whose fifth bits are bits 4(G%2).. of qh's byte G/2.
-DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
-	pq4_0_block(pb, W);
-	const __m512i H = _mm512_loadu_si512(pb + 288), sixteen = _mm512_set1_epi8(16);
+// pq5_fifth unpacks the vectors of nibbles at v as pq4_nibbles does, each
+// value's fifth bit (the rows' qh at h) added as 16 (values 0..31):
+// vector G holds values 4G..4G+3, whose fifth bits are bits 4(G%2).. of
+// qh's byte G/2.
+DT_INLINE void pq5_fifth(const uint8_t *v, const uint8_t *h, __m512i W[8]) {
+	pq4_nibbles(v, W);
+	const __m512i H = _mm512_loadu_si512(h), sixteen = _mm512_set1_epi8(16);
 	const __m512i lanes = _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0);
 	#pragma GCC unroll 8
 	for (int G = 0; G < 8; G++) {
@@ -226,6 +270,10 @@ DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
 		W[G] = _mm512_mask_add_epi8(W[G], m, W[G], sixteen);
 	}
 }
+
+// pq5_0_block: Q5_0's values q+16; pq5_1_block: Q5_1's q.
+DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) { pq5_fifth(pb + 32, pb + 288, W); }
+DT_INLINE void pq5_1_block(const uint8_t *pb, __m512i W[8]) { pq5_fifth(pb + 64, pb + 320, W); }
 
 // PF_BYTES: how far ahead of the block being multiplied the packed stream
 // is prefetched. One linear stream is what the hardware prefetcher follows
@@ -236,8 +284,8 @@ DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
 
 // pk_tile multiplies one group (at its block b0) by NT activation rows over
 // nbc blocks, with the tile's accumulators in registers. PB and unpack fix
-// the weight type.
-#define PK_TILE(name, PB, unpack)                                                                                \
+// the weight type, MO where its minimums are (0: it has none).
+#define PK_TILE(name, PB, unpack, MO)                                                                            \
 	DT_INLINE void name(const int NT, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,  \
 	                    int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {             \
 		__m512 acc[16];                                                                                          \
@@ -249,15 +297,18 @@ DT_INLINE void pq5_0_block(const uint8_t *pb, __m512i W[8]) {
 			__m512i W[8];                                                                                        \
 			unpack(pb, W);                                                                                       \
 			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));                          \
-			acc_block(NT, acc, W, dw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);                           \
+			const __m512 mw = MO ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + MO))) : dw;           \
+			acc_block_min(NT, MO != 0, acc, W, dw, mw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);          \
 		}                                                                                                        \
 		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);     \
 	}
 
-PK_TILE(pq8_0_tile, PK_Q8_0, pq8_0_block)
-PK_TILE(pq4_0_tile, PK_Q4_0, pq4_0_block)
-PK_TILE(pq5_0_tile, PK_Q5_0, pq5_0_block)
-PK_TILE(pqnl_tile, PK_Q4_0, pqnl_block)
+PK_TILE(pq8_0_tile, PK_Q8_0, pq8_0_block, 0)
+PK_TILE(pq4_0_tile, PK_Q4_0, pq4_0_block, 0)
+PK_TILE(pq5_0_tile, PK_Q5_0, pq5_0_block, 0)
+PK_TILE(pqnl_tile, PK_Q4_0, pqnl_block, 0)
+PK_TILE(pq4_1_tile, PK_Q4_1, pq4_1_block, 32)
+PK_TILE(pq5_1_tile, PK_Q5_1, pq5_1_block, 32)
 
 typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
                       const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
@@ -273,6 +324,8 @@ PK_FNS(pq8_0_tile)
 PK_FNS(pq4_0_tile)
 PK_FNS(pq5_0_tile)
 PK_FNS(pqnl_tile)
+PK_FNS(pq4_1_tile)
+PK_FNS(pq5_1_tile)
 
 // ---- AMX ----------------------------------------------------------------
 //
@@ -461,7 +514,7 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX (AVX-512 code): its A tiles need chunks of whole tiles.
 static int pk_amx(const pk_args *a) {
-	return a->amx && a->type != PK_TYPE_Q5_0 && a->type != PK_TYPE_IQ4_NL && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+	return a->amx && (a->type == 0 || a->type == 1) && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
 }
 #endif
 
@@ -470,7 +523,8 @@ static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *
 	pk_chunk(a, tab_entries, c, &jb, &jn);
 	const int64_t nb = a->cols / QK;
 	q8a *tab = scratch;
-	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, pk_kind_of(a->type)->off);
+	const pk_kind *kind = pk_kind_of(a->type);
+	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, kind->off, kind->min);
 #if defined(DT_AVX512)
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
@@ -505,20 +559,44 @@ void pk_end(const pk_args *a) {
 #endif
 }
 
+// pk_tiles is a type's tiles, indexed by their activation rows.
+#if defined(DT_AVX512)
+static pk_fn const *pk_tiles(int64_t type) {
+	switch (type) {
+	case 0: return pq8_0_tile_fns;
+	case 1: return pq4_0_tile_fns;
+	case PK_TYPE_IQ4_NL: return pqnl_tile_fns;
+	case PK_TYPE_Q4_1: return pq4_1_tile_fns;
+	case PK_TYPE_Q5_1: return pq5_1_tile_fns;
+	default: return pq5_0_tile_fns;
+	}
+}
+#else
+static p2_fn const *pk_tiles(int64_t type) {
+	switch (type) {
+	case 0: return p2_tiles_0;
+	case 1: return p2_tiles_1;
+	case PK_TYPE_IQ4_NL: return p2_tiles_3;
+	case PK_TYPE_Q4_1: return p2_tiles_4;
+	case PK_TYPE_Q5_1: return p2_tiles_5;
+	default: return p2_tiles_2;
+	}
+}
+#endif
+
 // pk_groups_tab runs row groups [glo, ghi) of chunk c, prepared in scratch
 // (a table of tab entries).
 static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
 	pk_chunk(a, tab_entries, c, &jb, &jn);
-	const int q4 = a->type == 1;
 	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
 #if defined(DT_AVX512)
 	const int use_amx = pk_amx(a);
-	pk_fn const *fns = a->type == PK_TYPE_Q5_0 ? pq5_0_tile_fns : a->type == PK_TYPE_IQ4_NL ? pqnl_tile_fns : q4 ? pq4_0_tile_fns : pq8_0_tile_fns;
-	amx_fn const *amx = q4 ? amx_q4_0_fns : amx_q8_0_fns;
+	pk_fn const *fns = pk_tiles(a->type);
+	amx_fn const *amx = a->type == 1 ? amx_q4_0_fns : amx_q8_0_fns;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
 #else
-	p2_fn const *fns = a->type == PK_TYPE_Q5_0 ? p2_tiles_2 : a->type == PK_TYPE_IQ4_NL ? p2_tiles_3 : q4 ? p2_tiles_1 : p2_tiles_0;
+	p2_fn const *fns = pk_tiles(a->type);
 #endif
 	const q8a *tab = scratch;
 	for (int64_t g = glo; g < ghi; g++) {
@@ -637,6 +715,26 @@ DT_API void dt_matmul_packed_iq4_nl(float *out, int64_t ldo, const uint8_t *pw, 
                                     const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
 #if defined(PK_LEVEL)
 	const pk_args a = {PK_TYPE_IQ4_NL, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+DT_API void dt_matmul_packed_q4_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(PK_LEVEL)
+	const pk_args a = {PK_TYPE_Q4_1, out, ldo, pw, rows, act, arb, n, cols, amx};
+	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+#else
+	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+DT_API void dt_matmul_packed_q5_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+#if defined(PK_LEVEL)
+	const pk_args a = {PK_TYPE_Q5_1, out, ldo, pw, rows, act, arb, n, cols, amx};
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;

@@ -1,4 +1,4 @@
-// Packed Q8_0, Q4_0, Q5_0 and IQ4_NL weights at the AVX2 level (without AVX-512):
+// Packed Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1 and Q5_1 weights at the AVX2 level (without AVX-512):
 // packed.c's layout with groups of 8 rows, one ymm of lanes, and the tiles
 // that multiply them. packed.c runs them through the same chunks,
 // activation tables and pieces as the AVX-512 tiles.
@@ -13,7 +13,10 @@
 //	      high ones 16+4g..16+4g+3, each q+8);
 //	Q5_0, 176 bytes: Q4_0's 144, then the 8 rows' qh (u32, bit v the fifth
 //	      bit of value v);
-//	IQ4_NL, Q4_0's layout (its nibbles index kvalues_iq4nl).
+//	IQ4_NL, Q4_0's layout (its nibbles index kvalues_iq4nl);
+//	Q4_1, 160 bytes: the 8 scales, the 8 minimums, then Q4_0's 4 vectors
+//	      (values q, value q*d + m);
+//	Q5_1, 192 bytes: Q4_1's 160, then the 8 rows' qh.
 //
 // The file's bytes, in another order. Without vpdpbusd, vpmaddubsw
 // multiplies unsigned weight bytes by the signed activations broadcast to
@@ -25,10 +28,12 @@
 // sign trick (|w| times x with w's sign) and widen every vector. With
 // AVX-VNNI (the avxvnni library) one vpdpbusd does a vector's multiply,
 // pair sums and widening at once: p2_sum16 accumulates 32-bit sums there
-// and p2_widen passes them through; the integers are the same.
+// and p2_widen passes them through; the integers are the same. Q4_1's and
+// Q5_1's values are Q4_0's and Q5_0's ranges.
 //
 // The integer dot of a block is exact and the float steps are the AVX-512
-// tiles' (acc = fma(float(dot), dw*dx, acc), block after block, pieces of
+// tiles' (acc = fma(float(dot), dw*dx, acc), then for Q4_1 and Q5_1
+// acc = fma(m, dx*sum(x), acc), block after block, pieces of
 // PK_KC blocks added into out), so a row's result is the same bits at
 // both levels and for any number of activation rows.
 #ifndef DOVETAIL_PACKED_AVX2_H
@@ -43,14 +48,18 @@
 #define P2_Q8_0 272
 #define P2_Q4_0 144
 #define P2_Q5_0 176
+#define P2_Q4_1 160
+#define P2_Q5_1 192
 
 // p2_pack packs rows [0, rows) of a matrix (vecs vectors of 4-byte lanes a
-// block: 8 for Q8_0, 4 for Q4_0 and Q5_0) whose GGUF blocks are bs bytes,
-// its values at offset vo (2, or Q5_0's 6) and Q5_0's qh at offset 2
-// (qh: 1), the values xored with flip (Q8_0's 0x80 at avxvnni: unsigned
-// for vpdpbusd). Rows past the last take zero's block.
+// block: 8 for Q8_0, 4 for the others) whose GGUF blocks are bs bytes:
+// heads f16 at their start (the scale, and Q4_1's and Q5_1's minimum),
+// its values at offset vo and its fifth bits at qh (0: none), the values
+// xored with flip (Q8_0's 0x80 at avxvnni: unsigned for vpdpbusd). Rows
+// past the last take zero's block.
 __attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols, int64_t bs,
-                                            int64_t pb, int vecs, int vo, int qh, uint8_t flip, const uint8_t *zero) {
+                                            int64_t pb, int vecs, int heads, int vo, int qh, uint8_t flip,
+                                            const uint8_t *zero) {
 	const int64_t nb = cols / QK, groups = (rows + P2_ROWS - 1) / P2_ROWS;
 	for (int64_t g = 0; g < groups; g++)
 		for (int64_t b = 0; b < nb; b++) {
@@ -58,10 +67,11 @@ __attribute__((unused)) static void p2_pack(uint8_t *dst, const uint8_t *w, int6
 			for (int i = 0; i < P2_ROWS; i++) {
 				const int64_t r = g * P2_ROWS + i;
 				const uint8_t *x = r < rows ? w + r * rb + b * bs : zero;
-				memcpy(d + 2 * i, x, 2);
+				for (int h = 0; h < heads; h++) memcpy(d + 16 * h + 2 * i, x + 2 * h, 2);
+				uint8_t *v0 = d + 16 * heads;
 				for (int v = 0; v < vecs; v++)
-					for (int e = 0; e < 4; e++) d[16 + 32 * v + 4 * i + e] = x[vo + 4 * v + e] ^ flip;
-				if (qh) memcpy(d + 16 + 32 * vecs + 4 * i, x + 2, 4);
+					for (int e = 0; e < 4; e++) v0[32 * v + 4 * i + e] = x[vo + 4 * v + e] ^ flip;
+				if (qh) memcpy(v0 + 32 * vecs + 4 * i, x + qh, 4);
 			}
 		}
 }
@@ -96,9 +106,10 @@ DT_INLINE __m256i p2_dot_signed(__m256i s, __m256i aw, __m256i xs) {
 #endif
 }
 
-// p2_nibbles are vector g's low and high nibbles as bytes 0..15.
-DT_INLINE void p2_nibbles(const uint8_t *pb, int g, __m256i *lo, __m256i *hi) {
-	const __m256i m4 = _mm256_set1_epi8(0x0f), v = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g));
+// p2_nibbles are the low and high nibbles of vector g of those at vs as
+// bytes 0..15.
+DT_INLINE void p2_nibbles(const uint8_t *vs, int g, __m256i *lo, __m256i *hi) {
+	const __m256i m4 = _mm256_set1_epi8(0x0f), v = _mm256_loadu_si256((const __m256i *)(vs + 32 * g));
 	*lo = _mm256_and_si256(v, m4);
 	*hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 }
@@ -116,17 +127,19 @@ DT_INLINE __m256i p2_fifth(__m256i w, __m256i H, int G) {
 
 // p2_dots4 is one Q4_0 block's (Q5 = 0) or Q5_0 block's (Q5 = 1) exact
 // integer dots, the rows' in lanes, for NT activation rows at x (stride
-// arb, at the block's quants), each started at its table entry's c.
-DT_INLINE void p2_dots4(const int NT, const int Q5, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
-                        __m256i s32[P2_NT]) {
+// arb, at the block's quants), each started at its table entry's c; with
+// MIN, Q4_1's or Q5_1's, started at 0.
+DT_INLINE void p2_dots4(const int NT, const int Q5, const int MIN, const uint8_t *pb, const uint8_t *x, int64_t arb,
+                        const q8a *t, int64_t ts, __m256i s32[P2_NT]) {
+	const uint8_t *vs = pb + (MIN ? 32 : 16);
 	__m256i s16[P2_NT];
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c), s16[j] = _mm256_setzero_si256();
-	const __m256i H = Q5 ? _mm256_loadu_si256((const __m256i *)(pb + 16 + 128)) : _mm256_setzero_si256();
+	for (int j = 0; j < NT; j++) s32[j] = MIN ? _mm256_setzero_si256() : _mm256_set1_epi32(t[j * ts].c), s16[j] = _mm256_setzero_si256();
+	const __m256i H = Q5 ? _mm256_loadu_si256((const __m256i *)(vs + 128)) : _mm256_setzero_si256();
 	#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++) {
 		__m256i lo, hi;
-		p2_nibbles(pb, g, &lo, &hi);
+		p2_nibbles(vs, g, &lo, &hi);
 		if (Q5) lo = p2_fifth(lo, H, g), hi = p2_fifth(hi, H, g + 4);
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++) {
@@ -182,7 +195,7 @@ DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, int6
 	#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++) {
 		__m256i w[2];
-		p2_nibbles(pb, g, &w[0], &w[1]);
+		p2_nibbles(pb + 16, g, &w[0], &w[1]);
 		#pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			const __m256i v = _mm256_shuffle_epi8(lut, w[h]);
@@ -208,10 +221,12 @@ DT_INLINE void p2_store(float *out, int rows, __m256 v, int add) {
 }
 
 // p2_tile multiplies one group (at its block b0) by NT ≤ P2_NT activation
-// rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL.
+// rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL, 4 Q4_1,
+// 5 Q5_1.
 DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,
                        int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {
-	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 2 ? P2_Q5_0 : P2_Q4_0;
+	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 2 ? P2_Q5_0 : KIND == 4 ? P2_Q4_1 : KIND == 5 ? P2_Q5_1 : P2_Q4_0;
+	const int MIN = KIND >= 4;
 	__m256 acc[P2_NT];
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
@@ -226,11 +241,15 @@ DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows
 		else if (KIND == 3)
 			p2_dotsnl(NT, pb, x, arb, tab + b, ts, s);
 		else
-			p2_dots4(NT, KIND == 2, pb, x, arb, tab + b, ts, s);
+			p2_dots4(NT, KIND == 2 || KIND == 5, MIN, pb, x, arb, tab + b, ts, s);
 		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
+		const __m256 mw = MIN ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16))) : dw;
 		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++)
-			acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(dw, _mm256_set1_ps(tab[j * ts + b].d)), acc[j]);
+		for (int j = 0; j < NT; j++) {
+			const q8a t = tab[j * ts + b];
+			acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(dw, _mm256_set1_ps(t.d)), acc[j]);
+			if (MIN) acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[j]);
+		}
 	}
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) p2_store(out + j * ldo, rows, acc[j], add);
@@ -252,6 +271,8 @@ P2_FNS(0)
 P2_FNS(1)
 P2_FNS(2)
 P2_FNS(3)
+P2_FNS(4)
+P2_FNS(5)
 
 #endif
 #endif

@@ -10,9 +10,6 @@
 // dot elsewhere.
 #include "rows.h"
 
-#define Q4_1_SIZE 20
-#define Q5_1_SIZE 24
-
 #if defined(DT_AVX2)
 
 // q4_1_values unpacks 16 bytes of nibbles as 32 uint8 values in 0..15.

@@ -57,6 +57,10 @@ void dt_matmul_packed_bf16(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_iq4_nl(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                              const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q4_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
+void dt_matmul_packed_q5_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 int64_t dt_pack_rows(void);
 
 #if defined(DT_THREADS)
@@ -280,7 +284,7 @@ DT_API void dt_pool_free(void *pool) {
 }
 
 // dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
-// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9), _q5_0 (10), _f16 (11), _bf16 (12) or _iq4_nl (13) over
+// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9), _q5_0 (10), _f16 (11), _bf16 (12), _iq4_nl (13), _q4_1 (14) or _q5_1 (15) over
 // all rows, in pieces of grain row groups
 // shared by the caller and the pool's threads.
 DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
@@ -301,10 +305,12 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	if (!p->scratch) p->scratch = aligned_alloc(64, pk_scratch_bytes());
 	if (!p->scratch) {
 		// No memory for the shared preparation: the caller does it all.
-		(type == 0              ? dt_matmul_packed_q8_0
-		 : type == 1            ? dt_matmul_packed_q4_0
-		 : type == PK_TYPE_Q5_0 ? dt_matmul_packed_q5_0
-		                        : dt_matmul_packed_iq4_nl)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
+		(type == 0                ? dt_matmul_packed_q8_0
+		 : type == 1              ? dt_matmul_packed_q4_0
+		 : type == PK_TYPE_Q5_0   ? dt_matmul_packed_q5_0
+		 : type == PK_TYPE_Q4_1   ? dt_matmul_packed_q4_1
+		 : type == PK_TYPE_Q5_1   ? dt_matmul_packed_q5_1
+		                          : dt_matmul_packed_iq4_nl)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
 		pthread_mutex_unlock(&p->mu);
 		return;
 	}
