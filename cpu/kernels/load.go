@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 24
+const abiVersion = 25
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -41,6 +41,7 @@ type cLib struct {
 	packIQ4_NL, mmPackedIQ4_NL                 uintptr
 	packQ4_1, mmPackedQ4_1                     uintptr
 	packQ5_1, mmPackedQ5_1                     uintptr
+	packBF16                                   uintptr
 	mmPackedQ8_0, mmPackedQ4_0, mmPackedQ5_0   uintptr
 	amxInit                                    uintptr
 	packQ4_K, packQ5_K, packQ6_K               uintptr
@@ -104,6 +105,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_pack_q4_1", &l.packQ4_1},
 		{"dt_matmul_packed_q4_1", &l.mmPackedQ4_1},
 		{"dt_pack_q5_1", &l.packQ5_1},
+		{"dt_pack_bf16", &l.packBF16},
 		{"dt_matmul_packed_q5_1", &l.mmPackedQ5_1},
 		{"dt_matmul_packed_q5_0", &l.mmPackedQ5_0},
 		{"dt_pack_q4_k", &l.packQ4_K},
@@ -289,7 +291,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 		if amx {
 			amxArg = 1
 		}
-		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K, quant.F16: l.packF16, quant.BF16: l.packF16, quant.IQ4_NL: l.packIQ4_NL, quant.Q4_1: l.packQ4_1, quant.Q5_1: l.packQ5_1}
+		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K, quant.F16: l.packF16, quant.BF16: l.packBF16, quant.IQ4_NL: l.packIQ4_NL, quant.Q4_1: l.packQ4_1, quant.Q5_1: l.packQ5_1}
 		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q5_0: l.mmPackedQ5_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K, quant.IQ4_XS: l.mmPackedIQ4_XS, quant.Q3_K: l.mmPackedQ3_K, quant.Q2_K: l.mmPackedQ2_K, quant.F16: l.mmPackedF16, quant.BF16: l.mmPackedBF16, quant.IQ4_NL: l.mmPackedIQ4_NL, quant.Q4_1: l.mmPackedQ4_1, quant.Q5_1: l.mmPackedQ5_1}
 		// The thread pool's job types (threads.c).
 		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9, quant.F16: 11, quant.BF16: 12, quant.IQ4_NL: 13, quant.Q4_1: 14, quant.Q5_1: 15}
