@@ -165,6 +165,11 @@ type Set struct {
 	// the wrapping sum of its little-endian 64-bit words, the same at every
 	// level (see cpu.MeasureReadBandwidth).
 	StreamRead func(b []byte) uint64
+
+	// scratchless makes the single-thread packed products over Q8_0
+	// activations take their path for when no scratch memory can be had
+	// (nil where nothing packs); for the tests.
+	scratchless func(on bool)
 }
 
 // impl is a level's kernels before argument checking; newSet wraps it so

@@ -41,7 +41,7 @@ type cLib struct {
 	packIQ4_NL, mmPackedIQ4_NL                 uintptr
 	packQ4_1, mmPackedQ4_1                     uintptr
 	packQ5_1, mmPackedQ5_1                     uintptr
-	packBF16                                   uintptr
+	packBF16, packedScratchless                uintptr
 	mmPackedQ8_0, mmPackedQ4_0, mmPackedQ5_0   uintptr
 	amxInit                                    uintptr
 	packQ4_K, packQ5_K, packQ6_K               uintptr
@@ -106,6 +106,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_packed_q4_1", &l.mmPackedQ4_1},
 		{"dt_pack_q5_1", &l.packQ5_1},
 		{"dt_pack_bf16", &l.packBF16},
+		{"dt_packed_scratchless", &l.packedScratchless},
 		{"dt_matmul_packed_q5_1", &l.mmPackedQ5_1},
 		{"dt_matmul_packed_q5_0", &l.mmPackedQ5_0},
 		{"dt_pack_q4_k", &l.packQ4_K},
@@ -310,6 +311,13 @@ func (l *cLib) set(level string, amx bool) *Set {
 				runtime.KeepAlive(out)
 				runtime.KeepAlive(pw)
 				runtime.KeepAlive(act)
+			},
+			scratchless: func(on bool) {
+				v := uintptr(0)
+				if on {
+					v = 1
+				}
+				purego.SyscallN(l.packedScratchless, v)
 			},
 			threads: func(n int) *threadsImpl {
 				h, _, _ := purego.SyscallN(l.poolNew, uintptr(n))

@@ -40,6 +40,9 @@ type packImpl struct {
 	matmul func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int)
 	// threads starts a C thread pool, or returns nil.
 	threads func(n int) *threadsImpl
+	// scratchless makes the single-thread products over Q8_0 activations
+	// take their path for when no scratch memory can be had (tests).
+	scratchless func(on bool)
 }
 
 type threadsImpl struct {
@@ -147,6 +150,7 @@ const maxPackedQ8Blocks = 8192
 
 func (s *Set) setPacking(pi packImpl) {
 	s.PackRows = pi.rows
+	s.scratchless = pi.scratchless
 	s.NewThreads = func(n int) *Threads {
 		if pi.threads == nil || n < 2 {
 			return nil

@@ -116,6 +116,38 @@ func TestMatMulPacked(t *testing.T) {
 	}
 }
 
+// TestMatMulPackedScratchless checks the products over Q8_0 activations
+// where no scratch memory can be had (value by value) against their tiles,
+// bit for bit: rows crossing the 4096-column piece, a partial row group,
+// one activation row and several.
+func TestMatMulPackedScratchless(t *testing.T) {
+	for _, s := range packingSets(t) {
+		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
+			const rows, cols, n = 19, 32 * 130, 5
+			r := rand.New(rand.NewPCG(uint64(typ), 9))
+			wsz, _ := typ.RowSize(cols)
+			asz, _ := ActivationType(typ).RowSize(cols)
+			w := make([]byte, rows*wsz)
+			randWeights(r, typ, rows, cols, wsz, w, true)
+			act := make([]byte, n*asz)
+			randActs(r, typ, n, cols, asz, act)
+			pk := s.Pack(typ, w, wsz, rows, cols)
+			for _, m := range []int{1, n} {
+				want, got := make([]float32, m*rows), make([]float32, m*rows)
+				s.MatMulPacked(want, rows, pk, 0, rows, act, asz, m)
+				s.scratchless(true)
+				s.MatMulPacked(got, rows, pk, 0, rows, act, asz, m)
+				s.scratchless(false)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v %s n=%d: out[%d] = %g without scratch, %g with", typ, s.Name, m, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestMatMulPackedChecks(t *testing.T) {
 	ss := packingSets(t)
 	s := ss[0]

@@ -284,10 +284,16 @@ DT_INLINE void pq5_1_block(const uint8_t *pb, __m512i W[8]) { pq5_fifth(pb + 64,
 
 // pk_tile multiplies one group (at its block b0) by NT activation rows over
 // nbc blocks, with the tile's accumulators in registers. PB and unpack fix
-// the weight type, MO where its minimums are (0: it has none).
+// the weight type, MO where its minimums are (0: it has none). xp and tt
+// are the tile's activations and table as pk_prep lays them out (block
+// after block, the NT rows' quants or entries one after another), so that
+// every address a block takes is a constant offset from one pointer:
+// with the rows arb bytes apart, 16 rows' addresses outgrew the general
+// registers and a block spent more instructions on them than on its 128
+// vpdpbusd (docs/measurements, "The tiles' activations laid out").
 #define PK_TILE(name, PB, unpack, MO)                                                                            \
-	DT_INLINE void name(const int NT, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,  \
-	                    int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {             \
+	DT_INLINE void name(const int NT, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp,   \
+	                    const q8a *tt, float *out, int64_t ldo, int add) {                                       \
 		__m512 acc[16];                                                                                          \
 		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();                     \
 		const uint8_t *pb = pg;                                                                                  \
@@ -298,7 +304,7 @@ DT_INLINE void pq5_1_block(const uint8_t *pb, __m512i W[8]) { pq5_fifth(pb + 64,
 			unpack(pb, W);                                                                                       \
 			const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));                          \
 			const __m512 mw = MO ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pb + MO))) : dw;           \
-			acc_block_min(NT, MO != 0, acc, W, dw, mw, act + (b0 + b) * Q8_0_SIZE + 2, arb, tab, ts, b);          \
+			acc_block_min(NT, MO != 0, acc, W, dw, mw, xp + (b0 + b) * NT * QK, QK, tt + (b0 + b) * NT, 1);      \
 		}                                                                                                        \
 		_Pragma("GCC unroll 16") for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], add);     \
 	}
@@ -310,13 +316,13 @@ PK_TILE(pqnl_tile, PK_Q4_0, pqnl_block, 0)
 PK_TILE(pq4_1_tile, PK_Q4_1, pq4_1_block, 32)
 PK_TILE(pq5_1_tile, PK_Q5_1, pq5_1_block, 32)
 
-typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
-                      const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+typedef void (*pk_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp, const q8a *tt,
+                      float *out, int64_t ldo, int add);
 
 #define PK_FN(name, NT)                                                                                         \
-	static void name##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb, \
-	                        const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {                    \
-		name(NT, pg, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                          \
+	static void name##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp,           \
+	                        const q8a *tt, float *out, int64_t ldo, int add) {                                 \
+		name(NT, pg, rows, b0, nbc, xp, tt, out, ldo, add);                                                     \
 	}
 #define PK_FNS(name) NT_VARIANTS(PK_FN, pk_fn, name, name##_fns)
 
@@ -477,14 +483,22 @@ AMX_FNS(amx_q4_0)
 // PK_TAB entries bound a chunk's table: rows of more than PK_TAB/PK_JC
 // blocks come in chunks of fewer rows (whole activation tiles, for AMX,
 // up to rows of PK_TAB/16 blocks), which changes nothing in the sums.
+//
+// A chunk's scratch holds its table and its activations' quants laid out
+// for the tiles: tile by tile (PK_NT rows, the last fewer), in a tile
+// block after block, and in a block the tile's rows one after another
+// (32 bytes of quants, or one table entry, a row). With AMX it also holds
+// AMX's own: the table row by row, and the A tiles (per activation tile
+// of 16 rows, zeros past the last, and block: 512 bytes).
 #define PK_TAB ((int64_t)PK_JC * 512)
 #define PK_TAB_BYTES ((size_t)PK_TAB * sizeof(q8a))
-#define PK_PAD_BYTES ((size_t)PK_TAB * 32) // AMX A tiles: 512 bytes per 16 rows and block
+#define PK_PAD_BYTES ((size_t)PK_TAB * 32)
+#define PK_TILES_BYTES (PK_TAB_BYTES + PK_PAD_BYTES)
 
 #if defined(DT_AVX512)
-size_t pk_scratch_bytes(void) { return PK_TAB_BYTES + PK_PAD_BYTES; }
+size_t pk_scratch_bytes(void) { return 2 * PK_TILES_BYTES; }
 #else
-size_t pk_scratch_bytes(void) { return PK_TAB_BYTES; }
+size_t pk_scratch_bytes(void) { return PK_TILES_BYTES; }
 #endif
 
 // pk_rows is the activation rows of a chunk, for a table of tab entries.
@@ -496,12 +510,10 @@ static int64_t pk_rows(const pk_args *a, int64_t tab) {
 	return jc < 1 ? 1 : jc;
 }
 
-static int64_t pk_chunks_of(const pk_args *a, int64_t tab) {
-	const int64_t jc = pk_rows(a, tab);
+int64_t pk_chunks(const pk_args *a) {
+	const int64_t jc = pk_rows(a, PK_TAB);
 	return (a->n + jc - 1) / jc;
 }
-
-int64_t pk_chunks(const pk_args *a) { return pk_chunks_of(a, PK_TAB); }
 
 // pk_chunk gives chunk c's activation rows [jb, jb+jn).
 static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int64_t *jn) {
@@ -518,28 +530,36 @@ static int pk_amx(const pk_args *a) {
 }
 #endif
 
-static void pk_prep_tab(const pk_args *a, int64_t tab_entries, int64_t c, void *scratch) {
+void pk_prep(const pk_args *a, int64_t c, void *scratch) {
 	int64_t jb, jn;
-	pk_chunk(a, tab_entries, c, &jb, &jn);
+	pk_chunk(a, PK_TAB, c, &jb, &jn);
 	const int64_t nb = a->cols / QK;
-	q8a *tab = scratch;
 	const pk_kind *kind = pk_kind_of(a->type);
-	q8a_prep(tab, a->act + jb * a->arb, a->arb, jn, 0, nb, kind->off, kind->min);
+	q8a *tab = scratch;
+	uint8_t *pad = (uint8_t *)scratch + PK_TAB_BYTES;
+	for (int64_t j0 = 0; j0 < jn; j0 += PK_NT) {
+		const int64_t nt = jn - j0 < PK_NT ? jn - j0 : PK_NT;
+		const uint8_t *x = a->act + (jb + j0) * a->arb;
+		q8a_prep_tile(tab + j0 * nb, x, a->arb, nt, nb, kind->off, kind->min);
+		for (int64_t b = 0; b < nb; b++)
+			for (int64_t j = 0; j < nt; j++) memcpy(pad + (j0 * nb + b * nt + j) * QK, x + j * a->arb + b * Q8_0_SIZE + 2, QK);
+	}
 #if defined(DT_AVX512)
 	if (pk_amx(a)) {
 		// AMX reads activations laid out as its A tiles: per activation
 		// tile and block, 16 rows of 32 bytes (rows past n zero), so that a
 		// tile load reads 512 contiguous bytes rather than 16 lines.
-		uint8_t *pad = (uint8_t *)scratch + PK_TAB_BYTES;
-		memset(pad, 0, (size_t)((jn + 15) / 16 * nb * 512));
+		q8a *atab = (q8a *)((uint8_t *)scratch + PK_TILES_BYTES);
+		uint8_t *apad = (uint8_t *)scratch + PK_TILES_BYTES + PK_TAB_BYTES;
+		q8a_prep(atab, a->act + jb * a->arb, a->arb, jn, 0, nb, kind->off, kind->min);
+		memset(apad, 0, (size_t)((jn + 15) / 16 * nb * 512));
 		for (int64_t j = 0; j < jn; j++)
 			for (int64_t b = 0; b < nb; b++)
-				memcpy(pad + ((j / 16) * nb + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + b * Q8_0_SIZE + 2, 32);
+				memcpy(apad + ((j / 16) * nb + b) * 512 + (j % 16) * 32, a->act + (jb + j) * a->arb + b * Q8_0_SIZE + 2, 32);
 	}
 #endif
 }
 
-void pk_prep(const pk_args *a, int64_t c, void *scratch) { pk_prep_tab(a, PK_TAB, c, scratch); }
 
 // pk_begin and pk_end bracket a thread's pk_groups calls for one product
 // (AMX's tile configuration is per thread).
@@ -584,21 +604,22 @@ static p2_fn const *pk_tiles(int64_t type) {
 }
 #endif
 
-// pk_groups_tab runs row groups [glo, ghi) of chunk c, prepared in scratch
-// (a table of tab entries).
-static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
+// pk_groups runs row groups [glo, ghi) of chunk c, prepared in scratch.
+void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
-	pk_chunk(a, tab_entries, c, &jb, &jn);
+	pk_chunk(a, PK_TAB, c, &jb, &jn);
 	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
+	const q8a *tab = scratch;
+	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
 #if defined(DT_AVX512)
 	const int use_amx = pk_amx(a);
 	pk_fn const *fns = pk_tiles(a->type);
 	amx_fn const *amx = a->type == 1 ? amx_q4_0_fns : amx_q8_0_fns;
-	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
+	const q8a *atab = (const q8a *)((const uint8_t *)scratch + PK_TILES_BYTES);
+	const uint8_t *apad = (const uint8_t *)scratch + PK_TILES_BYTES + PK_TAB_BYTES;
 #else
 	p2_fn const *fns = pk_tiles(a->type);
 #endif
-	const q8a *tab = scratch;
 	for (int64_t g = glo; g < ghi; g++) {
 		const int64_t r0 = g * PK_ROWS;
 		const int rows_g = a->rows - r0 < PK_ROWS ? (int)(a->rows - r0) : PK_ROWS;
@@ -610,45 +631,74 @@ static void pk_groups_tab(const pk_args *a, int64_t tab_entries, int64_t c, cons
 				float *o = a->out + (jb + j0) * a->ldo + r0;
 #if defined(DT_AVX512)
 				if (use_amx && nt >= AMX_MIN_ROWS) {
-					amx[nt](pg, rows_g, nbc, pad + ((j0 / 16) * nb + b0) * 512, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
+					amx[nt](pg, rows_g, nbc, apad + ((j0 / 16) * nb + b0) * 512, atab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
 					continue;
 				}
 #endif
-				fns[nt](pg, rows_g, b0, nbc, a->act + (jb + j0) * a->arb, a->arb, tab + j0 * nb + b0, nb, o, a->ldo, b0 > 0);
+				fns[nt](pg, rows_g, b0, nbc, pad + j0 * nb * QK, tab + j0 * nb, o, a->ldo, b0 > 0);
 			}
 		}
 	}
 }
 
-void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
-	pk_groups_tab(a, PK_TAB, c, scratch, glo, ghi);
+// pk_value is value v (0..31) of row i of a packed block pb of a type
+// pk_kind_of knows: the weight the tiles multiply, less what they offset
+// it by (Q4_1's and Q5_1's q).
+static int pk_value(int64_t type, const uint8_t *pb, int i, int v) {
+	const pk_kind *k = pk_kind_of(type);
+	const uint8_t *vs = pb + 2 * PK_ROWS * k->heads;
+	if (type == 0) return (int8_t)(vs[4 * PK_ROWS * (v / 4) + 4 * i + v % 4] ^ (PK_Q8_OFF ? 0x80 : 0));
+	const uint8_t byte = vs[4 * PK_ROWS * (v % 16 / 4) + 4 * i + v % 4];
+	int q = v < 16 ? byte & 15 : byte >> 4;
+	if (k->qh) q += (int)(ld32(vs + 16 * PK_ROWS + 4 * i) >> v & 1) << 4;
+	if (type == PK_TYPE_IQ4_NL) return dt_iq4_values[q];
+	return k->min ? q : q - k->off;
 }
+
+// pk_scalar is pk_groups for every chunk at once, value by value, where
+// there is no memory for a chunk's scratch: the same integers and float
+// steps, so the same bits (the tiles' float steps are lane by lane).
+static void pk_scalar(const pk_args *a, int64_t glo, int64_t ghi) {
+	const pk_kind *k = pk_kind_of(a->type);
+	const int64_t nb = a->cols / QK;
+	for (int64_t g = glo; g < ghi; g++) {
+		const int rows_g = a->rows - g * PK_ROWS < PK_ROWS ? (int)(a->rows - g * PK_ROWS) : PK_ROWS;
+		for (int64_t j = 0; j < a->n; j++)
+			for (int i = 0; i < rows_g; i++) {
+				float *o = a->out + j * a->ldo + g * PK_ROWS + i;
+				for (int64_t b0 = 0; b0 < nb; b0 += PK_KC) {
+					float acc = 0;
+					for (int64_t b = b0; b < nb && b < b0 + PK_KC; b++) {
+						const uint8_t *pb = a->pw + (g * nb + b) * k->packed, *x = a->act + j * a->arb + b * Q8_0_SIZE;
+						int32_t s = 0, sum = 0;
+						for (int v = 0; v < QK; v++) s += pk_value(a->type, pb, i, v) * (int8_t)x[2 + v], sum += (int8_t)x[2 + v];
+						const float d = f16_to_f32(ld16(x));
+						acc = fmaf((float)s, f16_to_f32(ld16(pb + 2 * i)) * d, acc);
+						if (k->min) acc = fmaf(f16_to_f32(ld16(pb + 2 * PK_ROWS + 2 * i)), d * (float)sum, acc);
+					}
+					*o = b0 > 0 ? acc + *o : acc;
+				}
+			}
+	}
+}
+
+// pk_scratchless: the tests take pk_scalar as if no scratch could be had.
+static int pk_scratchless;
 
 // pk_matmul runs row groups [glo, ghi) of a product on this thread.
 static void pk_matmul(const pk_args *a, int64_t glo, int64_t ghi) {
 	static __thread uint8_t *scratch;
 	if (!scratch) scratch = aligned_alloc(64, pk_scratch_bytes());
-	pk_args b = *a;
-	if (!scratch) {
-		// Without memory for the scratch, a table on the stack, in chunks
-		// of fewer rows (rows of up to 8192 blocks: kernels.Pack leaves
-		// wider ones unpacked), and the AVX-512 tiles, which give AMX's
-		// results.
-		enum { FB = 8192 };
-		q8a tab[FB];
-		b.amx = 0;
-		for (int64_t c = 0; c < pk_chunks_of(&b, FB); c++) {
-			pk_prep_tab(&b, FB, c, tab);
-			pk_groups_tab(&b, FB, c, tab, glo, ghi);
-		}
+	if (!scratch || pk_scratchless) {
+		pk_scalar(a, glo, ghi);
 		return;
 	}
-	pk_begin(&b);
-	for (int64_t c = 0; c < pk_chunks(&b); c++) {
-		pk_prep(&b, c, scratch);
-		pk_groups(&b, c, scratch, glo, ghi);
+	pk_begin(a);
+	for (int64_t c = 0; c < pk_chunks(a); c++) {
+		pk_prep(a, c, scratch);
+		pk_groups(a, c, scratch, glo, ghi);
 	}
-	pk_end(&b);
+	pk_end(a);
 }
 
 #endif
@@ -738,5 +788,16 @@ DT_API void dt_matmul_packed_q5_1(float *out, int64_t ldo, const uint8_t *pw, in
 	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
 #else
 	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#endif
+}
+
+// dt_packed_scratchless makes this level's single-thread packed products
+// of the types over Q8_0 activations take their path for when no scratch
+// memory can be had (on != 0), for the tests.
+DT_API void dt_packed_scratchless(int64_t on) {
+#if defined(PK_LEVEL)
+	pk_scratchless = on != 0;
+#else
+	(void)on;
 #endif
 }

@@ -222,9 +222,10 @@ DT_INLINE void p2_store(float *out, int rows, __m256 v, int add) {
 
 // p2_tile multiplies one group (at its block b0) by NT ≤ P2_NT activation
 // rows over nbc blocks: KIND 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 IQ4_NL, 4 Q4_1,
-// 5 Q5_1.
-DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,
-                       int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) {
+// 5 Q5_1. xp and tt are the tile's activations and table as packed.c's
+// pk_prep lays them out (block after block, the rows one after another).
+DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp,
+                       const q8a *tt, float *out, int64_t ldo, int add) {
 	const int64_t PB = KIND == 0 ? P2_Q8_0 : KIND == 2 ? P2_Q5_0 : KIND == 4 ? P2_Q4_1 : KIND == 5 ? P2_Q5_1 : P2_Q4_0;
 	const int MIN = KIND >= 4;
 	__m256 acc[P2_NT];
@@ -234,34 +235,35 @@ DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows
 	for (int64_t b = 0; b < nbc; b++, pb += PB) {
 		#pragma GCC unroll 5
 		for (int k = 0; k < PB; k += 64) _mm_prefetch((const char *)pb + 4096 + k, _MM_HINT_T0);
-		const uint8_t *x = act + (b0 + b) * Q8_0_SIZE + 2;
+		const uint8_t *x = xp + (b0 + b) * NT * QK;
+		const q8a *t = tt + (b0 + b) * NT;
 		__m256i s[P2_NT];
 		if (KIND == 0)
-			p2_dots8(NT, pb, x, arb, tab + b, ts, s);
+			p2_dots8(NT, pb, x, QK, t, 1, s);
 		else if (KIND == 3)
-			p2_dotsnl(NT, pb, x, arb, tab + b, ts, s);
+			p2_dotsnl(NT, pb, x, QK, t, 1, s);
 		else
-			p2_dots4(NT, KIND == 2 || KIND == 5, MIN, pb, x, arb, tab + b, ts, s);
+			p2_dots4(NT, KIND == 2 || KIND == 5, MIN, pb, x, QK, t, 1, s);
 		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
 		const __m256 mw = MIN ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16))) : dw;
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++) {
-			const q8a t = tab[j * ts + b];
-			acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(dw, _mm256_set1_ps(t.d)), acc[j]);
-			if (MIN) acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[j]);
+			const q8a e = t[j];
+			acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(dw, _mm256_set1_ps(e.d)), acc[j]);
+			if (MIN) acc[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(e.s), acc[j]);
 		}
 	}
 	#pragma GCC unroll 4
 	for (int j = 0; j < NT; j++) p2_store(out + j * ldo, rows, acc[j], add);
 }
 
-typedef void (*p2_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act, int64_t arb,
-                      const q8a *tab, int64_t ts, float *out, int64_t ldo, int add);
+typedef void (*p2_fn)(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp, const q8a *tt,
+                      float *out, int64_t ldo, int add);
 
 #define P2_FN(KIND, NT)                                                                                          \
-	static void p2_tile_##KIND##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *act,   \
-	                                  int64_t arb, const q8a *tab, int64_t ts, float *out, int64_t ldo, int add) { \
-		p2_tile(NT, KIND, pg, rows, b0, nbc, act, arb, tab, ts, out, ldo, add);                                  \
+	static void p2_tile_##KIND##_##NT(const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp,    \
+	                                  const q8a *tt, float *out, int64_t ldo, int add) {                          \
+		p2_tile(NT, KIND, pg, rows, b0, nbc, xp, tt, out, ldo, add);                                             \
 	}
 #define P2_FNS(KIND)                                                                                             \
 	P2_FN(KIND, 1) P2_FN(KIND, 2) P2_FN(KIND, 3) P2_FN(KIND, 4)                                                  \

@@ -8,6 +8,8 @@
 
 #if defined(DT_AVX2)
 
+#define PK_TILE_PREP 256 // blocks q8a_prep_tile prepares at a time
+
 // q8a is what a tile needs of one Q8_0 activation block: its scale and,
 // for weights offset by a constant, the accumulator start -off*sum(q); for
 // weights with a per-block minimum (Q4_1, Q5_1: value q*d + m), whose
@@ -39,6 +41,21 @@ __attribute__((unused)) static void q8a_prep(q8a *tab, const uint8_t *act, int64
 				tab[j * nbc + b].s = d * (float)sum;
 			else
 				tab[j * nbc + b].c = -off * sum;
+		}
+	}
+}
+
+// q8a_prep_tile fills tt, a tile's table laid out block after block (row
+// j's entry of block b at tt[b*nt + j]), from the nt activation rows at
+// act (blocks [0, nb)).
+__attribute__((unused)) static void q8a_prep_tile(q8a *tt, const uint8_t *act, int64_t arb, int64_t nt, int64_t nb, int32_t off,
+                                                  int min) {
+	q8a row[PK_TILE_PREP];
+	for (int64_t b0 = 0; b0 < nb; b0 += PK_TILE_PREP) {
+		const int64_t nbc = nb - b0 < PK_TILE_PREP ? nb - b0 : PK_TILE_PREP;
+		for (int64_t j = 0; j < nt; j++) {
+			q8a_prep(row, act + j * arb, arb, 1, b0, nbc, off, min);
+			for (int64_t b = 0; b < nbc; b++) tt[(b0 + b) * nt + j] = row[b];
 		}
 	}
 }

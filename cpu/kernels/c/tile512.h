@@ -222,41 +222,43 @@ DT_INLINE void dot8x4(__m512i s[4], const __m512i W[8], const uint8_t *x, int64_
 
 // acc_block_min adds one block's products into the NT activation rows'
 // accumulators: W the block's 16 transposed weight rows (unsigned), dw their
-// scales, x the block's quants in the first activation row (stride arb),
-// tab the rows' scales and corrections (stride ts, entry b). With MIN the
+// scales, x the block's quants in the first activation row (row j's at
+// x + j*xs), t the first row's table entry of the block (row j's at
+// t[j*tj]). With MIN the
 // weights have a minimum (mw, the 16 rows'): each dot starts at 0 and the
 // minimum's term, mw*dy*sum(y), follows the scaled dot. Every AVX-512 tile
 // does exactly this per block, so that their results agree bit for bit.
 DT_INLINE void acc_block_min(const int NT, const int MIN, __m512 acc[16], const __m512i W[8], __m512 dw, __m512 mw,
-                             const uint8_t *x, int64_t arb, const q8a *tab, int64_t ts, int64_t b) {
+                             const uint8_t *x, int64_t xs, const q8a *t, int64_t tj) {
 	int j = 0;
 	#pragma GCC unroll 4
 	for (; j + 4 <= NT; j += 4) {
 		__m512i s[4];
 		#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) s[i] = MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(tab[(j + i) * ts + b].c);
-		dot8x4(s, W, x + j * arb, arb);
+		for (int i = 0; i < 4; i++) s[i] = MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(t[(j + i) * tj].c);
+		dot8x4(s, W, x + j * xs, xs);
 		#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
-			const q8a t = tab[(j + i) * ts + b];
-			acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j + i]);
-			if (MIN) acc[j + i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(t.s), acc[j + i]);
+			const q8a e = t[(j + i) * tj];
+			acc[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i]), _mm512_mul_ps(dw, _mm512_set1_ps(e.d)), acc[j + i]);
+			if (MIN) acc[j + i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(e.s), acc[j + i]);
 		}
 	}
 	#pragma GCC unroll 4
 	for (; j < NT; j++) {
-		const q8a t = tab[j * ts + b];
-		__m512i s = dot8(MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(t.c), W, x + j * arb);
-		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(t.d)), acc[j]);
-		if (MIN) acc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(t.s), acc[j]);
+		const q8a e = t[j * tj];
+		__m512i s = dot8(MIN ? _mm512_setzero_si512() : _mm512_set1_epi32(e.c), W, x + j * xs);
+		acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(e.d)), acc[j]);
+		if (MIN) acc[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(e.s), acc[j]);
 	}
 }
 
 // acc_block is acc_block_min for weights offset by a constant (the
-// correction in tab's start values).
+// correction in tab's start values), from activation rows arb bytes apart
+// and a table of rows ts entries apart (entry b).
 DT_INLINE void acc_block(const int NT, __m512 acc[16], const __m512i W[8], __m512 dw, const uint8_t *x, int64_t arb,
                          const q8a *tab, int64_t ts, int64_t b) {
-	acc_block_min(NT, 0, acc, W, dw, dw, x, arb, tab, ts, b);
+	acc_block_min(NT, 0, acc, W, dw, dw, x, arb, tab + b, ts);
 }
 
 // NT_VARIANTS instantiates M(name, NT) for NT = 1..16 (functions named
