@@ -159,7 +159,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -170,11 +170,11 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 				#pragma GCC unroll 8
 				for (int v = 0; v < 8; v++)
 					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -217,7 +217,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -232,12 +232,12 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
 				}
 				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
-		pk_offsets(NT, acc, cp, d4, dy, act + b * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -268,7 +268,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -282,12 +282,12 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
 				iq4_xs_weights(T, h, table, W);
-				pk_sub(NT, t, W, scf[s], act + b * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
-		pk_offsets(NT, acc, cp, d128, dy, act + b * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d128, dy, act + b * NT * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -340,7 +340,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -364,7 +364,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 						const int i = 8 * h + 2 * qi + e;
 						#pragma GCC unroll 16
 						for (int j = 0; j < NT; j++) {
-							const uint8_t *x = act + j * arb + b * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
+							const uint8_t *x = act + j * arb + b * NT * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
 							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q6_dot16(NT, Wq + 4 * e, x)), scf[i], t[j]);
 						}
 					}
@@ -373,7 +373,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
-		pk_offsets(NT, acc, cp, d32, dy, act + b * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -406,7 +406,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -421,22 +421,25 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
 				}
 				const int s = 2 * k + h;
-				pk_sub(NT, t, W, scf[s], act + b * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s, arb);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE, arb);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
-typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out,
-                        int64_t ldo);
+// The tiles read their NT activation rows laid out by pkk_layout: row j's
+// super-block b at act + (b*NT + j)*Q8_K_SIZE (one row: the row as it
+// is), so that every address a super-block takes is a constant offset
+// from one pointer (as packed.c's tiles, docs/measurements, "The tiles'
+// activations laid out").
+typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo);
 #define PK45_FN(name, NT)                                                                                      \
-	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb, float *out, \
-	                        int64_t ldo) {                                                                     \
-		name(NT, pg, rows, nb, act, arb, out, ldo);                                                             \
+	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo) { \
+		name(NT, pg, rows, nb, act, Q8_K_SIZE, out, ldo);                                                       \
 	}
 DT_INLINE void pq4_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
                           float *out, int64_t ldo) {
@@ -453,16 +456,47 @@ NT_VARIANTS(PK45_FN, pk45_fn, piq4_xs_tile, piq4_xs_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq3_k_tile, pq3_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq2_k_tile, pq2_k_tiles)
 
+// pkk_layout copies n activation rows (arb bytes apart, nb super-blocks)
+// into a buffer of the thread's, grown as needed, tile by tile of 16 rows
+// as the tiles read them; 0 if it cannot be had.
+static const uint8_t *pkk_layout(const uint8_t *act, int64_t arb, int64_t n, int64_t nb) {
+	static __thread uint8_t *buf;
+	static __thread int64_t cap;
+	const int64_t size = n * nb * Q8_K_SIZE;
+	if (size > cap) {
+		uint8_t *b = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
+		if (!b) return 0;
+		free(buf);
+		buf = b, cap = size;
+	}
+	for (int64_t j0 = 0; j0 < n; j0 += 16) {
+		const int64_t nt = n - j0 < 16 ? n - j0 : 16;
+		for (int64_t b = 0; b < nb; b++)
+			for (int64_t j = 0; j < nt; j++)
+				memcpy(buf + (j0 * nb + b * nt + j) * Q8_K_SIZE, act + (j0 + j) * arb + b * Q8_K_SIZE, Q8_K_SIZE);
+	}
+	return buf;
+}
+
 // pk45_matmul runs the groups holding rows [lo, hi) against n activation
-// rows, 16 at a time.
+// rows, 16 at a time. (Each call lays the rows out again: the C pool's
+// pieces of one product each do, a copy of the activations, small beside
+// the product's reading of its weights.)
 static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
                         int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 	const int64_t nb = cols / QKK;
+	const uint8_t *x = n > 1 ? pkk_layout(act, arb, n, nb) : act;
+	if (!x) {
+		// No memory for the layout: each row alone (a row is laid out as
+		// it is), which takes the same float steps.
+		for (int64_t j = 0; j < n; j++) pk45_matmul(tiles, psize, out + j * ldo, ldo, pw, rows, lo, hi, act + j * arb, arb, 1, cols);
+		return;
+	}
 	for (int64_t g = lo / PK_ROWS; g * PK_ROWS < hi; g++) {
 		const int r = rows - g * PK_ROWS < PK_ROWS ? (int)(rows - g * PK_ROWS) : PK_ROWS;
 		for (int64_t j0 = 0; j0 < n; j0 += 16) {
 			const int nt = n - j0 < 16 ? (int)(n - j0) : 16;
-			tiles[nt](pw + g * nb * psize, r, nb, act + j0 * arb, arb, out + j0 * ldo + g * PK_ROWS, ldo);
+			tiles[nt](pw + g * nb * psize, r, nb, x + j0 * nb * Q8_K_SIZE, out + j0 * ldo + g * PK_ROWS, ldo);
 		}
 	}
 }
