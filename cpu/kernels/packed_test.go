@@ -192,7 +192,7 @@ func TestThreads(t *testing.T) {
 		for _, c := range []struct {
 			t          quant.Type
 			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}, {quant.F16, 70, 96}, {quant.BF16, 9, 256}} {
+		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}, {quant.F16, 70, 96}, {quant.BF16, 9, 256}, {quant.Q4_1, 37, 32 * 9}, {quant.Q5_1, 21, 64}, {quant.IQ4_NL, 19, 96}} {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)
