@@ -47,10 +47,8 @@
 #define PF_NT 6
 #endif
 #define PF_LANES (PF_NT * 16) // floats of a weight row's lanes against a tile's activation rows
-#define PF_BLOCK (PF_ROWS * 32) // bytes of one block of a group
 #define PF_AHEAD 2048           // bytes of a group's stream prefetched ahead
 #define PF_KC 16                // blocks a piece (a tile's activation rows: 6 KB)
-#define PB_BLOCK (PF_ROWS * 64) // bytes of one BF16 block of a group (32 columns)
 #define PB_KC 8                 // BF16 blocks a piece: the same columns
 #if defined(DT_AVX512)
 #define PF_TILES_2 pf_tiles_2
@@ -92,20 +90,13 @@ DT_INLINE float pf_reduce(__m256 lo, __m256 hi) {
 }
 
 // pb_split returns the n BF16 activation rows at act (arb bytes apart) in
-// a buffer of the thread's (as widen_rows, *xs floats apart), each block
+// act_rows's buffer (as widen_rows, *xs floats apart), each block
 // of 32 columns as its 16 odd columns then its 16 even ones, in float32:
 // the pairs' halves the weights split into. With hw the rows stay bf16
 // (vdpbf16ps takes them so), copied to the buffer's row placement.
 __attribute__((unused)) static float *pb_split(int hw, const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t *xs) {
-	static __thread float *buf;
-	static __thread int64_t cap;
-	*xs = (cols + 1023) / 1024 * 1024 + 256;
-	if (n * *xs > cap) {
-		float *b = aligned_alloc(64, (size_t)(n * *xs) * sizeof *b);
-		if (!b) return 0;
-		free(buf);
-		buf = b, cap = n * *xs;
-	}
+	float *buf = act_rows(n, cols, xs);
+	if (!buf) return 0;
 	const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000);
 	for (int64_t j = 0; j < n; j++) {
 		const uint8_t *a = act + j * arb;
@@ -124,10 +115,16 @@ __attribute__((unused)) static float *pb_split(int hw, const uint8_t *act, int64
 	return buf;
 }
 
-#if defined(DT_AVX512)
+// The kinds of block the tiles multiply: KIND 0 F16 (16 columns a row,
+// 32 bytes; the activations 16 floats a block), 1 BF16 with the
+// activations split (32 columns, 64 bytes; 32 floats a block: the odd
+// columns, then the even), 2 BF16 with vdpbf16ps (the activations bf16,
+// 16 floats' room a block).
+#define PF_RB(KIND) ((KIND) ? 64 : 32)         // a row's bytes in a block
+#define PF_XB(KIND) ((KIND) == 1 ? 32 : 16)    // the activations' floats a block
+#define PF_BB(KIND) (PF_ROWS * PF_RB(KIND))    // a group's bytes in a block
 
-// A row's 16 lanes: one zmm.
-DT_INLINE __m512 pf_load(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+#if defined(DT_AVX512)
 
 DT_INLINE float pf_sum(__m512 v) { return pf_reduce(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)); }
 
@@ -158,18 +155,40 @@ DT_INLINE void pf_reduce16(const float *l, int64_t ls, float *out, int rows) {
 	_mm512_mask_storeu_ps(out, rows == 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1), v);
 }
 
+// vdpbf16ps, written out: the library is built for AVX-512 without
+// AVX512_BF16, and runs this only where the CPU has it (pb_hw).
+DT_INLINE __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
+	__asm__("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+	return acc;
+}
+
+// pf_w is a row's block at p as the tiles hold it: F16 widened to floats,
+// BF16 its u32 pairs.
+DT_INLINE __m512i pf_w(const int KIND, const uint8_t *p) {
+	return KIND ? _mm512_loadu_si512(p) : _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+}
+
+// pf_dot adds a row's block w times the activations' block x into the
+// row's 16 lanes: F16 one FMA a column; BF16 a lane a pair of columns,
+// by vdpbf16ps or its two FMAs (the weights' pairs split by a mask and a
+// shift, against the activations split alike).
+DT_INLINE __m512 pf_dot(const int KIND, __m512 acc, __m512i w, const float *x) {
+	if (KIND == 0) return _mm512_fmadd_ps(_mm512_castsi512_ps(w), _mm512_load_ps(x), acc);
+	if (KIND == 2) return dpbf16(acc, w, _mm512_load_si512(x));
+	acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000))), _mm512_load_ps(x), acc);
+	return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_load_ps(x + 16), acc);
+}
+
 // pf_rows is one activation row x against a group's rows (pg, nk blocks).
-DT_INLINE void pf_rows(const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
+DT_INLINE void pf_rows(const int KIND, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
 	__m512 acc[PF_ROWS];
 	#pragma GCC unroll 16
 	for (int i = 0; i < PF_ROWS; i++) acc[i] = _mm512_setzero_ps();
 	for (int64_t k = 0; k < nk; k++) {
-		const uint8_t *pb = pg + k * PF_BLOCK;
-		#pragma GCC unroll 8
-		for (int l = 0; l < PF_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
-		const __m512 xv = _mm512_loadu_ps(x + 16 * k);
+		const uint8_t *pb = pg + k * PF_BB(KIND);
+		for (int l = 0; l < PF_BB(KIND); l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
 		#pragma GCC unroll 16
-		for (int i = 0; i < PF_ROWS; i++) acc[i] = _mm512_fmadd_ps(pf_load(pb + 32 * i), xv, acc[i]);
+		for (int i = 0; i < PF_ROWS; i++) acc[i] = pf_dot(KIND, acc[i], pf_w(KIND, pb + PF_RB(KIND) * i), x + PF_XB(KIND) * k);
 	}
 	for (int i = 0; i < rows; i++) out[i] = pf_sum(acc[i]);
 }
@@ -178,66 +197,8 @@ DT_INLINE void pf_rows(const uint8_t *pg, int rows, int64_t nk, const float *x, 
 // activation rows (x, xs floats apart) over blocks [k0, k1): row i+t's 16
 // lanes against activation row j in lanes[(i+t)*PF_LANES + 16*j], from 0
 // when first. Four weight rows and up to six activation rows keep both in
-// registers: 10 loads for 24 FMAs.
-DT_INLINE void pf_tile(const int NT, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x, int64_t xs,
-                       float *lanes, int first) {
-	__m512 acc[PF_RT][PF_NT];
-	#pragma GCC unroll 4
-	for (int t = 0; t < PF_RT; t++)
-		#pragma GCC unroll 8
-		for (int j = 0; j < NT; j++)
-			acc[t][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(lanes + (i + t) * PF_LANES + 16 * j);
-	for (int64_t k = k0; k < k1; k++) {
-		__m512 w[PF_RT];
-		#pragma GCC unroll 4
-		for (int t = 0; t < PF_RT; t++) w[t] = pf_load(pg + k * PF_BLOCK + 32 * (i + t));
-		#pragma GCC unroll 8
-		for (int j = 0; j < NT; j++) {
-			const __m512 xv = _mm512_load_ps(x + j * xs + 16 * k);
-			#pragma GCC unroll 4
-			for (int t = 0; t < PF_RT; t++) acc[t][j] = _mm512_fmadd_ps(w[t], xv, acc[t][j]);
-		}
-	}
-	#pragma GCC unroll 4
-	for (int t = 0; t < PF_RT; t++)
-		#pragma GCC unroll 8
-		for (int j = 0; j < NT; j++) _mm512_storeu_ps(lanes + (i + t) * PF_LANES + 16 * j, acc[t][j]);
-}
-
-// vdpbf16ps, written out: the library is built for AVX-512 without
-// AVX512_BF16, and runs this only where the CPU has it (pb_hw).
-DT_INLINE __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
-	__asm__("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-	return acc;
-}
-
-// A BF16 row's block: 32 columns, its 16 pairs in the lanes. pb_dot adds
-// the pairs of w (a row's block, u32 pairs) times x's (the activations'
-// block: split floats, or with HW bf16) into acc.
-DT_INLINE __m512 pb_dot(const int HW, __m512 acc, __m512i w, const float *x) {
-	if (HW) return dpbf16(acc, w, _mm512_load_si512(x));
-	acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000))), _mm512_load_ps(x), acc);
-	return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), _mm512_load_ps(x + 16), acc);
-}
-
-// pb_rows is pf_rows for BF16 (x at its split or bf16 row, 32 floats a
-// block either way).
-DT_INLINE void pb_rows(const int HW, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
-	__m512 acc[PF_ROWS];
-	#pragma GCC unroll 16
-	for (int i = 0; i < PF_ROWS; i++) acc[i] = _mm512_setzero_ps();
-	for (int64_t k = 0; k < nk; k++) {
-		const uint8_t *pb = pg + k * PB_BLOCK;
-		#pragma GCC unroll 16
-		for (int l = 0; l < PB_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
-		#pragma GCC unroll 16
-		for (int i = 0; i < PF_ROWS; i++) acc[i] = pb_dot(HW, acc[i], _mm512_loadu_si512(pb + 64 * i), x + (HW ? 16 : 32) * k);
-	}
-	for (int i = 0; i < rows; i++) out[i] = pf_sum(acc[i]);
-}
-
-// pb_tile is pf_tile for BF16.
-DT_INLINE void pb_tile(const int NT, const int HW, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
+// registers: 10 loads for 24 FMAs (F16) or vdpbf16ps.
+DT_INLINE void pf_tile(const int NT, const int KIND, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
                        int64_t xs, float *lanes, int first) {
 	__m512 acc[PF_RT][PF_NT];
 	#pragma GCC unroll 4
@@ -248,12 +209,12 @@ DT_INLINE void pb_tile(const int NT, const int HW, const uint8_t *pg, int i, int
 	for (int64_t k = k0; k < k1; k++) {
 		__m512i w[PF_RT];
 		#pragma GCC unroll 4
-		for (int t = 0; t < PF_RT; t++) w[t] = _mm512_loadu_si512(pg + k * PB_BLOCK + 64 * (i + t));
+		for (int t = 0; t < PF_RT; t++) w[t] = pf_w(KIND, pg + k * PF_BB(KIND) + PF_RB(KIND) * (i + t));
 		#pragma GCC unroll 8
 		for (int j = 0; j < NT; j++) {
-			const float *xj = x + j * xs + (HW ? 16 : 32) * k;
+			const float *xj = x + j * xs + PF_XB(KIND) * k;
 			#pragma GCC unroll 4
-			for (int t = 0; t < PF_RT; t++) acc[t][j] = pb_dot(HW, acc[t][j], w[t], xj);
+			for (int t = 0; t < PF_RT; t++) acc[t][j] = pf_dot(KIND, acc[t][j], w[t], xj);
 		}
 	}
 	#pragma GCC unroll 4
@@ -264,77 +225,39 @@ DT_INLINE void pb_tile(const int NT, const int HW, const uint8_t *pg, int i, int
 
 #else
 
-// A row's 16 lanes: two ymm, lo (columns 16k..16k+7) and hi.
-DT_INLINE void pf_rows(const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
-	__m256 lo[PF_ROWS], hi[PF_ROWS];
-	#pragma GCC unroll 8
-	for (int i = 0; i < PF_ROWS; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-	for (int64_t k = 0; k < nk; k++) {
-		const uint8_t *pb = pg + k * PF_BLOCK;
-		#pragma GCC unroll 4
-		for (int l = 0; l < PF_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
-		const __m256 x0 = _mm256_loadu_ps(x + 16 * k), x1 = _mm256_loadu_ps(x + 16 * k + 8);
-		#pragma GCC unroll 8
-		for (int i = 0; i < PF_ROWS; i++) {
-			lo[i] = _mm256_fmadd_ps(widen8(0, pb + 32 * i), x0, lo[i]);
-			hi[i] = _mm256_fmadd_ps(widen8(0, pb + 32 * i + 16), x1, hi[i]);
-		}
-	}
-	for (int i = 0; i < rows; i++) out[i] = pf_reduce(lo[i], hi[i]);
+// At AVX2 a row's 16 lanes are two ymm, lo and hi. pf_w is half h of a
+// row's block at p (F16: columns 8h..8h+7, widened; BF16: pairs 8h..8h+7),
+// pf_dot its product with the activations' block x (KIND 2 does not
+// occur below AVX-512).
+DT_INLINE __m256i pf_w(const int KIND, const uint8_t *p, int h) {
+	return KIND ? _mm256_loadu_si256((const __m256i *)(p + 32 * h)) : _mm256_castps_si256(widen8(0, p + 16 * h));
 }
 
-DT_INLINE void pf_tile(const int NT, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x, int64_t xs,
-                       float *lanes, int first) {
-	__m256 lo[PF_NT], hi[PF_NT];
-	#pragma GCC unroll 8
-	for (int j = 0; j < NT; j++) {
-		lo[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(lanes + i * PF_LANES + 16 * j);
-		hi[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(lanes + i * PF_LANES + 16 * j + 8);
-	}
-	for (int64_t k = k0; k < k1; k++) {
-		const uint8_t *p = pg + k * PF_BLOCK + 32 * i;
-		const __m256 w0 = widen8(0, p), w1 = widen8(0, p + 16);
-		#pragma GCC unroll 8
-		for (int j = 0; j < NT; j++) {
-			lo[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j * xs + 16 * k), lo[j]);
-			hi[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j * xs + 16 * k + 8), hi[j]);
-		}
-	}
-	#pragma GCC unroll 8
-	for (int j = 0; j < NT; j++)
-		_mm256_storeu_ps(lanes + i * PF_LANES + 16 * j, lo[j]), _mm256_storeu_ps(lanes + i * PF_LANES + 16 * j + 8, hi[j]);
-}
-
-// pb_half adds the pairs of w (8 u32 pairs) times their split activations
-// (x: 16 odd columns, then 16 even ones; h the half of the block) into acc.
-DT_INLINE __m256 pb_half(__m256 acc, __m256i w, const float *x, int h) {
+DT_INLINE __m256 pf_dot(const int KIND, __m256 acc, __m256i w, const float *x, int h) {
+	if (KIND == 0) return _mm256_fmadd_ps(_mm256_castsi256_ps(w), _mm256_loadu_ps(x + 8 * h), acc);
 	acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000))), _mm256_loadu_ps(x + 8 * h), acc);
 	return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), _mm256_loadu_ps(x + 16 + 8 * h), acc);
 }
 
-// BF16 at AVX2: a row's 16 lanes in two ymm, lo the pairs of columns
-// 32k..32k+15, hi of the rest. HW is 0 here (no AVX512_BF16 below AVX-512).
-DT_INLINE void pb_rows(const int HW, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
-	(void)HW;
+DT_INLINE void pf_rows(const int KIND, const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {
 	__m256 lo[PF_ROWS], hi[PF_ROWS];
 	#pragma GCC unroll 8
 	for (int i = 0; i < PF_ROWS; i++) lo[i] = hi[i] = _mm256_setzero_ps();
 	for (int64_t k = 0; k < nk; k++) {
-		const uint8_t *pb = pg + k * PB_BLOCK;
-		#pragma GCC unroll 8
-		for (int l = 0; l < PB_BLOCK; l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
+		const uint8_t *pb = pg + k * PF_BB(KIND);
+		for (int l = 0; l < PF_BB(KIND); l += 64) _mm_prefetch((const char *)pb + PF_AHEAD + l, _MM_HINT_T0);
 		#pragma GCC unroll 8
 		for (int i = 0; i < PF_ROWS; i++) {
-			lo[i] = pb_half(lo[i], _mm256_loadu_si256((const __m256i *)(pb + 64 * i)), x + 32 * k, 0);
-			hi[i] = pb_half(hi[i], _mm256_loadu_si256((const __m256i *)(pb + 64 * i + 32)), x + 32 * k, 1);
+			const uint8_t *p = pb + PF_RB(KIND) * i;
+			lo[i] = pf_dot(KIND, lo[i], pf_w(KIND, p, 0), x + PF_XB(KIND) * k, 0);
+			hi[i] = pf_dot(KIND, hi[i], pf_w(KIND, p, 1), x + PF_XB(KIND) * k, 1);
 		}
 	}
 	for (int i = 0; i < rows; i++) out[i] = pf_reduce(lo[i], hi[i]);
 }
 
-DT_INLINE void pb_tile(const int NT, const int HW, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
+DT_INLINE void pf_tile(const int NT, const int KIND, const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,
                        int64_t xs, float *lanes, int first) {
-	(void)HW;
 	__m256 lo[PF_NT], hi[PF_NT];
 	#pragma GCC unroll 8
 	for (int j = 0; j < NT; j++) {
@@ -342,12 +265,12 @@ DT_INLINE void pb_tile(const int NT, const int HW, const uint8_t *pg, int i, int
 		hi[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(lanes + i * PF_LANES + 16 * j + 8);
 	}
 	for (int64_t k = k0; k < k1; k++) {
-		const uint8_t *p = pg + k * PB_BLOCK + 64 * i;
-		const __m256i w0 = _mm256_loadu_si256((const __m256i *)p), w1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+		const uint8_t *p = pg + k * PF_BB(KIND) + PF_RB(KIND) * i;
+		const __m256i w0 = pf_w(KIND, p, 0), w1 = pf_w(KIND, p, 1);
 		#pragma GCC unroll 8
 		for (int j = 0; j < NT; j++) {
-			lo[j] = pb_half(lo[j], w0, x + j * xs + 32 * k, 0);
-			hi[j] = pb_half(hi[j], w1, x + j * xs + 32 * k, 1);
+			lo[j] = pf_dot(KIND, lo[j], w0, x + j * xs + PF_XB(KIND) * k, 0);
+			hi[j] = pf_dot(KIND, hi[j], w1, x + j * xs + PF_XB(KIND) * k, 1);
 		}
 	}
 	#pragma GCC unroll 8
@@ -364,20 +287,14 @@ typedef void (*pf_rows_fn)(const uint8_t *pg, int rows, int64_t nk, const float 
 #define PF_FN(KIND, NT)                                                                                          \
 	static void pf_tile_##KIND##_##NT(const uint8_t *pg, int i, int64_t k0, int64_t k1, const float *x,           \
 	                                  int64_t xs, float *lanes, int first) {                                      \
-		if (KIND == 0)                                                                                           \
-			pf_tile(NT, pg, i, k0, k1, x, xs, lanes, first);                                                     \
-		else                                                                                                     \
-			pb_tile(NT, KIND == 2, pg, i, k0, k1, x, xs, lanes, first);                                          \
+		pf_tile(NT, KIND, pg, i, k0, k1, x, xs, lanes, first);                                                   \
 	}
 #define PF_FNS(KIND)                                                                                             \
 	PF_FN(KIND, 1) PF_FN(KIND, 2) PF_FN(KIND, 3) PF_FN(KIND, 4) PF_FN(KIND, 5) PF_FN(KIND, 6)                    \
 	static pf_fn const pf_tiles_##KIND[PF_NT + 1] = {0, pf_tile_##KIND##_1, pf_tile_##KIND##_2, pf_tile_##KIND##_3, \
 	                                                 pf_tile_##KIND##_4, pf_tile_##KIND##_5, pf_tile_##KIND##_6};     \
 	static void pf_rows_##KIND(const uint8_t *pg, int rows, int64_t nk, const float *x, float *out) {           \
-		if (KIND == 0)                                                                                           \
-			pf_rows(pg, rows, nk, x, out);                                                                       \
-		else                                                                                                     \
-			pb_rows(KIND == 2, pg, rows, nk, x, out);                                                            \
+		pf_rows(KIND, pg, rows, nk, x, out);                                                                     \
 	}
 PF_FNS(0)
 PF_FNS(1)
@@ -425,7 +342,7 @@ static void pf_scalar(const int BF, float *out, int64_t ldo, const uint8_t *pw, 
 static void pf_matmul(const int BF, float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                       const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {
 	const int kind = BF ? 1 + pb_hw() : 0;
-	const int64_t bb = BF ? PB_BLOCK : PF_BLOCK, nk = cols / (BF ? 32 : 16), kc = BF ? PB_KC : PF_KC;
+	const int64_t bb = BF ? PF_BB(1) : PF_BB(0), nk = cols / (BF ? 32 : 16), kc = BF ? PB_KC : PF_KC;
 	const int64_t g1 = (hi + PF_ROWS - 1) / PF_ROWS;
 	float lanes[PF_ROWS * PF_LANES]; // each row's lanes against each activation row
 	int64_t xs;

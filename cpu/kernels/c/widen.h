@@ -15,16 +15,14 @@ DT_INLINE __m256 widen8(const int BF, const uint8_t *p) {
 	return BF ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h);
 }
 
-// widen_rows returns the n activation rows at act (arb bytes apart, f16 or
-// bf16 for BF) as float32 in a buffer of the thread's, grown as needed (0
-// if it cannot be), *xs floats apart. Rows start on their own lines (a
-// vector that straddled two would be two loads) and 16 lines apart modulo
-// the L1 cache's 64 sets, so a tile reading a few lines of each of its
-// rows takes disjoint sets, four rows to a set at most (rows a multiple of
-// 4 KB apart would all take the same ones, rows a line apart would pile
-// up on a diagonal).
-__attribute__((unused)) static float *widen_rows(const int BF, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,
-                                                 int64_t *xs) {
+// act_rows returns a buffer of the thread's for n rows of cols floats,
+// grown as needed (0 if it cannot be), the rows *xs floats apart. Rows
+// start on their own lines (a vector that straddled two would be two
+// loads) and 16 lines apart modulo the L1 cache's 64 sets, so a tile
+// reading a few lines of each of its rows takes disjoint sets, four rows
+// to a set at most (rows a multiple of 4 KB apart would all take the same
+// ones, rows a line apart would pile up on a diagonal).
+__attribute__((unused)) static float *act_rows(int64_t n, int64_t cols, int64_t *xs) {
 	static __thread float *buf;
 	static __thread int64_t cap;
 	*xs = (cols + 1023) / 1024 * 1024 + 256;
@@ -34,6 +32,16 @@ __attribute__((unused)) static float *widen_rows(const int BF, const uint8_t *ac
 		free(buf);
 		buf = b, cap = n * *xs;
 	}
+	return buf;
+}
+
+// widen_rows returns the n activation rows at act (arb bytes apart, f16 or
+// bf16 for BF) as float32 in act_rows's buffer, *xs floats apart (0 if it
+// cannot be had).
+__attribute__((unused)) static float *widen_rows(const int BF, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,
+                                                 int64_t *xs) {
+	float *buf = act_rows(n, cols, xs);
+	if (!buf) return 0;
 	for (int64_t j = 0; j < n; j++) {
 		const uint8_t *a = act + j * arb;
 		float *x = buf + j * *xs;
