@@ -470,8 +470,9 @@ AMX_FNS(amx_q4_0)
 #if defined(PK_LEVEL)
 
 // A product runs chunk by chunk of activation rows (up to PK_JC of them):
-// pk_prep fills a chunk's activation table for every block of the row (and
-// AMX's A tiles), which every thread then reads in pk_groups. So the C
+// pk_prep fills a chunk's activation table and lays out its quants for
+// every block of the row (and AMX's A tiles), which every thread then
+// reads in pk_groups. So the C
 // thread pool prepares a chunk once however many pieces it cuts the weight
 // rows into. Each group then multiplies its blocks in pieces of PK_KC,
 // each piece's sum added into out (the float steps every n takes), one
