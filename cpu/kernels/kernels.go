@@ -118,9 +118,9 @@ type Set struct {
 	PackRows int
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies
-	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q5_0, Q2_K
-	// to Q6_K, IQ4_XS, F16 and BF16 (rows of whole blocks of 32) pack at
-	// AVX-512 and AVX2.
+	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q4_1, Q5_0,
+	// Q5_1, IQ4_NL, Q2_K to Q6_K, IQ4_XS, F16 and BF16 (rows of whole
+	// blocks of 32) pack at AVX-512 and AVX2.
 	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
 	// PackEach is Pack calling done(lo, hi) as soon as rows [lo, hi) of w
 	// are packed (a few MB at a time), so that a caller can release those
