@@ -175,54 +175,6 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 
 #endif
 
-DT_API void dt_pack_q8_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(0, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_q4_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(1, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_iq4_nl(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(PK_TYPE_IQ4_NL, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_q5_0(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(PK_TYPE_Q5_0, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_q4_1(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(PK_TYPE_Q4_1, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
-DT_API void dt_pack_q5_1(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
-#if defined(PK_LEVEL)
-	pk_pack(PK_TYPE_Q5_1, dst, w, rb, rows, cols);
-#else
-	(void)dst, (void)w, (void)rb, (void)rows, (void)cols;
-#endif
-}
-
 #if defined(DT_AVX512)
 
 // Weight vectors of one packed block, in the order dot8 takes them.
@@ -502,23 +454,23 @@ size_t pk_scratch_bytes(void) { return 2 * PK_TILES_BYTES; }
 size_t pk_scratch_bytes(void) { return PK_TILES_BYTES; }
 #endif
 
-// pk_rows is the activation rows of a chunk, for a table of tab entries.
-static int64_t pk_rows(const pk_args *a, int64_t tab) {
+// pk_rows is the activation rows of a chunk.
+static int64_t pk_rows(const pk_args *a) {
 	const int64_t nb = a->cols / QK;
-	int64_t jc = tab / nb;
+	int64_t jc = PK_TAB / nb;
 	if (jc > PK_JC) jc = PK_JC;
 	if (jc >= 16) jc -= jc % 16;
 	return jc < 1 ? 1 : jc;
 }
 
 int64_t pk_chunks(const pk_args *a) {
-	const int64_t jc = pk_rows(a, PK_TAB);
+	const int64_t jc = pk_rows(a);
 	return (a->n + jc - 1) / jc;
 }
 
 // pk_chunk gives chunk c's activation rows [jb, jb+jn).
-static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int64_t *jn) {
-	const int64_t jc = pk_rows(a, tab);
+static void pk_chunk(const pk_args *a, int64_t c, int64_t *jb, int64_t *jn) {
+	const int64_t jc = pk_rows(a);
 	*jb = c * jc;
 	*jn = a->n - *jb < jc ? a->n - *jb : jc;
 }
@@ -527,13 +479,13 @@ static void pk_chunk(const pk_args *a, int64_t tab, int64_t c, int64_t *jb, int6
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX (AVX-512 code): its A tiles need chunks of whole tiles.
 static int pk_amx(const pk_args *a) {
-	return a->amx && (a->type == 0 || a->type == 1) && a->n >= AMX_MIN_ROWS && pk_rows(a, PK_TAB) >= 16;
+	return a->amx && (a->type == 0 || a->type == 1) && a->n >= AMX_MIN_ROWS && pk_rows(a) >= 16;
 }
 #endif
 
 void pk_prep(const pk_args *a, int64_t c, void *scratch) {
 	int64_t jb, jn;
-	pk_chunk(a, PK_TAB, c, &jb, &jn);
+	pk_chunk(a, c, &jb, &jn);
 	const int64_t nb = a->cols / QK;
 	const pk_kind *kind = pk_kind_of(a->type);
 	q8a *tab = scratch;
@@ -541,7 +493,7 @@ void pk_prep(const pk_args *a, int64_t c, void *scratch) {
 	for (int64_t j0 = 0; j0 < jn; j0 += PK_NT) {
 		const int64_t nt = jn - j0 < PK_NT ? jn - j0 : PK_NT;
 		const uint8_t *x = a->act + (jb + j0) * a->arb;
-		q8a_prep_tile(tab + j0 * nb, x, a->arb, nt, nb, kind->off, kind->min);
+		q8a_prep(tab + j0 * nb, 1, nt, x, a->arb, nt, 0, nb, kind->off, kind->min);
 		for (int64_t b = 0; b < nb; b++)
 			for (int64_t j = 0; j < nt; j++) memcpy(pad + (j0 * nb + b * nt + j) * QK, x + j * a->arb + b * Q8_0_SIZE + 2, QK);
 	}
@@ -552,7 +504,7 @@ void pk_prep(const pk_args *a, int64_t c, void *scratch) {
 		// tile load reads 512 contiguous bytes rather than 16 lines.
 		q8a *atab = (q8a *)((uint8_t *)scratch + PK_TILES_BYTES);
 		uint8_t *apad = (uint8_t *)scratch + PK_TILES_BYTES + PK_TAB_BYTES;
-		q8a_prep(atab, a->act + jb * a->arb, a->arb, jn, 0, nb, kind->off, kind->min);
+		q8a_prep(atab, nb, 1, a->act + jb * a->arb, a->arb, jn, 0, nb, kind->off, kind->min);
 		memset(apad, 0, (size_t)((jn + 15) / 16 * nb * 512));
 		for (int64_t j = 0; j < jn; j++)
 			for (int64_t b = 0; b < nb; b++)
@@ -608,7 +560,7 @@ static p2_fn const *pk_tiles(int64_t type) {
 // pk_groups runs row groups [glo, ghi) of chunk c, prepared in scratch.
 void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, int64_t ghi) {
 	int64_t jb, jn;
-	pk_chunk(a, PK_TAB, c, &jb, &jn);
+	pk_chunk(a, c, &jb, &jn);
 	const int64_t PB = pk_kind_of(a->type)->packed, nb = a->cols / QK;
 	const q8a *tab = scratch;
 	const uint8_t *pad = (const uint8_t *)scratch + PK_TAB_BYTES;
@@ -728,69 +680,51 @@ DT_API int64_t dt_amx_init(void) {
 #endif
 }
 
-// dt_matmul_packed_q8_0 is dt_matmul_q8_0 over packed weights, for weight
-// rows [lo, hi): lo a multiple of 16, hi a multiple of 16 or rows. amx
-// (only after dt_amx_init returned 1) multiplies activation tiles of at
-// least AMX_MIN_ROWS rows with AMX.
-DT_API void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+// pk_run runs a whole product on this thread (the C pool's way out when
+// it has no memory for a shared preparation).
+void pk_run(const pk_args *a) {
 #if defined(PK_LEVEL)
-	const pk_args a = {0, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+	pk_matmul(a, 0, (a->rows + PK_ROWS - 1) / PK_ROWS);
 #else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+	(void)a;
 #endif
 }
 
-DT_API void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
+// The entry points, one pack and one product a type: dt_matmul_packed_X
+// is dt_matmul_X over packed weights, for weight rows [lo, hi) (lo a
+// multiple of the level's group, hi a multiple of it or rows). amx (only
+// after dt_amx_init returned 1) multiplies Q8_0's and Q4_0's activation
+// tiles of at least AMX_MIN_ROWS rows with AMX. A level that does not
+// pack (dt_pack_rows 0) never calls them.
 #if defined(PK_LEVEL)
-	const pk_args a = {1, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
+#define PK_ENTRIES(name, TYPE)                                                                                  \
+	DT_API void dt_pack_##name(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
+		pk_pack(TYPE, dst, w, rb, rows, cols);                                                                   \
+	}                                                                                                            \
+	DT_API void dt_matmul_packed_##name(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo,     \
+	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
+	                                    int64_t amx) {                                                           \
+		const pk_args a = {TYPE, out, ldo, pw, rows, act, arb, n, cols, amx};                                    \
+		pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);                                               \
+	}
 #else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
+#define PK_ENTRIES(name, TYPE)                                                                                  \
+	DT_API void dt_pack_##name(uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {         \
+		(void)dst, (void)w, (void)rb, (void)rows, (void)cols;                                                    \
+	}                                                                                                            \
+	DT_API void dt_matmul_packed_##name(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo,     \
+	                                    int64_t hi, const uint8_t *act, int64_t arb, int64_t n, int64_t cols,    \
+	                                    int64_t amx) {                                                           \
+		(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n,           \
+		    (void)cols, (void)amx;                                                                               \
+	}
 #endif
-}
-
-DT_API void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(PK_LEVEL)
-	const pk_args a = {PK_TYPE_Q5_0, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
-#endif
-}
-
-DT_API void dt_matmul_packed_iq4_nl(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                    const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(PK_LEVEL)
-	const pk_args a = {PK_TYPE_IQ4_NL, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
-#endif
-}
-
-DT_API void dt_matmul_packed_q4_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(PK_LEVEL)
-	const pk_args a = {PK_TYPE_Q4_1, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
-#endif
-}
-
-DT_API void dt_matmul_packed_q5_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx) {
-#if defined(PK_LEVEL)
-	const pk_args a = {PK_TYPE_Q5_1, out, ldo, pw, rows, act, arb, n, cols, amx};
-	pk_matmul(&a, lo / PK_ROWS, (hi + PK_ROWS - 1) / PK_ROWS);
-#else
-	(void)out, (void)ldo, (void)pw, (void)rows, (void)lo, (void)hi, (void)act, (void)arb, (void)n, (void)cols, (void)amx;
-#endif
-}
+PK_ENTRIES(q8_0, 0)
+PK_ENTRIES(q4_0, 1)
+PK_ENTRIES(q5_0, PK_TYPE_Q5_0)
+PK_ENTRIES(iq4_nl, PK_TYPE_IQ4_NL)
+PK_ENTRIES(q4_1, PK_TYPE_Q4_1)
+PK_ENTRIES(q5_1, PK_TYPE_Q5_1)
 
 // dt_packed_scratchless makes this level's single-thread packed products
 // of the types over Q8_0 activations take their path for when no scratch

@@ -28,6 +28,10 @@ static inline int pk_q8(int64_t type) {
 	return type == 0 || type == 1 || type == PK_TYPE_Q5_0 || type == PK_TYPE_IQ4_NL || type == PK_TYPE_Q4_1 || type == PK_TYPE_Q5_1;
 }
 
+// pk_run runs a whole product of one of pk_q8's types on the calling
+// thread (packed.c).
+void pk_run(const pk_args *a);
+
 // These exist at the AVX-512 level only, the one that packs.
 size_t pk_scratch_bytes(void);
 int64_t pk_chunks(const pk_args *a);

@@ -8,8 +8,6 @@
 
 #if defined(DT_AVX2)
 
-#define PK_TILE_PREP 256 // blocks q8a_prep_tile prepares at a time
-
 // q8a is what a tile needs of one Q8_0 activation block: its scale and,
 // for weights offset by a constant, the accumulator start -off*sum(q); for
 // weights with a per-block minimum (Q4_1, Q5_1: value q*d + m), whose
@@ -22,11 +20,11 @@ typedef struct {
 	};
 } q8a;
 
-// q8a_prep fills tab (n rows of nbc entries) from blocks [b0, b0+nbc) of
-// the n activation rows, for weights offset by off, or with a minimum
-// (min: s rather than c).
-__attribute__((unused)) static void q8a_prep(q8a *tab, const uint8_t *act, int64_t arb, int64_t n, int64_t b0, int64_t nbc, int32_t off,
-                                             int min) {
+// q8a_prep fills tab from blocks [b0, b0+nbc) of the n activation rows,
+// row j's entry of block b0+b at tab[j*sj + b*sb], for weights offset by
+// off, or with a minimum (min: s rather than c).
+__attribute__((unused)) static void q8a_prep(q8a *tab, int64_t sj, int64_t sb, const uint8_t *act, int64_t arb, int64_t n,
+                                             int64_t b0, int64_t nbc, int32_t off, int min) {
 	const __m256i x80 = _mm256_set1_epi8((char)0x80);
 	for (int64_t j = 0; j < n; j++) {
 		const uint8_t *x = act + j * arb + b0 * Q8_0_SIZE;
@@ -36,26 +34,12 @@ __attribute__((unused)) static void q8a_prep(q8a *tab, const uint8_t *act, int64
 			__m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 			int32_t sum = (int32_t)(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
 			const float d = f16_to_f32(ld16(x));
-			tab[j * nbc + b].d = d;
+			q8a *e = tab + j * sj + b * sb;
+			e->d = d;
 			if (min)
-				tab[j * nbc + b].s = d * (float)sum;
+				e->s = d * (float)sum;
 			else
-				tab[j * nbc + b].c = -off * sum;
-		}
-	}
-}
-
-// q8a_prep_tile fills tt, a tile's table laid out block after block (row
-// j's entry of block b at tt[b*nt + j]), from the nt activation rows at
-// act (blocks [0, nb)).
-__attribute__((unused)) static void q8a_prep_tile(q8a *tt, const uint8_t *act, int64_t arb, int64_t nt, int64_t nb, int32_t off,
-                                                  int min) {
-	q8a row[PK_TILE_PREP];
-	for (int64_t b0 = 0; b0 < nb; b0 += PK_TILE_PREP) {
-		const int64_t nbc = nb - b0 < PK_TILE_PREP ? nb - b0 : PK_TILE_PREP;
-		for (int64_t j = 0; j < nt; j++) {
-			q8a_prep(row, act + j * arb, arb, 1, b0, nbc, off, min);
-			for (int64_t b = 0; b < nbc; b++) tt[(b0 + b) * nt + j] = row[b];
+				e->c = -off * sum;
 		}
 	}
 }

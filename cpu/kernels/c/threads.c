@@ -33,8 +33,6 @@ void dt_attention_block(float *out, const float *q, const uint16_t *kc, const ui
                         int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
                         uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s);
 
-void dt_matmul_packed_q8_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
@@ -47,19 +45,9 @@ void dt_matmul_packed_q3_k(float *out, int64_t ldo, const uint8_t *pw, int64_t r
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_q2_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q4_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q5_0(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_f16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 void dt_matmul_packed_bf16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_iq4_nl(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q4_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q5_1(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
                            const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 int64_t dt_pack_rows(void);
 
@@ -305,12 +293,8 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	if (!p->scratch) p->scratch = aligned_alloc(64, pk_scratch_bytes());
 	if (!p->scratch) {
 		// No memory for the shared preparation: the caller does it all.
-		(type == 0                ? dt_matmul_packed_q8_0
-		 : type == 1              ? dt_matmul_packed_q4_0
-		 : type == PK_TYPE_Q5_0   ? dt_matmul_packed_q5_0
-		 : type == PK_TYPE_Q4_1   ? dt_matmul_packed_q4_1
-		 : type == PK_TYPE_Q5_1   ? dt_matmul_packed_q5_1
-		                          : dt_matmul_packed_iq4_nl)(out, ldo, pw, rows, 0, rows, act, arb, n, cols, amx);
+		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, amx};
+		pk_run(&a);
 		pthread_mutex_unlock(&p->mu);
 		return;
 	}

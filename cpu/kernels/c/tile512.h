@@ -49,7 +49,7 @@ __attribute__((unused)) static void q8a_matmul(tile_fn const tiles[17], int32_t 
 		const int64_t jn = n - jb < jc ? n - jb : jc;
 		for (int64_t b0 = 0; b0 < nb; b0 += kc) {
 			const int64_t nbc = nb - b0 < kc ? nb - b0 : kc;
-			q8a_prep(tab, act + jb * arb, arb, jn, b0, nbc, off, 0);
+			q8a_prep(tab, nbc, 1, act + jb * arb, arb, jn, b0, nbc, off, 0);
 			for (int64_t r0 = lo; r0 < hi; r0 += 16) {
 				const int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
 				for (int64_t j0 = 0; j0 < jn; j0 += 16) {
