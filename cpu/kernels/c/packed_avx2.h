@@ -126,15 +126,15 @@ DT_INLINE __m256i p2_fifth(__m256i w, __m256i H, int G) {
 }
 
 // p2_dots4 is one Q4_0 block's (Q5 = 0) or Q5_0 block's (Q5 = 1) exact
-// integer dots, the rows' in lanes, for NT activation rows at x (stride
-// arb, at the block's quants), each started at its table entry's c; with
-// MIN, Q4_1's or Q5_1's, started at 0.
-DT_INLINE void p2_dots4(const int NT, const int Q5, const int MIN, const uint8_t *pb, const uint8_t *x, int64_t arb,
-                        const q8a *t, int64_t ts, __m256i s32[P2_NT]) {
+// integer dots, the rows' in lanes, for NT activation rows at x (as
+// pk_prep lays them out: 32 bytes a row) with their table entries at t,
+// each started at its entry's c; with MIN, Q4_1's or Q5_1's, at 0.
+DT_INLINE void p2_dots4(const int NT, const int Q5, const int MIN, const uint8_t *pb, const uint8_t *x, const q8a *t,
+                        __m256i s32[P2_NT]) {
 	const uint8_t *vs = pb + (MIN ? 32 : 16);
 	__m256i s16[P2_NT];
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) s32[j] = MIN ? _mm256_setzero_si256() : _mm256_set1_epi32(t[j * ts].c), s16[j] = _mm256_setzero_si256();
+	for (int j = 0; j < NT; j++) s32[j] = MIN ? _mm256_setzero_si256() : _mm256_set1_epi32(t[j].c), s16[j] = _mm256_setzero_si256();
 	const __m256i H = Q5 ? _mm256_loadu_si256((const __m256i *)(vs + 128)) : _mm256_setzero_si256();
 	#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++) {
@@ -143,8 +143,8 @@ DT_INLINE void p2_dots4(const int NT, const int Q5, const int MIN, const uint8_t
 		if (Q5) lo = p2_fifth(lo, H, g), hi = p2_fifth(hi, H, g + 4);
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++) {
-			s16[j] = p2_sum16(s16[j], lo, x + j * arb + 4 * g);
-			s16[j] = p2_sum16(s16[j], hi, x + j * arb + 16 + 4 * g);
+			s16[j] = p2_sum16(s16[j], lo, x + j * QK + 4 * g);
+			s16[j] = p2_sum16(s16[j], hi, x + j * QK + 16 + 4 * g);
 		}
 		// Q5_0's values reach 31: widen after every four vectors.
 		if (Q5 && g % 2 == 1) {
@@ -161,21 +161,20 @@ DT_INLINE void p2_dots4(const int NT, const int Q5, const int MIN, const uint8_t
 // p2_dots8 is p2_dots4 for a Q8_0 block: signed weights by the sign trick
 // (start values 0), or at avxvnni unsigned ones (w+128, started at the
 // table's -128·sum) straight to vpdpbusd.
-DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
-                        __m256i s32[P2_NT]) {
+DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, const q8a *t, __m256i s32[P2_NT]) {
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c);
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j].c);
 	#pragma GCC unroll 8
 	for (int g = 0; g < 8; g++) {
 		const __m256i w = _mm256_loadu_si256((const __m256i *)(pb + 16 + 32 * g));
 #if defined(DT_AVXVNNI)
 		#pragma GCC unroll 4
-		for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], w, x + j * arb + 4 * g);
+		for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], w, x + j * QK + 4 * g);
 #else
 		const __m256i aw = _mm256_abs_epi8(w);
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++)
-			s32[j] = p2_dot_signed(s32[j], aw, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + 4 * g)), w));
+			s32[j] = p2_dot_signed(s32[j], aw, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * QK + 4 * g)), w));
 #endif
 	}
 }
@@ -183,15 +182,14 @@ DT_INLINE void p2_dots8(const int NT, const uint8_t *pb, const uint8_t *x, int64
 // p2_dotsnl is p2_dots4 for an IQ4_NL block: each nibble made its value
 // by a vpshufb, then multiplied as Q8_0's (signed by the sign trick; at
 // avxvnni plus 128, straight to vpdpbusd).
-DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, int64_t arb, const q8a *t, int64_t ts,
-                         __m256i s32[P2_NT]) {
+DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, const q8a *t, __m256i s32[P2_NT]) {
 #if defined(DT_AVXVNNI)
 	const __m256i lut = _mm256_broadcastsi128_si256(iq4_lut_u());
 #else
 	const __m256i lut = _mm256_broadcastsi128_si256(iq4_lut());
 #endif
 	#pragma GCC unroll 4
-	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j * ts].c);
+	for (int j = 0; j < NT; j++) s32[j] = _mm256_set1_epi32(t[j].c);
 	#pragma GCC unroll 4
 	for (int g = 0; g < 4; g++) {
 		__m256i w[2];
@@ -202,12 +200,12 @@ DT_INLINE void p2_dotsnl(const int NT, const uint8_t *pb, const uint8_t *x, int6
 			const int64_t off = 16 * h + 4 * g;
 #if defined(DT_AVXVNNI)
 			#pragma GCC unroll 4
-			for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], v, x + j * arb + off);
+			for (int j = 0; j < NT; j++) s32[j] = p2_sum16(s32[j], v, x + j * QK + off);
 #else
 			const __m256i av = _mm256_abs_epi8(v);
 			#pragma GCC unroll 4
 			for (int j = 0; j < NT; j++)
-				s32[j] = p2_dot_signed(s32[j], av, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * arb + off)), v));
+				s32[j] = p2_dot_signed(s32[j], av, _mm256_sign_epi8(_mm256_set1_epi32(ld32(x + j * QK + off)), v));
 #endif
 		}
 	}
@@ -239,11 +237,11 @@ DT_INLINE void p2_tile(const int NT, const int KIND, const uint8_t *pg, int rows
 		const q8a *t = tt + (b0 + b) * NT;
 		__m256i s[P2_NT];
 		if (KIND == 0)
-			p2_dots8(NT, pb, x, QK, t, 1, s);
+			p2_dots8(NT, pb, x, t, s);
 		else if (KIND == 3)
-			p2_dotsnl(NT, pb, x, QK, t, 1, s);
+			p2_dotsnl(NT, pb, x, t, s);
 		else
-			p2_dots4(NT, KIND == 2 || KIND == 5, MIN, pb, x, QK, t, 1, s);
+			p2_dots4(NT, KIND == 2 || KIND == 5, MIN, pb, x, t, s);
 		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
 		const __m256 mw = MIN ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pb + 16))) : dw;
 		#pragma GCC unroll 4

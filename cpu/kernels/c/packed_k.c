@@ -60,18 +60,19 @@
 
 // pk_sub adds one 32-value sub-block's products into the NT rows' sums t:
 // W its 16 rows' weights in dot8's order, scf its scale per row (lane), x
-// the first activation row's 32 quants.
-DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x, int64_t arb) {
+// the first activation row's 32 quants (the rows Q8_K_SIZE bytes apart, as
+// pkk_layout lays them out).
+DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x) {
 	#pragma GCC unroll 4
 	for (int j = 0; j + 4 <= NT; j += 4) {
 		__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-		dot8x4(S, W, x + j * arb, arb);
+		dot8x4(S, W, x + j * Q8_K_SIZE, Q8_K_SIZE);
 		#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) t[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), scf, t[j + i]);
 	}
 	#pragma GCC unroll 4
 	for (int j = NT / 4 * 4; j < NT; j++) {
-		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * arb);
+		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * Q8_K_SIZE);
 		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf, t[j]);
 	}
 }
@@ -93,10 +94,10 @@ DT_INLINE void pk_rows_add(const int NT, __m512 acc[16], const __m512 t[16], con
 // an offset) against the activations' 16-value sums, times f (dmin, or d
 // times the offset) and the activation row's scale.
 DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m512 f, const float dy[16],
-                          const uint8_t *x, int64_t arb) {
+                          const uint8_t *x) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
-		const uint8_t *y = x + j * arb;
+		const uint8_t *y = x + j * Q8_K_SIZE;
 		__m512i ci = _mm512_setzero_si512();
 		#pragma GCC unroll 8
 		for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
@@ -107,11 +108,10 @@ DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
 // scale of its own (Q2_K, Q3_K): W[0..3] the first group, W[4..7] the
 // second.
-DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 sc0, __m512 sc1, const uint8_t *x,
-                        int64_t arb) {
+DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 sc0, __m512 sc1, const uint8_t *x) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
-		const uint8_t *xj = x + j * arb;
+		const uint8_t *xj = x + j * Q8_K_SIZE;
 		__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
 		#pragma GCC unroll 4
 		for (int v = 0; v < 4; v++) {
@@ -131,8 +131,8 @@ DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 s
 // pq2_k_tile: Q2_K's 2-bit values times each 16 values' 4-bit scale, the
 // mins (the scale bytes' high nibbles) through the activations' 16-value
 // sums.
-DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                          float *out, int64_t ldo) {
+DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                          int64_t ldo) {
 	const __m512i m3 = _mm512_set1_epi8(3);
 	__m512 acc[16];
 	#pragma GCC unroll 16
@@ -159,7 +159,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -170,11 +170,11 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 				#pragma GCC unroll 8
 				for (int v = 0; v < 8; v++)
 					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -195,8 +195,8 @@ DT_INLINE __m512i q3k_scale16(int j, __m512i A, __m512i B, __m512i C) {
 // hmask's bit is set), the 4 taken off through the activations' 16-value
 // sums times the scales; 16 scales, so two dot products of 4 vectors per
 // 32 values.
-DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                          float *out, int64_t ldo) {
+DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                          int64_t ldo) {
 	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
 	__m512 acc[16];
 	#pragma GCC unroll 16
@@ -217,7 +217,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -232,20 +232,20 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
 				}
 				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k, arb);
+				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
-		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * Q8_K_SIZE);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
 // piq4_xs_tile is pk45_tile for IQ4_XS (see kquants.c's iq4_xs_tile).
-DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                            float *out, int64_t ldo) {
+DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                            int64_t ldo) {
 	const __m512i table = iq4_table();
 	__m512 acc[16];
 	#pragma GCC unroll 16
@@ -268,7 +268,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -282,12 +282,12 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
 				iq4_xs_weights(T, h, table, W);
-				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
-		pk_offsets(NT, acc, cp, d128, dy, act + b * NT * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d128, dy, act + b * NT * Q8_K_SIZE);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -314,8 +314,8 @@ DT_INLINE __m512i q6_dot16(const int NT, const __m512i W[4], const uint8_t *x) {
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
 // the unsigned 6-bit quants, scaled, and the 32 they are offset by taken
 // off through the activations' sums times the scales.
-DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                          float *out, int64_t ldo) {
+DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                          int64_t ldo) {
 	__m512 acc[16];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
@@ -340,7 +340,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -364,7 +364,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 						const int i = 8 * h + 2 * qi + e;
 						#pragma GCC unroll 16
 						for (int j = 0; j < NT; j++) {
-							const uint8_t *x = act + j * arb + b * NT * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
+							const uint8_t *x = act + (b * NT + j) * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
 							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q6_dot16(NT, Wq + 4 * e, x)), scf[i], t[j]);
 						}
 					}
@@ -373,7 +373,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
-		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * Q8_K_SIZE);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -382,7 +382,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 // pk45_tile multiplies one packed group (pg) by NT activation rows over nb
 // super-blocks.
 DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
-                         int64_t arb, float *out, int64_t ldo) {
+                         float *out, int64_t ldo) {
 	const int psize = Q5 ? PK_Q5_K : PK_Q4_K;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512 acc[16];
@@ -406,7 +406,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + j * arb + b * NT * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -421,11 +421,11 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
 				}
 				const int s = 2 * k + h;
-				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s, arb);
+				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE, arb);
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE);
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -439,15 +439,15 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo);
 #define PK45_FN(name, NT)                                                                                      \
 	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo) { \
-		name(NT, pg, rows, nb, act, Q8_K_SIZE, out, ldo);                                                       \
+		name(NT, pg, rows, nb, act, out, ldo);                                                                  \
 	}
-DT_INLINE void pq4_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                          float *out, int64_t ldo) {
-	pk45_tile(NT, 0, pg, rows, nb, act, arb, out, ldo);
+DT_INLINE void pq4_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                          int64_t ldo) {
+	pk45_tile(NT, 0, pg, rows, nb, act, out, ldo);
 }
-DT_INLINE void pq5_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, int64_t arb,
-                          float *out, int64_t ldo) {
-	pk45_tile(NT, 1, pg, rows, nb, act, arb, out, ldo);
+DT_INLINE void pq5_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
+                          int64_t ldo) {
+	pk45_tile(NT, 1, pg, rows, nb, act, out, ldo);
 }
 NT_VARIANTS(PK45_FN, pk45_fn, pq4_k_tile, pq4_k_tiles)
 NT_VARIANTS(PK45_FN, pk45_fn, pq5_k_tile, pq5_k_tiles)
