@@ -113,7 +113,7 @@ func BenchmarkMatMulPacked(b *testing.B) {
 					pks[i] = s.Pack(t, w, wsz, sh.rows, sh.cols)
 				}
 				th := s.NewThreads(2)
-				for _, n := range []int{1, 16, 64} {
+				for _, n := range []int{1, 4, 16, 64} {
 					asz, _ := ActivationType(t).RowSize(sh.cols)
 					act := make([]byte, n*asz)
 					randActs(rand.New(rand.NewPCG(3, 4)), t, n, sh.cols, asz, act)

@@ -63,17 +63,26 @@
 // the first activation row's 32 quants (the rows Q8_K_SIZE bytes apart, as
 // pkk_layout lays them out).
 DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x) {
-	#pragma GCC unroll 4
-	for (int j = 0; j + 4 <= NT; j += 4) {
-		__m512i S[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-		dot8x4(S, W, x + j * Q8_K_SIZE, Q8_K_SIZE);
+	if (NT < 4) {
 		#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) t[j + i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[i]), scf, t[j + i]);
+		for (int j = 0; j < NT; j++) {
+			const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * Q8_K_SIZE);
+			t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf, t[j]);
+		}
+		return;
 	}
-	#pragma GCC unroll 4
-	for (int j = NT / 4 * 4; j < NT; j++) {
-		const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * Q8_K_SIZE);
-		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf, t[j]);
+	#pragma GCC unroll 2
+	for (int j0 = 0; j0 < NT; j0 += 8) {
+		const int n = NT - j0 < 8 ? NT - j0 : 8;
+		__m512i S[8];
+		#pragma GCC unroll 8
+		for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
+		#pragma GCC unroll 8
+		for (int g = 0; g < 8; g++)
+			#pragma GCC unroll 8
+			for (int r = 0; r < n; r++) S[r] = dpbusd_bc(S[r], W[g], x + (j0 + r) * Q8_K_SIZE + 4 * g);
+		#pragma GCC unroll 8
+		for (int r = 0; r < n; r++) t[j0 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[j0 + r]);
 	}
 }
 
@@ -115,8 +124,8 @@ DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 s
 		__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
 		#pragma GCC unroll 4
 		for (int v = 0; v < 4; v++) {
-			S0 = _mm512_dpbusd_epi32(S0, W[v], _mm512_set1_epi32(ld32(xj + 4 * v)));
-			S1 = _mm512_dpbusd_epi32(S1, W[4 + v], _mm512_set1_epi32(ld32(xj + 16 + 4 * v)));
+			S0 = dpbusd_bc(S0, W[v], xj + 4 * v);
+			S1 = dpbusd_bc(S1, W[4 + v], xj + 16 + 4 * v);
 		}
 		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S0), sc0, t[j]);
 		t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S1), sc1, t[j]);
@@ -293,22 +302,72 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
-// q6_dot16 is the 4 vpdpbusd of a 16-value sub-block against one
-// activation row: in two chains for a row alone (their latency would
-// show), in one when four rows or more give the core independent chains
-// (an add fewer per row and sub-block). The integer is the same.
-DT_INLINE __m512i q6_dot16(const int NT, const __m512i W[4], const uint8_t *x) {
-	__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-	if (NT >= 4) {
-		#pragma GCC unroll 4
-		for (int v = 0; v < 4; v++) S = _mm512_dpbusd_epi32(S, W[v], _mm512_set1_epi32(ld32(x + 4 * v)));
-		return S;
+// q6_rows adds one 16-value sub-block's products (W its 4 weight
+// vectors), times its scale scf, into the NT rows' sums t; x is the first
+// row's 16 quants. Eight rows' chains go interleaved, each four vpdpbusd
+// long, so that the core always has independent ones at hand (one row's
+// four after another left it waiting on their latency); a row alone takes
+// two chains. The integers, and so the float steps, are the same.
+DT_INLINE void q6_rows(const int NT, __m512 t[16], const __m512i W[4], __m512 scf, const uint8_t *x) {
+	if (NT == 1) {
+		__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+		S = _mm512_dpbusd_epi32(S, W[0], _mm512_set1_epi32(ld32(x)));
+		S1 = _mm512_dpbusd_epi32(S1, W[1], _mm512_set1_epi32(ld32(x + 4)));
+		S = _mm512_dpbusd_epi32(S, W[2], _mm512_set1_epi32(ld32(x + 8)));
+		S1 = _mm512_dpbusd_epi32(S1, W[3], _mm512_set1_epi32(ld32(x + 12)));
+		t[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf, t[0]);
+		return;
 	}
-	S = _mm512_dpbusd_epi32(S, W[0], _mm512_set1_epi32(ld32(x)));
-	S1 = _mm512_dpbusd_epi32(S1, W[1], _mm512_set1_epi32(ld32(x + 4)));
-	S = _mm512_dpbusd_epi32(S, W[2], _mm512_set1_epi32(ld32(x + 8)));
-	S1 = _mm512_dpbusd_epi32(S1, W[3], _mm512_set1_epi32(ld32(x + 12)));
-	return _mm512_add_epi32(S, S1);
+	#pragma GCC unroll 2
+	for (int j0 = 0; j0 < NT; j0 += 8) {
+		const int n = NT - j0 < 8 ? NT - j0 : 8;
+		__m512i S[8];
+		#pragma GCC unroll 8
+		for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
+		#pragma GCC unroll 4
+		for (int v = 0; v < 4; v++)
+			#pragma GCC unroll 8
+			for (int r = 0; r < n; r++)
+				S[r] = dpbusd_bc(S[r], W[v], x + (j0 + r) * Q8_K_SIZE + 4 * v);
+		#pragma GCC unroll 8
+		for (int r = 0; r < n; r++) t[j0 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[j0 + r]);
+	}
+}
+
+// q6_scale_int is the scale of sub-block i (0..15) of a packed Q6_K
+// super-block pb for each row (lane), and q6_scale it times the rows' d.
+// They are read where they are used rather than held: with the rows' sums
+// and chains live, sixteen held scales were spilled and reloaded.
+DT_INLINE __m512i q6_scale_int(const uint8_t *pb, int i) {
+	const __m512i G = _mm512_loadu_si512(pb + 32 + 64 * (i / 4));
+	return _mm512_srai_epi32(_mm512_sll_epi32(G, _mm_cvtsi32_si128(24 - 8 * (i % 4))), 24);
+}
+DT_INLINE __m512 q6_scale(const uint8_t *pb, int i) {
+	const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
+	return _mm512_mul_ps(d, _mm512_cvtepi32_ps(q6_scale_int(pb, i)));
+}
+
+// q6_order is the order in which the tiles sum a Q6_K super-block's
+// sub-blocks (the order of its packed quarters; AVX2's tiles sum alike).
+static const uint8_t q6_order[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
+
+// q6_sub adds sub-block i (0..15) of the packed Q6_K super-block pb,
+// scaled, into the NT rows' sums t (x: the first row's quants).
+DT_INLINE void q6_sub(const int NT, __m512 t[16], const uint8_t *pb, int i, const uint8_t *x) {
+	const int h = i / 8, qi = i % 8 / 2, e = i % 2;
+	const uint8_t *ql = pb + 1312 + 512 * (2 * h + qi % 2) + 256 * e, *qh = pb + 288 + 512 * h + 256 * e;
+	// The quarter's low bits: the low nibbles of ql (quarters 0, 1) or the
+	// high ones (2, 3); its high bits: bits 2qi, 2qi+1 of qh, moved to 4, 5.
+	const __m128i lo = _mm_cvtsi32_si128(qi < 2 ? 0 : 4), hl = _mm_cvtsi32_si128(qi < 3 ? 4 - 2 * qi : 0),
+	              hr = _mm_cvtsi32_si128(qi < 3 ? 0 : 2);
+	__m512i W[4];
+	#pragma GCC unroll 4
+	for (int v = 0; v < 4; v++) {
+		const __m512i l = _mm512_and_si512(_mm512_srl_epi16(_mm512_loadu_si512(ql + 64 * v), lo), _mm512_set1_epi8(0x0f));
+		const __m512i hb = _mm512_srl_epi16(_mm512_sll_epi16(_mm512_loadu_si512(qh + 64 * v), hl), hr);
+		W[v] = _mm512_or_si512(l, _mm512_and_si512(hb, _mm512_set1_epi8(0x30)));
+	}
+	q6_rows(NT, t, W, q6_scale(pb, i), x + 128 * h + 32 * qi + 16 * e);
 }
 
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
@@ -322,56 +381,29 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *pb = pg + b * PK_Q6_K;
 		for (int k = 0; k < PK_Q6_K; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
-		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
-		__m512 scf[16];
-		__m512i cp[8];
-		#pragma GCC unroll 4
-		for (int u = 0; u < 4; u++) {
-			const __m512i G = _mm512_loadu_si512(pb + 32 + 64 * u);
-			__m512i sc[4];
-			sc[0] = _mm512_srai_epi32(_mm512_slli_epi32(G, 24), 24);
-			sc[1] = _mm512_srai_epi32(_mm512_slli_epi32(G, 16), 24);
-			sc[2] = _mm512_srai_epi32(_mm512_slli_epi32(G, 8), 24);
-			sc[3] = _mm512_srai_epi32(G, 24);
-			#pragma GCC unroll 4
-			for (int e = 0; e < 4; e++) scf[4 * u + e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[e]));
-			cp[2 * u] = _mm512_or_si512(_mm512_and_si512(sc[0], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[1], 16));
-			cp[2 * u + 1] = _mm512_or_si512(_mm512_and_si512(sc[2], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc[3], 16));
-		}
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
 		__m512 t[16];
 		pk_rows_zero(NT, t);
-		#pragma GCC unroll 1
-		for (int h = 0; h < 2; h++) {
-			__m512i Th[8];
-			#pragma GCC unroll 8
-			for (int v = 0; v < 8; v++) Th[v] = _mm512_loadu_si512(pb + 288 + 512 * h + 64 * v);
-			#pragma GCC unroll 2
-			for (int part = 0; part < 2; part++) { // ql[0..31]: quarters 0, 2; ql[32..63]: 1, 3
-				__m512i Tq[8];
-				#pragma GCC unroll 8
-				for (int v = 0; v < 8; v++) Tq[v] = _mm512_loadu_si512(pb + 1312 + 512 * (2 * h + part) + 64 * v);
-				#pragma GCC unroll 2
-				for (int up = 0; up < 2; up++) {
-					const int qi = part + 2 * up;
-					__m512i Wq[8];
-					#pragma GCC unroll 8
-					for (int v = 0; v < 8; v++) Wq[v] = q6_quant(qi, Tq[v], Th[v]);
-					#pragma GCC unroll 2
-					for (int e = 0; e < 2; e++) { // the quarter's two 16-value sub-blocks
-						const int i = 8 * h + 2 * qi + e;
-						#pragma GCC unroll 16
-						for (int j = 0; j < NT; j++) {
-							const uint8_t *x = act + (b * NT + j) * Q8_K_SIZE + 4 + 128 * h + 32 * qi + 16 * e;
-							t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q6_dot16(NT, Wq + 4 * e, x)), scf[i], t[j]);
-						}
-					}
-				}
-			}
+		const uint8_t *x = act + b * NT * Q8_K_SIZE + 4;
+		if (NT >= 4) {
+			// One sub-block an iteration: unrolled, the super-block's
+			// code outgrew the core's op cache (docs/measurements, "The
+			// k-quant tiles in the op cache").
+			#pragma GCC unroll 1
+			for (int k = 0; k < 16; k++) q6_sub(NT, t, pb, q6_order[k], x);
+		} else {
+			#pragma GCC unroll 16
+			for (int k = 0; k < 16; k++) q6_sub(NT, t, pb, q6_order[k], x);
 		}
 		pk_rows_add(NT, acc, t, dy);
+		__m512i cp[8];
+		#pragma GCC unroll 8
+		for (int u = 0; u < 8; u++)
+			cp[u] = _mm512_or_si512(_mm512_and_si512(q6_scale_int(pb, 2 * u), _mm512_set1_epi32(0xffff)),
+			                        _mm512_slli_epi32(q6_scale_int(pb, 2 * u + 1), 16));
+		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
 		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * Q8_K_SIZE);
 	}

@@ -195,6 +195,13 @@ DT_INLINE void store_tile(float *out, int rows, __m512 v, int add) {
 	_mm512_mask_storeu_ps(out, m, v);
 }
 
+// dpbusd_bc is vpdpbusd against 4 bytes at x broadcast, as one
+// instruction (an embedded broadcast, which the compiler does not emit).
+DT_INLINE __m512i dpbusd_bc(__m512i s, __m512i w, const uint8_t *x) {
+	__asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(w), "m"(*(const int32_t *)x));
+	return s;
+}
+
 // dot8 is the 8 vpdpbusd of one activation block against W, for one
 // activation row; its chain is split in four because with few activation
 // rows the latency of dependent vpdpbusd would otherwise show.
