@@ -61,7 +61,8 @@
 // pk_sub adds one 32-value sub-block's products into the NT rows' sums t:
 // W its 16 rows' weights in dot8's order, scf its scale per row (lane), x
 // the first activation row's 32 quants (the rows Q8_K_SIZE bytes apart, as
-// pkk_layout lays them out).
+// pkk_layout lays them out). Eight rows' chains go interleaved, as
+// q6_rows's; fewer than four rows take dot8's four chains each.
 DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x) {
 	if (NT < 4) {
 		#pragma GCC unroll 4
