@@ -31,18 +31,16 @@ DT_INLINE __m512i q5_high(__m512i Th, int bit) {
 // q6_quant builds, for half h of a Q6_K super-block, the unsigned 6-bit
 // quants of one quarter (qi: 0..3, 32 values) for every row, from the
 // transposed low-bit bytes (Tq: ql[0..31] for quarters 0 and 2, ql[32..63]
-// for 1 and 3) and high-bit bytes Th.
+// for 1 and 3) and high-bit bytes Th: the low nibbles of Tq (quarters 0,
+// 1) or the high ones (2, 3), and bits 2qi, 2qi+1 of Th moved to 4, 5. The
+// shifts take their counts from a register, so that qi may be known only
+// at run time (the packed tile's loop over sub-blocks).
 DT_INLINE __m512i q6_quant(int qi, __m512i Tq, __m512i Th) {
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-	__m512i lo = qi < 2 ? _mm512_and_si512(Tq, m4) : _mm512_and_si512(_mm512_srli_epi16(Tq, 4), m4);
-	__m512i hi;
-	switch (qi) {
-	case 0: hi = _mm512_slli_epi16(Th, 4); break;
-	case 1: hi = _mm512_slli_epi16(Th, 2); break;
-	case 2: hi = Th; break;
-	default: hi = _mm512_srli_epi16(Th, 2); break;
-	}
-	return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+	const __m128i lo = _mm_cvtsi32_si128(qi < 2 ? 0 : 4), hl = _mm_cvtsi32_si128(qi < 3 ? 4 - 2 * qi : 0),
+	              hr = _mm_cvtsi32_si128(qi < 3 ? 0 : 2);
+	const __m512i l = _mm512_and_si512(_mm512_srl_epi16(Tq, lo), _mm512_set1_epi8(0x0f));
+	const __m512i h = _mm512_srl_epi16(_mm512_sll_epi16(Th, hl), hr);
+	return _mm512_or_si512(l, _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
 }
 
 // iq4_table is IQ4_NL's table of values plus 128, in every 128-bit lane.

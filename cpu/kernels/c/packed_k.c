@@ -357,17 +357,9 @@ static const uint8_t q6_order[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 1
 DT_INLINE void q6_sub(const int NT, __m512 t[16], const uint8_t *pb, int i, const uint8_t *x) {
 	const int h = i / 8, qi = i % 8 / 2, e = i % 2;
 	const uint8_t *ql = pb + 1312 + 512 * (2 * h + qi % 2) + 256 * e, *qh = pb + 288 + 512 * h + 256 * e;
-	// The quarter's low bits: the low nibbles of ql (quarters 0, 1) or the
-	// high ones (2, 3); its high bits: bits 2qi, 2qi+1 of qh, moved to 4, 5.
-	const __m128i lo = _mm_cvtsi32_si128(qi < 2 ? 0 : 4), hl = _mm_cvtsi32_si128(qi < 3 ? 4 - 2 * qi : 0),
-	              hr = _mm_cvtsi32_si128(qi < 3 ? 0 : 2);
 	__m512i W[4];
 	#pragma GCC unroll 4
-	for (int v = 0; v < 4; v++) {
-		const __m512i l = _mm512_and_si512(_mm512_srl_epi16(_mm512_loadu_si512(ql + 64 * v), lo), _mm512_set1_epi8(0x0f));
-		const __m512i hb = _mm512_srl_epi16(_mm512_sll_epi16(_mm512_loadu_si512(qh + 64 * v), hl), hr);
-		W[v] = _mm512_or_si512(l, _mm512_and_si512(hb, _mm512_set1_epi8(0x30)));
-	}
+	for (int v = 0; v < 4; v++) W[v] = q6_quant(qi, _mm512_loadu_si512(ql + 64 * v), _mm512_loadu_si512(qh + 64 * v));
 	q6_rows(NT, t, W, q6_scale(pb, i), x + 128 * h + 32 * qi + 16 * e);
 }
 
