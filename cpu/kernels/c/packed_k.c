@@ -58,11 +58,30 @@
 // beside each other bound the tiles (docs/measurements, "Scales once a
 // super-block").
 
+// pk_chains adds one sub-block's products, times its scale per row (lane)
+// scf, into the sums t of n rows side by side (n ≤ 8): W its V weight
+// vectors (4V values) in dot8's order, x the first row's quants (the rows
+// Q8_K_SIZE bytes apart, as pkk_layout lays them out). The rows' chains of
+// V vpdpbusd go interleaved, so that the core always has independent ones
+// at hand (one row's chain after another's left it waiting on their
+// latency).
+DT_INLINE void pk_chains(const int n, const int V, __m512 *t, const __m512i *W, __m512 scf, const uint8_t *x) {
+	__m512i S[8];
+	#pragma GCC unroll 8
+	for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
+	#pragma GCC unroll 8
+	for (int g = 0; g < V; g++)
+		#pragma GCC unroll 8
+		for (int r = 0; r < n; r++) S[r] = dpbusd_bc(S[r], W[g], x + r * Q8_K_SIZE + 4 * g);
+	#pragma GCC unroll 8
+	for (int r = 0; r < n; r++) t[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[r]);
+}
+
 // pk_sub adds one 32-value sub-block's products into the NT rows' sums t:
 // W its 16 rows' weights in dot8's order, scf its scale per row (lane), x
 // the first activation row's 32 quants (the rows Q8_K_SIZE bytes apart, as
-// pkk_layout lays them out). Eight rows' chains go interleaved, as
-// q6_rows's; fewer than four rows take dot8's four chains each.
+// pkk_layout lays them out): eight rows at a time in pk_chains; fewer than
+// four rows take dot8's four chains each.
 DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x) {
 	if (NT < 4) {
 		#pragma GCC unroll 4
@@ -73,18 +92,7 @@ DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf
 		return;
 	}
 	#pragma GCC unroll 2
-	for (int j0 = 0; j0 < NT; j0 += 8) {
-		const int n = NT - j0 < 8 ? NT - j0 : 8;
-		__m512i S[8];
-		#pragma GCC unroll 8
-		for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
-		#pragma GCC unroll 8
-		for (int g = 0; g < 8; g++)
-			#pragma GCC unroll 8
-			for (int r = 0; r < n; r++) S[r] = dpbusd_bc(S[r], W[g], x + (j0 + r) * Q8_K_SIZE + 4 * g);
-		#pragma GCC unroll 8
-		for (int r = 0; r < n; r++) t[j0 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[j0 + r]);
-	}
+	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 8, t + j0, W, scf, x + j0 * Q8_K_SIZE);
 }
 
 // pk_rows_zero clears the NT rows' sums.
@@ -305,9 +313,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 
 // q6_rows adds one 16-value sub-block's products (W its 4 weight
 // vectors), times its scale scf, into the NT rows' sums t; x is the first
-// row's 16 quants. Eight rows' chains go interleaved, each four vpdpbusd
-// long, so that the core always has independent ones at hand (one row's
-// four after another left it waiting on their latency); a row alone takes
+// row's 16 quants: eight rows at a time in pk_chains; a row alone takes
 // two chains. The integers, and so the float steps, are the same.
 DT_INLINE void q6_rows(const int NT, __m512 t[16], const __m512i W[4], __m512 scf, const uint8_t *x) {
 	if (NT == 1) {
@@ -320,19 +326,7 @@ DT_INLINE void q6_rows(const int NT, __m512 t[16], const __m512i W[4], __m512 sc
 		return;
 	}
 	#pragma GCC unroll 2
-	for (int j0 = 0; j0 < NT; j0 += 8) {
-		const int n = NT - j0 < 8 ? NT - j0 : 8;
-		__m512i S[8];
-		#pragma GCC unroll 8
-		for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
-		#pragma GCC unroll 4
-		for (int v = 0; v < 4; v++)
-			#pragma GCC unroll 8
-			for (int r = 0; r < n; r++)
-				S[r] = dpbusd_bc(S[r], W[v], x + (j0 + r) * Q8_K_SIZE + 4 * v);
-		#pragma GCC unroll 8
-		for (int r = 0; r < n; r++) t[j0 + r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[j0 + r]);
-	}
+	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 4, t + j0, W, scf, x + j0 * Q8_K_SIZE);
 }
 
 // q6_scale_int is the scale of sub-block i (0..15) of a packed Q6_K
