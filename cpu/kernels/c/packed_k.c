@@ -48,6 +48,13 @@
 #define PK_Q3_K (16 * Q3_K_SIZE)
 #define PK_Q2_K (16 * Q2_K_SIZE)
 #define PKK_AHEAD 8192 // bytes of the packed stream prefetched ahead, as packed.c
+// PKK_ROW is a laid-out activation row's super-block: its Q8_K block and
+// the eight sums of its 32-value sub-blocks (int16, pkk_layout), with which
+// the 32-value types take their offsets in half the products
+// (pk_offsets32). KS(NT) is the stride of the rows a tile of NT reads: a
+// row alone is read as it is, a Q8_K row.
+#define PKK_ROW (Q8_K_SIZE + 16)
+#define KS(NT) ((NT) == 1 ? Q8_K_SIZE : PKK_ROW)
 
 #if defined(DT_AVX512)
 
@@ -61,38 +68,39 @@
 // pk_chains adds one sub-block's products, times its scale per row (lane)
 // scf, into the sums t of n rows side by side (n ≤ 8): W its V weight
 // vectors (4V values) in dot8's order, x the first row's quants (the rows
-// Q8_K_SIZE bytes apart, as pkk_layout lays them out). The rows' chains of
+// xs bytes apart, as pkk_layout lays them out). The rows' chains of
 // V vpdpbusd go interleaved, so that the core always has independent ones
 // at hand (one row's chain after another's left it waiting on their
 // latency).
-DT_INLINE void pk_chains(const int n, const int V, __m512 *t, const __m512i *W, __m512 scf, const uint8_t *x) {
+DT_INLINE void pk_chains(const int n, const int V, __m512 *t, const __m512i *W, __m512 scf, const uint8_t *x,
+                         const int xs) {
 	__m512i S[8];
 	#pragma GCC unroll 8
 	for (int r = 0; r < n; r++) S[r] = _mm512_setzero_si512();
 	#pragma GCC unroll 8
 	for (int g = 0; g < V; g++)
 		#pragma GCC unroll 8
-		for (int r = 0; r < n; r++) S[r] = dpbusd_bc(S[r], W[g], x + r * Q8_K_SIZE + 4 * g);
+		for (int r = 0; r < n; r++) S[r] = dpbusd_bc(S[r], W[g], x + r * xs + 4 * g);
 	#pragma GCC unroll 8
 	for (int r = 0; r < n; r++) t[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[r]), scf, t[r]);
 }
 
 // pk_sub adds one 32-value sub-block's products into the NT rows' sums t:
 // W its 16 rows' weights in dot8's order, scf its scale per row (lane), x
-// the first activation row's 32 quants (the rows Q8_K_SIZE bytes apart, as
+// the first activation row's 32 quants (the rows KS(NT) bytes apart, as
 // pkk_layout lays them out): eight rows at a time in pk_chains; fewer than
 // four rows take dot8's four chains each.
 DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf, const uint8_t *x) {
 	if (NT < 4) {
 		#pragma GCC unroll 4
 		for (int j = 0; j < NT; j++) {
-			const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * Q8_K_SIZE);
+			const __m512i S = dot8(_mm512_setzero_si512(), W, x + j * KS(NT));
 			t[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), scf, t[j]);
 		}
 		return;
 	}
 	#pragma GCC unroll 2
-	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 8, t + j0, W, scf, x + j0 * Q8_K_SIZE);
+	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 8, t + j0, W, scf, x + j0 * KS(NT), KS(NT));
 }
 
 // pk_rows_zero clears the NT rows' sums.
@@ -115,12 +123,35 @@ DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m
                           const uint8_t *x) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
-		const uint8_t *y = x + j * Q8_K_SIZE;
+		const uint8_t *y = x + j * KS(NT);
 		__m512i ci = _mm512_setzero_si512();
 		#pragma GCC unroll 8
 		for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
 		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
 	}
+}
+
+// pk_offsets32 is pk_offsets for the 32-value types from the laid-out
+// rows' 32-value sums: cp the pairs of factors of sub-blocks 2u and 2u+1,
+// four products a row rather than eight; the integers are the same.
+DT_INLINE void pk_offsets32(const int NT, __m512 acc[16], const __m512i cp[4], __m512 f, const float dy[16],
+                            const uint8_t *x) {
+	#pragma GCC unroll 16
+	for (int j = 0; j < NT; j++) {
+		const uint8_t *y = x + j * PKK_ROW;
+		__m512i ci = _mm512_setzero_si512();
+		#pragma GCC unroll 4
+		for (int u = 0; u < 4; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + Q8_K_SIZE + 4 * u)));
+		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
+	}
+}
+
+// pk_pairs pairs the factors of sub-blocks 2u and 2u+1 (low 16 bits each,
+// of the pairs of one sub-block's factor in c) for pk_offsets32.
+DT_INLINE void pk_pairs(const __m512i c[8], __m512i c2[4]) {
+	#pragma GCC unroll 4
+	for (int u = 0; u < 4; u++)
+		c2[u] = _mm512_or_si512(_mm512_and_si512(c[2 * u], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(c[2 * u + 1], 16));
 }
 
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
@@ -129,7 +160,7 @@ DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m
 DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 sc0, __m512 sc1, const uint8_t *x) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
-		const uint8_t *xj = x + j * Q8_K_SIZE;
+		const uint8_t *xj = x + j * KS(NT);
 		__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
 		#pragma GCC unroll 4
 		for (int v = 0; v < 4; v++) {
@@ -177,7 +208,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -188,11 +219,11 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 				#pragma GCC unroll 8
 				for (int v = 0; v < 8; v++)
 					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k);
+				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * KS(NT) + 4 + 128 * c + 32 * k);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE);
+		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -235,7 +266,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -250,12 +281,12 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
 				}
 				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * Q8_K_SIZE + 4 + 128 * c + 32 * k);
+				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * KS(NT) + 4 + 128 * c + 32 * k);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
-		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * Q8_K_SIZE);
+		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -286,7 +317,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -300,12 +331,18 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 				#pragma GCC unroll 4
 				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
 				iq4_xs_weights(T, h, table, W);
-				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s);
+				pk_sub(NT, t, W, scf[s], act + b * NT * KS(NT) + 4 + 32 * s);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
-		pk_offsets(NT, acc, cp, d128, dy, act + b * NT * Q8_K_SIZE);
+		if (NT == 1) {
+			pk_offsets(NT, acc, cp, d128, dy, act + b * NT * KS(NT));
+		} else {
+			__m512i c2[4];
+			pk_pairs(cp, c2);
+			pk_offsets32(NT, acc, c2, d128, dy, act + b * NT * KS(NT));
+		}
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -326,7 +363,7 @@ DT_INLINE void q6_rows(const int NT, __m512 t[16], const __m512i W[4], __m512 sc
 		return;
 	}
 	#pragma GCC unroll 2
-	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 4, t + j0, W, scf, x + j0 * Q8_K_SIZE);
+	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 4, t + j0, W, scf, x + j0 * KS(NT), KS(NT));
 }
 
 // q6_scale_int is the scale of sub-block i (0..15) of a packed Q6_K
@@ -370,10 +407,10 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		for (int k = 0; k < PK_Q6_K; k += 64) _mm_prefetch((const char *)pb + PKK_AHEAD + k, _MM_HINT_T0);
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
 		__m512 t[16];
 		pk_rows_zero(NT, t);
-		const uint8_t *x = act + b * NT * Q8_K_SIZE + 4;
+		const uint8_t *x = act + b * NT * KS(NT) + 4;
 		if (NT >= 4) {
 			// One sub-block an iteration: unrolled, the super-block's
 			// code outgrew the core's op cache (docs/measurements, "The
@@ -392,7 +429,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 			                        _mm512_slli_epi32(q6_scale_int(pb, 2 * u + 1), 16));
 		const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pb));
 		const __m512 d32 = _mm512_mul_ps(d, _mm512_set1_ps(32));
-		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * Q8_K_SIZE);
+		pk_offsets(NT, acc, cp, d32, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -425,7 +462,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 		}
 		float dy[16];
 		#pragma GCC unroll 16
-		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * Q8_K_SIZE);
+		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		#pragma GCC unroll 1
@@ -440,19 +477,25 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
 				}
 				const int s = 2 * k + h;
-				pk_sub(NT, t, W, scf[s], act + b * NT * Q8_K_SIZE + 4 + 32 * s);
+				pk_sub(NT, t, W, scf[s], act + b * NT * KS(NT) + 4 + 32 * s);
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * Q8_K_SIZE);
+		if (NT == 1) {
+			pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
+		} else {
+			__m512i c2[4];
+			pk_pairs(mp, c2);
+			pk_offsets32(NT, acc, c2, dmin, dy, act + b * NT * KS(NT));
+		}
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
 // The tiles read their NT activation rows laid out by pkk_layout: row j's
-// super-block b at act + (b*NT + j)*Q8_K_SIZE (one row: the row as it
-// is), so that every address a super-block takes is a constant offset
+// super-block b at act + (b*NT + j)*PKK_ROW (one row: the row as it is, b
+// at act + b*Q8_K_SIZE), so that every address a super-block takes is a constant offset
 // from one pointer (as packed.c's tiles, docs/measurements, "The tiles'
 // activations laid out").
 typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo);
@@ -477,11 +520,12 @@ NT_VARIANTS(PK45_FN, pk45_fn, pq2_k_tile, pq2_k_tiles)
 
 // pkk_layout copies n activation rows (arb bytes apart, nb super-blocks)
 // into a buffer of the thread's, grown as needed, tile by tile of 16 rows
-// as the tiles read them; 0 if it cannot be had.
+// as the tiles read them, each super-block PKK_ROW bytes with its 32-value
+// sums after it; 0 if it cannot be had.
 static const uint8_t *pkk_layout(const uint8_t *act, int64_t arb, int64_t n, int64_t nb) {
 	static __thread uint8_t *buf;
 	static __thread int64_t cap;
-	const int64_t size = n * nb * Q8_K_SIZE;
+	const int64_t size = n * nb * PKK_ROW;
 	if (size > cap) {
 		uint8_t *b = aligned_alloc(64, (size_t)(size + 63) / 64 * 64);
 		if (!b) return 0;
@@ -491,8 +535,17 @@ static const uint8_t *pkk_layout(const uint8_t *act, int64_t arb, int64_t n, int
 	for (int64_t j0 = 0; j0 < n; j0 += 16) {
 		const int64_t nt = n - j0 < 16 ? n - j0 : 16;
 		for (int64_t b = 0; b < nb; b++)
-			for (int64_t j = 0; j < nt; j++)
-				memcpy(buf + (j0 * nb + b * nt + j) * Q8_K_SIZE, act + (j0 + j) * arb + b * Q8_K_SIZE, Q8_K_SIZE);
+			for (int64_t j = 0; j < nt; j++) {
+				uint8_t *d = buf + (j0 * nb + b * nt + j) * PKK_ROW;
+				memcpy(d, act + (j0 + j) * arb + b * Q8_K_SIZE, Q8_K_SIZE);
+				for (int s = 0; s < 8; s++) {
+					int16_t lo, hi, sum;
+					memcpy(&lo, d + 260 + 4 * s, 2);
+					memcpy(&hi, d + 262 + 4 * s, 2);
+					sum = (int16_t)(lo + hi);
+					memcpy(d + Q8_K_SIZE + 2 * s, &sum, 2);
+				}
+			}
 	}
 	return buf;
 }
@@ -515,7 +568,9 @@ static void pk45_matmul(pk45_fn const tiles[17], int psize, float *out, int64_t 
 		const int r = rows - g * PK_ROWS < PK_ROWS ? (int)(rows - g * PK_ROWS) : PK_ROWS;
 		for (int64_t j0 = 0; j0 < n; j0 += 16) {
 			const int nt = n - j0 < 16 ? (int)(n - j0) : 16;
-			tiles[nt](pw + g * nb * psize, r, nb, x + j0 * nb * Q8_K_SIZE, out + j0 * ldo + g * PK_ROWS, ldo);
+			// A last tile of one row reads its row as it is (KS(1)).
+			const uint8_t *xt = nt == 1 ? act + j0 * arb : x + j0 * nb * PKK_ROW;
+			tiles[nt](pw + g * nb * psize, r, nb, xt, out + j0 * ldo + g * PK_ROWS, ldo);
 		}
 	}
 }
