@@ -131,27 +131,29 @@ DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m
 	}
 }
 
-// pk_offsets32 is pk_offsets for the 32-value types from the laid-out
-// rows' 32-value sums: cp the pairs of factors of sub-blocks 2u and 2u+1,
-// four products a row rather than eight; the integers are the same.
-DT_INLINE void pk_offsets32(const int NT, __m512 acc[16], const __m512i cp[4], __m512 f, const float dy[16],
+// pk_offsets32 is pk_offsets for the 32-value types (c as pk_offsets
+// takes it, a sub-block's factor in both halves of its pairs): from the
+// laid-out rows' 32-value sums, pairing the factors of sub-blocks 2u and
+// 2u+1, four products a row rather than eight; the integers are the same.
+// A row alone, read as it is, takes pk_offsets.
+DT_INLINE void pk_offsets32(const int NT, __m512 acc[16], const __m512i c[8], __m512 f, const float dy[16],
                             const uint8_t *x) {
+	if (NT == 1) {
+		pk_offsets(NT, acc, c, f, dy, x);
+		return;
+	}
+	__m512i c2[4];
+	#pragma GCC unroll 4
+	for (int u = 0; u < 4; u++)
+		c2[u] = _mm512_or_si512(_mm512_and_si512(c[2 * u], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(c[2 * u + 1], 16));
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
 		const uint8_t *y = x + j * PKK_ROW;
 		__m512i ci = _mm512_setzero_si512();
 		#pragma GCC unroll 4
-		for (int u = 0; u < 4; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + Q8_K_SIZE + 4 * u)));
+		for (int u = 0; u < 4; u++) ci = _mm512_dpwssd_epi32(ci, c2[u], _mm512_set1_epi32(ld32(y + Q8_K_SIZE + 4 * u)));
 		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
 	}
-}
-
-// pk_pairs pairs the factors of sub-blocks 2u and 2u+1 (low 16 bits each,
-// of the pairs of one sub-block's factor in c) for pk_offsets32.
-DT_INLINE void pk_pairs(const __m512i c[8], __m512i c2[4]) {
-	#pragma GCC unroll 4
-	for (int u = 0; u < 4; u++)
-		c2[u] = _mm512_or_si512(_mm512_and_si512(c[2 * u], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(c[2 * u + 1], 16));
 }
 
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
@@ -336,13 +338,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		}
 		pk_rows_add(NT, acc, t, dy);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
-		if (NT == 1) {
-			pk_offsets(NT, acc, cp, d128, dy, act + b * NT * KS(NT));
-		} else {
-			__m512i c2[4];
-			pk_pairs(cp, c2);
-			pk_offsets32(NT, acc, c2, d128, dy, act + b * NT * KS(NT));
-		}
+		pk_offsets32(NT, acc, cp, d128, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
@@ -481,13 +477,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 			}
 		}
 		pk_rows_add(NT, acc, t, dy);
-		if (NT == 1) {
-			pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
-		} else {
-			__m512i c2[4];
-			pk_pairs(mp, c2);
-			pk_offsets32(NT, acc, c2, dmin, dy, act + b * NT * KS(NT));
-		}
+		pk_offsets32(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
