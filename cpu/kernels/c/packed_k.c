@@ -115,20 +115,28 @@ DT_INLINE void pk_rows_add(const int NT, __m512 acc[16], const __m512 t[16], con
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(dy[j]), acc[j]);
 }
 
-// pk_offsets takes a super-block's offsets off the NT rows' accumulators:
-// per row (lane) the pairs of 16-bit factors in cp (mins, or scales times
-// an offset) against the activations' 16-value sums, times f (dmin, or d
-// times the offset) and the activation row's scale.
-DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m512 f, const float dy[16],
-                          const uint8_t *x) {
+// pk_pairs takes a super-block's offsets off the NT rows' accumulators:
+// per row (lane) the U pairs of 16-bit factors in cp (mins, or scales
+// times an offset) against the pairs of activation sums at byte `at` of
+// each row's super-block, times f (dmin, or d times the offset) and the
+// activation row's scale.
+DT_INLINE void pk_pairs(const int NT, const int U, __m512 acc[16], const __m512i *cp, __m512 f, const float dy[16],
+                        const uint8_t *x, const int at) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) {
-		const uint8_t *y = x + j * KS(NT);
+		const uint8_t *y = x + j * KS(NT) + at;
 		__m512i ci = _mm512_setzero_si512();
 		#pragma GCC unroll 8
-		for (int u = 0; u < 8; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 260 + 4 * u)));
+		for (int u = 0; u < U; u++) ci = _mm512_dpwssd_epi32(ci, cp[u], _mm512_set1_epi32(ld32(y + 4 * u)));
 		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
 	}
+}
+
+// pk_offsets is pk_pairs against the rows' 16-value sums (the Q8_K
+// block's): cp one pair per two 16-value groups.
+DT_INLINE void pk_offsets(const int NT, __m512 acc[16], const __m512i cp[8], __m512 f, const float dy[16],
+                          const uint8_t *x) {
+	pk_pairs(NT, 8, acc, cp, f, dy, x, 260);
 }
 
 // pk_offsets32 is pk_offsets for the 32-value types (c as pk_offsets
@@ -146,14 +154,7 @@ DT_INLINE void pk_offsets32(const int NT, __m512 acc[16], const __m512i c[8], __
 	#pragma GCC unroll 4
 	for (int u = 0; u < 4; u++)
 		c2[u] = _mm512_or_si512(_mm512_and_si512(c[2 * u], _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(c[2 * u + 1], 16));
-	#pragma GCC unroll 16
-	for (int j = 0; j < NT; j++) {
-		const uint8_t *y = x + j * PKK_ROW;
-		__m512i ci = _mm512_setzero_si512();
-		#pragma GCC unroll 4
-		for (int u = 0; u < 4; u++) ci = _mm512_dpwssd_epi32(ci, c2[u], _mm512_set1_epi32(ld32(y + Q8_K_SIZE + 4 * u)));
-		acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(ci), _mm512_mul_ps(f, _mm512_set1_ps(dy[j])), acc[j]);
-	}
+	pk_pairs(NT, 4, acc, c2, f, dy, x, Q8_K_SIZE);
 }
 
 // pk_sub16 is pk_sub for 32 values in two 16-value groups, each with a
