@@ -325,7 +325,9 @@ func TestThreadsBusyHost(t *testing.T) {
 
 // TestThreadsAttention checks tree attention on C threads bit for bit
 // against one thread's, over a row range that leaves rows out and over one
-// row, whose heads the threads share.
+// row, whose heads the threads share: with KV heads of 3, 7 (the threads'
+// shares of the heads cut through them) and 8 query heads (taken four at a
+// time).
 func TestThreadsAttention(t *testing.T) {
 	for _, s := range packingSets(t) {
 		th := s.NewThreads(2)
@@ -333,20 +335,23 @@ func TestThreadsAttention(t *testing.T) {
 			continue
 		}
 		defer th.Close()
-		const heads, kvHeads, hd, past, n = 6, 2, 40, 37, 9
-		r := rand.New(rand.NewPCG(11, 12))
-		T := past + n
-		kc, vc := randKV(r, T*kvHeads*hd)
-		q := randFloats(r, n*heads*hd, 1)
-		mask := treeMask(r, n)
-		// Rows 2..7, a row a piece; row 5 alone, split by heads.
-		for _, rows := range [][2]int{{2, 8}, {5, 6}} {
-			want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
-			s.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
-			th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s rows %v: out[%d] = %g, want %g", s.Name, rows, i, got[i], want[i])
+		for _, shape := range [][3]int{{6, 2, 40}, {14, 2, 64}, {32, 4, 64}} {
+			heads, kvHeads, hd := shape[0], shape[1], shape[2]
+			const past, n = 37, 9
+			r := rand.New(rand.NewPCG(11, 12))
+			T := past + n
+			kc, vc := randKV(r, T*kvHeads*hd)
+			q := randFloats(r, n*heads*hd, 1)
+			mask := treeMask(r, n)
+			// Rows 2..7, a row a piece; row 5 alone, split by heads.
+			for _, rows := range [][2]int{{2, 8}, {5, 6}} {
+				want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
+				s.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
+				th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s heads %d/%d rows %v: out[%d] = %g, want %g", s.Name, heads, kvHeads, rows, i, got[i], want[i])
+					}
 				}
 			}
 		}

@@ -214,19 +214,22 @@ DT_INLINE __m128 hmax128(__m128 x) {
 	return _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
 }
 
-// att_rows4 is att_row for the four rows j..j+3 of head h at once, each
-// row's arithmetic in att_row's order. A tree's rows all read the same
-// committed keys and values: converted from f16 once for four rows rather
-// than once a row, they cost a quarter as much, which is most of what
-// attention costs a verification. s holds 4*(past+n) floats.
-static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
-                      const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
-                      int64_t j, int64_t h, float *s) {
+// att_quad is att_row for four queries at once that read the same keys
+// and values (row jr[r] of head hr[r], the heads of one KV head), each
+// query's arithmetic in att_row's order. The keys and values, converted
+// from f16 once for four queries rather than once a query, cost a quarter
+// as much: four rows of a tree's head (most of what attention costs a
+// verification), or four heads of a decode row that share their KV head
+// (grouped-query attention: most of what it costs a decode step at a long
+// context). s holds 4*(past+n) floats.
+static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                     const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
+                     const int64_t jr[4], const int64_t hr[4], float *s) {
 	const int64_t T = past + n;
 	float qr[4][MAX_HD];
 	float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-	for (int r = 0; r < 4; r++) round_f16(qr[r], q + ((j + r) * heads + h) * hd, hd);
-	const uint16_t *K = kc + (h / group) * hd, *V = vc + (h / group) * hd;
+	for (int r = 0; r < 4; r++) round_f16(qr[r], q + (jr[r] * heads + hr[r]) * hd, hd);
+	const uint16_t *K = kc + (hr[0] / group) * hd, *V = vc + (hr[0] / group) * hd;
 	int64_t t0 = 0;
 	__m512 mxv = _mm512_set1_ps(-INFINITY);
 	for (; t0 + 4 <= past; t0 += 4) {
@@ -258,7 +261,7 @@ static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint
 	for (int r = 0; r < 4; r++) {
 		float *sr = s + r * T;
 		for (int64_t t = t0; t < T; t++) {
-			if (t >= past && !mask[(j + r) * n + t - past]) {
+			if (t >= past && !mask[jr[r] * n + t - past]) {
 				sr[t] = -INFINITY;
 				continue;
 			}
@@ -288,7 +291,7 @@ static void att_rows4(float *out, const float *q, const uint16_t *kc, const uint
 			}
 		}
 		for (int r = 0; r < 4; r++)
-			for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + ((j + r) * heads + h) * hd + d0 + 16 * c, m[c], acc[r][c]);
+			for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + (jr[r] * heads + hr[r]) * hd + d0 + 16 * c, m[c], acc[r][c]);
 	}
 }
 #endif
@@ -301,13 +304,28 @@ DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, c
                                uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s) {
 	const float scale = bitsf(scale_bits);
 	const int64_t group = heads / kvheads, kvdim = kvheads * hd;
-	for (int64_t h = hlo; h < hhi; h++) {
-		int64_t j = jlo;
+	int64_t jq = jlo; // rows from jq on go alone, or by heads
 #if defined(DT_AVX512)
-		for (; j + 4 <= jhi; j += 4) att_rows4(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, j, h, s);
+	jq = jlo + (jhi - jlo) / 4 * 4;
+	for (int64_t h = hlo; h < hhi; h++)
+		for (int64_t j = jlo; j < jq; j += 4) {
+			const int64_t jr[4] = {j, j + 1, j + 2, j + 3}, hr[4] = {h, h, h, h};
+			att_quad(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, jr, hr, s);
+		}
 #endif
-		for (; j < jhi; j++) att_row(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, j, h, s);
-	}
+	for (int64_t j = jq; j < jhi; j++)
+		for (int64_t h = hlo; h < hhi;) {
+#if defined(DT_AVX512)
+			if (h + 4 <= hhi && h / group == (h + 3) / group) {
+				const int64_t jr[4] = {j, j, j, j}, hr[4] = {h, h + 1, h + 2, h + 3};
+				att_quad(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, jr, hr, s);
+				h += 4;
+				continue;
+			}
+#endif
+			att_row(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, j, h, s);
+			h++;
+		}
 }
 
 DT_API void dt_attention(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
