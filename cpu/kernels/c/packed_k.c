@@ -391,6 +391,17 @@ DT_INLINE void q6_sub(const int NT, __m512 t[16], const uint8_t *pb, int i, cons
 	q6_rows(NT, t, W, q6_scale(pb, i), x + 128 * h + 32 * qi + 16 * e);
 }
 
+// q6_pair adds sub-blocks i and i+1 (i even: the two halves of one
+// quarter's 32 values, e = 0 and 1) as pk_sub16 takes them.
+DT_INLINE void q6_pair(const int NT, __m512 t[16], const uint8_t *pb, int i, const uint8_t *x) {
+	const int h = i / 8, qi = i % 8 / 2;
+	const uint8_t *ql = pb + 1312 + 512 * (2 * h + qi % 2), *qh = pb + 288 + 512 * h;
+	__m512i W[8];
+	#pragma GCC unroll 8
+	for (int v = 0; v < 8; v++) W[v] = q6_quant(qi, _mm512_loadu_si512(ql + 64 * v), _mm512_loadu_si512(qh + 64 * v));
+	pk_sub16(NT, t, W, q6_scale(pb, i), q6_scale(pb, i + 1), x + 128 * h + 32 * qi);
+}
+
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
 // the unsigned 6-bit quants, scaled, and the 32 they are offset by taken
 // off through the activations' sums times the scales.
@@ -409,11 +420,11 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		pk_rows_zero(NT, t);
 		const uint8_t *x = act + b * NT * KS(NT) + 4;
 		if (NT >= 4) {
-			// One sub-block an iteration: unrolled, the super-block's
-			// code outgrew the core's op cache (docs/measurements, "The
-			// k-quant tiles in the op cache").
+			// One quarter's two sub-blocks an iteration: unrolled, the
+			// super-block's code outgrew the core's op cache
+			// (docs/measurements, "The k-quant tiles in the op cache").
 			#pragma GCC unroll 1
-			for (int k = 0; k < 16; k++) q6_sub(NT, t, pb, q6_order[k], x);
+			for (int k = 0; k < 16; k += 2) q6_pair(NT, t, pb, q6_order[k], x);
 		} else {
 			#pragma GCC unroll 16
 			for (int k = 0; k < 16; k++) q6_sub(NT, t, pb, q6_order[k], x);
