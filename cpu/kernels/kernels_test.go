@@ -660,7 +660,7 @@ func TestAttention(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	for _, past := range []int{0, 1, 5, 33} {
 		for _, n := range []int{1, 3, 16} {
-			for _, shape := range [][3]int{{8, 2, 16}, {8, 4, 64}, {8, 2, 64}, {4, 4, 72}} {
+			for _, shape := range [][3]int{{8, 2, 16}, {8, 4, 64}, {8, 2, 64}, {4, 4, 72}, {8, 2, 36}} {
 				heads, kvHeads, hd := shape[0], shape[1], shape[2]
 				name := fmt.Sprintf("past=%d/n=%d/heads=%d/kv=%d/hd=%d", past, n, heads, kvHeads, hd)
 				T := past + n
@@ -697,7 +697,7 @@ func TestAttention(t *testing.T) {
 // exactly as a decode step would.
 func TestAttentionRowsAlone(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
-	for _, shape := range [][4]int{{37, 11, 40, 6}, {8, 9, 72, 4}, {0, 16, 64, 8}, {301, 16, 64, 8}} {
+	for _, shape := range [][4]int{{37, 11, 40, 6}, {8, 9, 72, 4}, {0, 16, 64, 8}, {301, 16, 64, 8}, {37, 11, 36, 8}} {
 		past, n, hd, heads := shape[0], shape[1], shape[2], shape[3]
 		kvHeads := 2
 		T := past + n

@@ -124,15 +124,36 @@ DT_INLINE void round_f16(float *dst, const float *x, int64_t k) {
 	for (int64_t i = 0; i < k; i++) dst[i] = f16r(x[i]);
 }
 
+// softmax_f16: at AVX2, eight positions at a time with exp256 (as the
+// AVX-512 level's with exp512; one expf a position took as long as its
+// score), the rest one by one.
 static void softmax_f16(float *s, int64_t T, float mx) {
 	double sum = 0;
-	for (int64_t t = 0; t < T; t++) {
+	int64_t t = 0;
+#if defined(DT_AVX2)
+	const __m256 vmx = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-INFINITY);
+	for (; t + 8 <= T; t += 8) {
+		const __m256 v = _mm256_loadu_ps(s + t);
+		const __m256 e = _mm256_and_ps(_mm256_cmp_ps(v, ninf, _CMP_NEQ_OQ), exp256(_mm256_sub_ps(v, vmx)));
+		_mm256_storeu_ps(s + t, e);
+		const __m256d p = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(e)), _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+		const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(p), _mm256_extractf128_pd(p, 1));
+		sum += _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+	}
+#endif
+	for (; t < T; t++) {
 		float e = s[t] == -INFINITY ? 0 : expf(s[t] - mx);
 		s[t] = e;
 		sum += e;
 	}
 	const float inv = (float)(1 / sum);
-	for (int64_t t = 0; t < T; t++) s[t] = f16r(s[t] * inv);
+	t = 0;
+#if defined(DT_AVX2)
+	for (; t + 8 <= T; t += 8)
+		_mm256_storeu_ps(s + t, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(s + t), _mm256_set1_ps(inv)),
+		                                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+#endif
+	for (; t < T; t++) s[t] = f16r(s[t] * inv);
 }
 
 static void weighted_v(float *out, const float *s, const uint16_t *v, int64_t T, int64_t kvdim, int64_t hd) {
@@ -296,6 +317,93 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 }
 #endif
 
+#if defined(DT_AVX2) && !defined(DT_AVX512)
+// att_quad at the AVX2 level: as the AVX-512 one, each query in the AVX2
+// att_row's order (a dot in one 8-lane sum over the whole vectors, then
+// hsum256 and the tail one by one; the weighted values 8 dimensions at a
+// time, then the tail one by one); the committed keys two at a time.
+static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                     const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
+                     const int64_t jr[4], const int64_t hr[4], float *s) {
+	const int64_t T = past + n, hv = hd / 8 * 8;
+	float qr[4][MAX_HD];
+	float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+	for (int r = 0; r < 4; r++) round_f16(qr[r], q + (jr[r] * heads + hr[r]) * hd, hd);
+	const uint16_t *K = kc + (hr[0] / group) * hd, *V = vc + (hr[0] / group) * hd;
+	int64_t t0 = 0;
+	for (; t0 + 2 <= past; t0 += 2) {
+		const uint16_t *k = K + t0 * kvdim;
+		prefetch_head(k + ATT_AHEAD * kvdim, hd);
+		prefetch_head(k + (ATT_AHEAD + 1) * kvdim, hd);
+		__m256 a[4][2];
+		for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+		for (int64_t d = 0; d < hv; d += 8) {
+			const __m256 k0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d)));
+			const __m256 k1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + kvdim + d)));
+			for (int r = 0; r < 4; r++) {
+				const __m256 qv = _mm256_loadu_ps(qr[r] + d);
+				a[r][0] = _mm256_fmadd_ps(qv, k0, a[r][0]);
+				a[r][1] = _mm256_fmadd_ps(qv, k1, a[r][1]);
+			}
+		}
+		for (int r = 0; r < 4; r++)
+			for (int i = 0; i < 2; i++) {
+				float x = hsum256(a[r][i]);
+				for (int64_t d = hv; d < hd; d++) x += qr[r][d] * f16_to_f32(k[i * kvdim + d]);
+				x = x * scale;
+				s[r * T + t0 + i] = x;
+				mx[r] = x > mx[r] ? x : mx[r];
+			}
+	}
+	for (int r = 0; r < 4; r++) {
+		float *sr = s + r * T;
+		for (int64_t t = t0; t < T; t++) {
+			if (t >= past && !mask[jr[r] * n + t - past]) {
+				sr[t] = -INFINITY;
+				continue;
+			}
+			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
+			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
+		}
+		softmax_f16(sr, T, mx[r]);
+	}
+	// The weighted values, 16 dimensions (or the last 8) a pass; a query
+	// skips the positions it gives no weight, as weighted_v does.
+	for (int64_t d0 = 0; d0 < hv; d0 += 16) {
+		const int two = d0 + 16 <= hv;
+		__m256 acc[4][2];
+		for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+		for (int64_t t = 0; t < T; t++) {
+			const uint16_t *vt = V + t * kvdim + d0;
+			if (d0 == 0) prefetch_head(V + (t + ATT_AHEAD) * kvdim, hd);
+			const __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)vt));
+			const __m256 v1 = two ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vt + 8))) : _mm256_setzero_ps();
+			for (int r = 0; r < 4; r++) {
+				const float w = s[r * T + t];
+				if (w == 0) continue;
+				const __m256 wt = _mm256_set1_ps(w);
+				acc[r][0] = _mm256_fmadd_ps(wt, v0, acc[r][0]);
+				acc[r][1] = _mm256_fmadd_ps(wt, v1, acc[r][1]);
+			}
+		}
+		for (int r = 0; r < 4; r++) {
+			float *o = out + (jr[r] * heads + hr[r]) * hd + d0;
+			_mm256_storeu_ps(o, acc[r][0]);
+			if (two) _mm256_storeu_ps(o + 8, acc[r][1]);
+		}
+	}
+	for (int r = 0; r < 4 && hv < hd; r++) {
+		float *o = out + (jr[r] * heads + hr[r]) * hd;
+		for (int64_t d = hv; d < hd; d++) o[d] = 0;
+		for (int64_t t = 0; t < T; t++) {
+			const float w = s[r * T + t];
+			if (w == 0) continue;
+			for (int64_t d = hv; d < hd; d++) o[d] += w * f16_to_f32(V[t * kvdim + d]);
+		}
+	}
+}
+#endif
+
 // dt_attention_block is dt_attention for rows [jlo, jhi) and heads [hlo,
 // hhi) only, so that the pool can cut a tree (by rows) or one decode row
 // (by heads) into pieces. s holds DT_ATT_ROWS*(past+n) floats.
@@ -305,7 +413,7 @@ DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, c
 	const float scale = bitsf(scale_bits);
 	const int64_t group = heads / kvheads, kvdim = kvheads * hd;
 	int64_t jq = jlo; // rows from jq on go alone, or by heads
-#if defined(DT_AVX512)
+#if defined(DT_AVX2)
 	jq = jlo + (jhi - jlo) / 4 * 4;
 	for (int64_t h = hlo; h < hhi; h++)
 		for (int64_t j = jlo; j < jq; j += 4) {
@@ -315,7 +423,7 @@ DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, c
 #endif
 	for (int64_t j = jq; j < jhi; j++)
 		for (int64_t h = hlo; h < hhi;) {
-#if defined(DT_AVX512)
+#if defined(DT_AVX2)
 			if (h + 4 <= hhi && h / group == (h + 3) / group) {
 				const int64_t jr[4] = {j, j, j, j}, hr[4] = {h, h + 1, h + 2, h + 3};
 				att_quad(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, jr, hr, s);
