@@ -28,15 +28,26 @@ func (p Profile) VerifyRatio(n int) float64 {
 // cost of a forward depends on the node count, not the tree's shape),
 // each the median of reps runs after the prompt. Tokens are random.
 func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile, error) {
+	return ProfileTargetAt(t, 0, prompt, steps, sizes, reps)
+}
+
+// depthChunk is how many tokens of context ProfileTargetAt fills a
+// forward.
+const depthChunk = 256
+
+// ProfileTargetAt is ProfileTarget after depth tokens of context, filled
+// first and not timed: attention's share grows with the context, and a
+// conversation's steps run deep in it.
+func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) (Profile, error) {
 	p := Profile{Verify: map[int]time.Duration{}}
-	if reps < 1 || steps < 1 || prompt < 1 {
-		return p, fmt.Errorf("profile needs at least one prompt token, decode step and repetition (got %d, %d, %d)", prompt, steps, reps)
+	if reps < 1 || steps < 1 || prompt < 1 || depth < 0 {
+		return p, fmt.Errorf("profile needs at least one prompt token, decode step and repetition, and a depth of 0 or more (got %d, %d, %d, %d)", prompt, steps, reps, depth)
 	}
 	need := prompt + steps
 	for _, n := range sizes {
 		need = max(need, prompt+n)
 	}
-	if need > t.Context() {
+	if need += depth; need > t.Context() {
 		return p, fmt.Errorf("profile needs %d positions, the context holds %d", need, t.Context())
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -55,6 +66,11 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 		return p, err
 	}
 	t.Truncate(0)
+	for d := 0; d < depth; d += depthChunk {
+		if _, err := t.Forward(toks(min(depthChunk, depth-d))); err != nil {
+			return p, err
+		}
+	}
 	start := time.Now()
 	if _, err := t.Forward(toks(prompt)); err != nil {
 		return p, err
@@ -77,7 +93,7 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 		chain[i] = i - 1
 	}
 	for r := 0; r < reps; r++ {
-		if err := t.Truncate(prompt); err != nil {
+		if err := t.Truncate(depth + prompt); err != nil {
 			return p, err
 		}
 		tk := toks(1)
@@ -87,7 +103,7 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 		}
 		dec = append(dec, time.Since(start))
 		for _, n := range sizes {
-			if err := t.Truncate(prompt); err != nil {
+			if err := t.Truncate(depth + prompt); err != nil {
 				return p, err
 			}
 			tk := toks(n)

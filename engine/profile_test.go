@@ -26,3 +26,39 @@ func TestProfileTarget(t *testing.T) {
 		t.Error("a profile of zero repetitions was accepted")
 	}
 }
+
+// lenAtExtend records the sequence's length when each verification starts.
+type lenAtExtend struct {
+	engine.Target
+	at []int
+}
+
+func (l *lenAtExtend) Extend(tokens, parents []int) ([][]float32, [][]float32, error) {
+	l.at = append(l.at, l.Len())
+	return l.Target.Extend(tokens, parents)
+}
+
+// A profile at a depth verifies after depth+prompt positions, and one
+// deeper than the context is refused.
+func TestProfileTargetAt(t *testing.T) {
+	m := newMarkov(20, 1, 1)
+	m.ctx = 200
+	l := &lenAtExtend{Target: m}
+	if _, err := engine.ProfileTargetAt(l, 100, 16, 16, []int{1, 4}, 2); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.at) != 4 {
+		t.Fatalf("%d verifications, want 4", len(l.at))
+	}
+	for _, n := range l.at {
+		if n != 116 {
+			t.Fatalf("a verification started after %d positions, want 116", n)
+		}
+	}
+	if _, err := engine.ProfileTargetAt(m, 170, 16, 16, []int{16}, 1); err == nil {
+		t.Error("a profile deeper than the context was accepted")
+	}
+	if _, err := engine.ProfileTargetAt(m, -1, 16, 16, []int{16}, 1); err == nil {
+		t.Error("a negative depth was accepted")
+	}
+}

@@ -16,6 +16,7 @@ type benchResult struct {
 	Model         string             `json:"model"`
 	Kernels       string             `json:"kernels"`
 	Threads       int                `json:"threads"`
+	Depth         int                `json:"depth"`
 	PrefillTokS   float64            `json:"prefill_tok_s"`
 	DecodeTokS    float64            `json:"decode_tok_s"`
 	VerifyRatio   map[string]float64 `json:"verify_ratio"`
@@ -26,15 +27,16 @@ type benchResult struct {
 
 func newBenchCmd() *cobra.Command {
 	var model string
-	var threads, reps int
+	var threads, reps, depth int
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "bench [-m MODEL] [--threads N] [--json]",
+		Use:   "bench [-m MODEL] [--threads N] [--depth N] [--json]",
 		Short: "Measure prefill and decode speed, tree verification cost T_V(n)/T_T and memory bandwidth",
 		Long: "Measure prefill (64 tokens) and decode (64 tokens) speed, the cost of verifying n draft\n" +
 			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and this\n" +
 			"machine's memory bandwidth (how fast the threads read it, as decoding reads weights), and print\n" +
-			"decode speed as a share of that roofline.",
+			"decode speed as a share of that roofline. --depth N measures them after N tokens of context\n" +
+			"(attention's share grows with it).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if threads < 1 || threads > runtime.NumCPU() {
@@ -43,16 +45,19 @@ func newBenchCmd() *cobra.Command {
 			if reps < 1 || reps > 10000 {
 				return usageError{fmt.Errorf("bench: --reps %d out of range [1, 10000]", reps)}
 			}
+			if depth < 0 {
+				return usageError{fmt.Errorf("bench: --depth %d: the context depth must be 0 or more tokens", depth)}
+			}
 			m, err := openModel(c, model)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			b, err := runner.Bench(m, threads, reps)
+			b, err := runner.Bench(m, threads, reps, depth)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
-			res := benchResult{Model: m.Name, Kernels: b.Kernels, Threads: threads, PrefillTokS: b.PrefillTokS,
+			res := benchResult{Model: m.Name, Kernels: b.Kernels, Threads: threads, Depth: depth, PrefillTokS: b.PrefillTokS,
 				DecodeTokS: b.DecodeTokS, VerifyRatio: map[string]float64{}, BandwidthGBs: b.BandwidthGBs,
 				RooflineShare: b.RooflineShare, WeightBytes: b.WeightBytes}
 			for n, v := range b.VerifyRatio {
@@ -64,7 +69,11 @@ func newBenchCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
-			fmt.Fprintf(out, "model %s, kernels %s, %d threads\n", res.Model, res.Kernels, threads)
+			fmt.Fprintf(out, "model %s, kernels %s, %d threads", res.Model, res.Kernels, threads)
+			if depth > 0 {
+				fmt.Fprintf(out, ", after %d tokens of context", depth)
+			}
+			fmt.Fprintln(out)
 			fmt.Fprintf(out, "prefill  %8.1f tokens/s (64 tokens)\n", res.PrefillTokS)
 			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
 			fmt.Fprintf(out, "memory   %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
@@ -80,6 +89,7 @@ func newBenchCmd() *cobra.Command {
 	fl.StringVarP(&model, "model", "m", "", "GGUF model file (default: the embedded model)")
 	fl.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	fl.IntVar(&reps, "reps", 9, "repetitions of each verification size (the median is kept)")
+	fl.IntVar(&depth, "depth", 0, "tokens of context before the measurements")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	c.AddCommand(newBenchAdaptCmd())
 	return c

@@ -123,6 +123,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"show", notGGUF}, 1, "not a GGUF file"},
 		{[]string{"bench", "--reps", "0"}, 2, "--reps 0"},
 		{[]string{"bench", "--threads", "0"}, 2, "--threads 0"},
+		{[]string{"bench", "--depth", "-1"}, 2, "--depth -1"},
+		{[]string{"bench", "--depth", "1000000"}, 1, "the context holds"},
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
@@ -202,5 +204,21 @@ func TestRunIgnoreEOS(t *testing.T) {
 	}
 	if !slices.Equal(all.Tokens[:len(plain.Tokens)], plain.Tokens) {
 		t.Error("--ignore-eos changed the tokens before the end")
+	}
+}
+
+// bench --depth measures after that much context (on the embedded model,
+// whose context has room for it), and says so.
+func TestBenchDepth(t *testing.T) {
+	stdout, errOut, code := runCLI(t, "bench", "--depth", "40", "--reps", "1", "--threads", "1", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res benchResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	if res.Depth != 40 || !(res.DecodeTokS > 0) || !(res.VerifyRatio["16"] > 0) {
+		t.Errorf("bench --depth 40: %+v", res)
 	}
 }

@@ -22,13 +22,14 @@ var BenchSizes = []int{1, 2, 4, 8, 16, 32, 64}
 
 // Bench measures prefill and decode speed (64 tokens each), the cost of
 // verifying n draft tokens against one decode step (the median of reps),
-// and this machine's memory bandwidth on threads threads.
-func Bench(m *Model, threads, reps int) (BenchResult, error) {
+// all after depth tokens of context, and this machine's memory bandwidth
+// on threads threads.
+func Bench(m *Model, threads, reps, depth int) (BenchResult, error) {
 	pool := cpu.NewPool(threads)
 	defer pool.Close()
 	f := cpu.NewFast(m.Llama, cpu.DefaultKernels(), pool, 0)
 	t := cpu.NewTargetWith(f)
-	prof, err := engine.ProfileTarget(t, 64, 64, BenchSizes, reps)
+	prof, err := engine.ProfileTargetAt(t, depth, 64, 64, BenchSizes, reps)
 	if err != nil {
 		return BenchResult{}, err
 	}
