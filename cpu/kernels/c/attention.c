@@ -208,6 +208,27 @@ static void att_row(float *out, const float *q, const uint16_t *kc, const uint16
 	weighted_v(out + (j * heads + h) * hd, s, V, T, kvdim, hd);
 }
 
+// quad_scores_rest finishes att_quad's scores: those of positions t0 on
+// (the committed ones the batched loop left, and the new ones each query's
+// mask row selects) one by one as att_row scores them, and each query's
+// softmax.
+DT_INLINE void quad_scores_rest(float *s, int64_t T, int64_t t0, int64_t past, int64_t n, const uint8_t *mask,
+                                const int64_t jr[4], float qr[4][MAX_HD], const uint16_t *K, int64_t kvdim, int64_t hd,
+                                float scale, float mx[4]) {
+	for (int r = 0; r < 4; r++) {
+		float *sr = s + r * T;
+		for (int64_t t = t0; t < T; t++) {
+			if (t >= past && !mask[jr[r] * n + t - past]) {
+				sr[t] = -INFINITY;
+				continue;
+			}
+			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
+			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
+		}
+		softmax_f16(sr, T, mx[r]);
+	}
+}
+
 #if defined(DT_AVX512)
 // hsum16 returns the sums of sixteen vectors, lane 4b+c holding v[4c+b]'s,
 // each summed in exactly hsum512's order (halves, then quarters, then the
@@ -279,18 +300,7 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 		const float m = _mm_cvtss_f32(hmax128(_mm512_extractf32x4_ps(mxv, r)));
 		mx[r] = m > mx[r] ? m : mx[r];
 	}
-	for (int r = 0; r < 4; r++) {
-		float *sr = s + r * T;
-		for (int64_t t = t0; t < T; t++) {
-			if (t >= past && !mask[jr[r] * n + t - past]) {
-				sr[t] = -INFINITY;
-				continue;
-			}
-			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
-			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
-		}
-		softmax_f16(sr, T, mx[r]);
-	}
+	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, K, kvdim, hd, scale, mx);
 	// weighted_v for the four rows: a row skips the positions it gives no
 	// weight, as weighted_v does.
 	for (int64_t d0 = 0; d0 < hd; d0 += 64) {
@@ -355,18 +365,7 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 				mx[r] = x > mx[r] ? x : mx[r];
 			}
 	}
-	for (int r = 0; r < 4; r++) {
-		float *sr = s + r * T;
-		for (int64_t t = t0; t < T; t++) {
-			if (t >= past && !mask[jr[r] * n + t - past]) {
-				sr[t] = -INFINITY;
-				continue;
-			}
-			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
-			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
-		}
-		softmax_f16(sr, T, mx[r]);
-	}
+	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, K, kvdim, hd, scale, mx);
 	// The weighted values, 16 dimensions (or the last 8) a pass; a query
 	// skips the positions it gives no weight, as weighted_v does.
 	for (int64_t d0 = 0; d0 < hv; d0 += 16) {
