@@ -345,24 +345,6 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
-// q6_rows adds one 16-value sub-block's products (W its 4 weight
-// vectors), times its scale scf, into the NT rows' sums t; x is the first
-// row's 16 quants: eight rows at a time in pk_chains; a row alone takes
-// two chains. The integers, and so the float steps, are the same.
-DT_INLINE void q6_rows(const int NT, __m512 t[16], const __m512i W[4], __m512 scf, const uint8_t *x) {
-	if (NT == 1) {
-		__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-		S = _mm512_dpbusd_epi32(S, W[0], _mm512_set1_epi32(ld32(x)));
-		S1 = _mm512_dpbusd_epi32(S1, W[1], _mm512_set1_epi32(ld32(x + 4)));
-		S = _mm512_dpbusd_epi32(S, W[2], _mm512_set1_epi32(ld32(x + 8)));
-		S1 = _mm512_dpbusd_epi32(S1, W[3], _mm512_set1_epi32(ld32(x + 12)));
-		t[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), scf, t[0]);
-		return;
-	}
-	#pragma GCC unroll 2
-	for (int j0 = 0; j0 < NT; j0 += 8) pk_chains(NT - j0 < 8 ? NT - j0 : 8, 4, t + j0, W, scf, x + j0 * KS(NT), KS(NT));
-}
-
 // q6_scale_int is the scale of sub-block i (0..15) of a packed Q6_K
 // super-block pb for each row (lane), and q6_scale it times the rows' d.
 // They are read where they are used rather than held: with the rows' sums
@@ -381,14 +363,22 @@ DT_INLINE __m512 q6_scale(const uint8_t *pb, int i) {
 static const uint8_t q6_order[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
 
 // q6_sub adds sub-block i (0..15) of the packed Q6_K super-block pb,
-// scaled, into the NT rows' sums t (x: the first row's quants).
-DT_INLINE void q6_sub(const int NT, __m512 t[16], const uint8_t *pb, int i, const uint8_t *x) {
+// scaled, into the one row's sum t (x: its quants): a decode step's, in
+// two chains (their latency would show in one), unrolled over the
+// super-block. The integer, and so the float step, is q6_pair's.
+DT_INLINE void q6_sub(__m512 t[1], const uint8_t *pb, int i, const uint8_t *x) {
 	const int h = i / 8, qi = i % 8 / 2, e = i % 2;
 	const uint8_t *ql = pb + 1312 + 512 * (2 * h + qi % 2) + 256 * e, *qh = pb + 288 + 512 * h + 256 * e;
 	__m512i W[4];
 	#pragma GCC unroll 4
 	for (int v = 0; v < 4; v++) W[v] = q6_quant(qi, _mm512_loadu_si512(ql + 64 * v), _mm512_loadu_si512(qh + 64 * v));
-	q6_rows(NT, t, W, q6_scale(pb, i), x + 128 * h + 32 * qi + 16 * e);
+	x += 128 * h + 32 * qi + 16 * e;
+	__m512i S = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+	S = _mm512_dpbusd_epi32(S, W[0], _mm512_set1_epi32(ld32(x)));
+	S1 = _mm512_dpbusd_epi32(S1, W[1], _mm512_set1_epi32(ld32(x + 4)));
+	S = _mm512_dpbusd_epi32(S, W[2], _mm512_set1_epi32(ld32(x + 8)));
+	S1 = _mm512_dpbusd_epi32(S1, W[3], _mm512_set1_epi32(ld32(x + 12)));
+	t[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S, S1)), q6_scale(pb, i), t[0]);
 }
 
 // q6_pair adds sub-blocks i and i+1 (i even: the two halves of one
@@ -419,15 +409,18 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		__m512 t[16];
 		pk_rows_zero(NT, t);
 		const uint8_t *x = act + b * NT * KS(NT) + 4;
-		if (NT >= 4) {
+		if (NT == 1) {
+			#pragma GCC unroll 16
+			for (int k = 0; k < 16; k++) q6_sub(t, pb, q6_order[k], x);
+		} else if (NT >= 4) {
 			// One quarter's two sub-blocks an iteration: unrolled, the
 			// super-block's code outgrew the core's op cache
 			// (docs/measurements, "The k-quant tiles in the op cache").
 			#pragma GCC unroll 1
 			for (int k = 0; k < 16; k += 2) q6_pair(NT, t, pb, q6_order[k], x);
 		} else {
-			#pragma GCC unroll 16
-			for (int k = 0; k < 16; k++) q6_sub(NT, t, pb, q6_order[k], x);
+			#pragma GCC unroll 8
+			for (int k = 0; k < 16; k += 2) q6_pair(NT, t, pb, q6_order[k], x);
 		}
 		pk_rows_add(NT, acc, t, dy);
 		__m512i cp[8];
