@@ -16,12 +16,13 @@ type Optimizer struct {
 	Step int // updates done
 }
 
-// NewOptimizer allocates zero moments for every parameter of d.
+// NewOptimizer allocates zero moments for every parameter of d, in the
+// device's compact form for them if it has one (allocMoment).
 func NewOptimizer(d *Draft) *Optimizer {
 	o := &Optimizer{d: d}
 	for _, p := range d.Params {
-		o.m = append(o.m, d.Dev.Alloc(p.Size()))
-		o.v = append(o.v, d.Dev.Alloc(p.Size()))
+		o.m = append(o.m, allocMoment(d.Dev, p.Size()))
+		o.v = append(o.v, allocMoment(d.Dev, p.Size()))
 	}
 	return o
 }

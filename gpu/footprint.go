@@ -72,6 +72,7 @@ type sizer struct {
 
 type sizerBuf struct {
 	n          int
+	size       uint64 // bytes a value
 	view, gone bool
 }
 
@@ -92,11 +93,23 @@ func (s *sizer) MemInfo() (free, total uint64) { return 0, 0 }
 func (s *sizer) Close()                        {}
 func (s *sizer) Alloc(n int) Buffer {
 	s.held += 4 * uint64(n)
-	return &sizerBuf{n: n}
+	return &sizerBuf{n: n, size: 4}
 }
+
+// AllocMoment counts AdamW's moments as the device keeps them: bfloat16 on
+// the host, float32 on a GPU.
+func (s *sizer) AllocMoment(n int) Buffer {
+	size := uint64(4)
+	if !s.gpu {
+		size = 2
+	}
+	s.held += size * uint64(n)
+	return &sizerBuf{n: n, size: size}
+}
+
 func (s *sizer) Free(b Buffer) {
 	if sb, ok := b.(*sizerBuf); ok && !sb.view && !sb.gone {
-		s.held -= 4 * uint64(sb.n)
+		s.held -= sb.size * uint64(sb.n)
 		sb.gone = true
 	}
 }

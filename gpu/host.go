@@ -81,6 +81,9 @@ func (h *host[T]) Alloc(n int) Buffer {
 }
 
 func (h *host[T]) Free(b Buffer) {
+	if h.freeBF16(b) {
+		return
+	}
 	if hb, ok := b.(*hostBuf[T]); ok && hb.own && hb.d != nil {
 		h.held.Add(-int64(len(hb.d)) * int64(unsafe.Sizeof(T(0))))
 		hb.d = nil
@@ -112,6 +115,10 @@ func (h *host[T]) View(b Buffer, off, n int) Buffer {
 }
 
 func (h *host[T]) Upload(dst Buffer, src []float32) {
+	if b, ok := bf16(dst); ok {
+		uploadBF16(b, src)
+		return
+	}
 	d := h.s(dst)
 	if len(src) > len(d) {
 		panic(fmt.Sprintf("gpu: upload of %d values into a buffer of %d", len(src), len(d)))
@@ -122,6 +129,10 @@ func (h *host[T]) Upload(dst Buffer, src []float32) {
 }
 
 func (h *host[T]) Download(dst []float32, src Buffer) {
+	if b, ok := bf16(src); ok {
+		downloadBF16(dst, b)
+		return
+	}
 	s := h.s(src)
 	if len(dst) > len(s) {
 		panic(fmt.Sprintf("gpu: download of %d values from a buffer of %d", len(dst), len(s)))
@@ -131,7 +142,13 @@ func (h *host[T]) Download(dst []float32, src Buffer) {
 	}
 }
 
-func (h *host[T]) Zero(b Buffer) { clear(h.s(b)) }
+func (h *host[T]) Zero(b Buffer) {
+	if d, ok := bf16(b); ok {
+		clear(d)
+		return
+	}
+	clear(h.s(b))
+}
 
 func (h *host[T]) Copy(dst, src Buffer) {
 	d, s := h.s(dst), h.s(src)

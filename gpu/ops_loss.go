@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"dovetail/internal/topk"
+	"dovetail/quant"
 )
 
 func (h *host[T]) SmoothL1(dpred, loss, pred, target Buffer, n, c int, scale float32) {
@@ -120,25 +121,34 @@ func (h *host[T]) SumSquares(b Buffer) float64 {
 	return s
 }
 
-// AdamWUpdate is PyTorch's AdamW: decoupled weight decay, then the
-// bias-corrected Adam step.
+// AdamWUpdate is PyTorch's AdamW (adamCoef.step) over every value, with
+// the moments in float32 or, from AllocMoment, bfloat16.
 func (h *host[T]) AdamWUpdate(param, grad, m, v Buffer, p AdamW, decay bool) {
-	ps, gs, ms, vs := h.s(param), h.s(grad), h.s(m), h.s(v)
-	need("AdamWUpdate", len(ps), gs, ms, vs)
-	b1, b2 := float64(p.Beta1), float64(p.Beta2)
-	c1 := 1 - math.Pow(b1, float64(p.Step))
-	c2 := 1 - math.Pow(b2, float64(p.Step))
-	lr, eps, wd, gsc := float64(p.LR), float64(p.Eps), float64(p.WeightDecay), float64(p.GradScale)
-	for i, w := range ps {
-		g := float64(gs[i]) * gsc
-		mi := b1*float64(ms[i]) + (1-b1)*g
-		vi := b2*float64(vs[i]) + (1-b2)*g*g
-		ms[i], vs[i] = T(mi), T(vi)
-		x := float64(w)
-		if decay {
-			x -= lr * wd * x
+	ps, gs := h.s(param), h.s(grad)
+	a := newAdamCoef(p, decay)
+	mb, mok := bf16(m)
+	vb, vok := bf16(v)
+	if mok || vok {
+		if !mok || !vok || len(mb) < len(ps) || len(vb) < len(ps) {
+			panic(fmt.Sprintf("gpu: AdamWUpdate: moments %T and %T for %d values", m, v, len(ps)))
 		}
-		x -= lr * (mi / c1) / (math.Sqrt(vi/c2) + eps)
-		ps[i] = T(x)
+		need("AdamWUpdate", len(ps), gs)
+		h.par(len(ps), 16, func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				x, mi, vi := a.step(float64(ps[i]), float64(gs[i]), float64(quant.BF16ToF32(mb[i])), float64(quant.BF16ToF32(vb[i])))
+				mb[i], vb[i] = quant.F32ToBF16(float32(mi)), quant.F32ToBF16(float32(vi))
+				ps[i] = T(x)
+			}
+		})
+		return
 	}
+	ms, vs := h.s(m), h.s(v)
+	need("AdamWUpdate", len(ps), gs, ms, vs)
+	h.par(len(ps), 16, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x, mi, vi := a.step(float64(ps[i]), float64(gs[i]), float64(ms[i]), float64(vs[i]))
+			ms[i], vs[i] = T(mi), T(vi)
+			ps[i] = T(x)
+		}
+	})
 }
