@@ -451,8 +451,11 @@ func TestScorer(t *testing.T) {
 		t.Fatal(err)
 	}
 	refBytes := dev.Held() - held - scorerBytes
-	if opt := uint64(2 * 4 * c.Params()); scorerBytes+opt > refBytes {
-		t.Errorf("the scorer holds %d bytes, a trainer of its unroll %d (of which %d optimizer state)", scorerBytes, refBytes, opt)
+	// Its own: per block the attention weights of its deepest step (32
+	// rows × 2 heads × 3 steps of 16 keys), and every step's keys and
+	// values (3 × 32 rows × 4); the activations are the trainer's.
+	if own := uint64(4 * c.Blocks * (32*2*3*16 + 2*3*32*4)); scorerBytes != own {
+		t.Errorf("the scorer holds %d bytes, by hand %d, a trainer of its unroll %d", scorerBytes, own, refBytes)
 	}
 	for range 2 { // the second time after the trainer used the shared buffers
 		got, err := sc.Eval(ws)

@@ -158,17 +158,27 @@ func checkShape(cfg TrainConfig, maxRows, maxLen int) error {
 
 // allocForward allocates what the forward pass and the loss need, taking
 // from (nil: none) its step 0's activations, the target features and the
-// logits instead.
+// logits instead. A scorer (from set) runs every step in from's step 0
+// activations, with attention weights of its own for its deepest step:
+// scoring keeps no step for a backward pass.
 func (t *Trainer) allocForward(from *Trainer) {
 	d, dev, c, cfg, maxRows := t.d, t.d.Dev, t.d.C, t.cfg, t.capRows
 	H, V, KV := c.Hidden, c.Vocab, c.KVDim()
 	// Attention weights of step i: rows × heads × (i+1)·window.
-	for i := range cfg.Unroll {
-		if i == 0 && from != nil {
-			t.steps = append(t.steps, from.steps[0])
-			continue
+	probs := func(i int) int { return maxRows * c.Heads * (i + 1) * t.maxLen }
+	if from != nil {
+		shared := *from.steps[0]
+		shared.blk = slices.Clone(shared.blk)
+		for b := range shared.blk {
+			shared.blk[b].probs = dev.Alloc(probs(cfg.Unroll - 1))
 		}
-		t.steps = append(t.steps, d.allocActs(maxRows, maxRows*c.Heads*(i+1)*t.maxLen, true))
+		for range cfg.Unroll {
+			t.steps = append(t.steps, &shared)
+		}
+	} else {
+		for i := range cfg.Unroll {
+			t.steps = append(t.steps, d.allocActs(maxRows, probs(i), true))
+		}
 	}
 	for range c.Blocks {
 		t.kcat = append(t.kcat, dev.Alloc(cfg.Unroll*maxRows*KV))
@@ -192,8 +202,12 @@ func (t *Trainer) allocForward(from *Trainer) {
 func (t *Trainer) Free() {
 	dev, c := t.d.Dev, t.d.C
 	scorer := t.Opt == nil // NewScorer's: it owns no optimizer, and borrowed
-	for i, a := range t.steps {
-		if i > 0 || !scorer {
+	if scorer {
+		for _, ba := range t.steps[0].blk {
+			dev.Free(ba.probs) // its own; the rest is the trainer's
+		}
+	} else {
+		for _, a := range t.steps {
 			a.free(dev, c, true)
 		}
 	}
@@ -380,7 +394,9 @@ func (a *tttAttn) backward(d *Draft, blk int, ba *blockActs, dq, dk, dv, datt Bu
 }
 
 // run does the forward pass of every unroll step and the loss, and when
-// train is set the backward pass (gradients zeroed first).
+// train is set the backward pass (gradients zeroed first). Scoring takes
+// each step's loss right after its forward pass, so that the steps can
+// share one set of activations (a scorer's).
 func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	d, dev, c := t.d, t.d.Dev, t.d.C
 	H, V := c.Hidden, c.Vocab
@@ -389,8 +405,9 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		return Metrics{}, nil, err
 	}
 	n := b.n
-	anchored := t.anchor != nil && t.cfg.AnchorWeight > 0
-	if anchored {
+	lp := &lossPass{t: t, b: b, train: train, m: Metrics{Positions: n, Top1: make([]float64, t.cfg.Unroll)},
+		anchored: t.anchor != nil && t.cfg.AnchorWeight > 0}
+	if lp.anchored {
 		// The anchor runs step 0 first: its keys land where step 0's will,
 		// and step 0's own, which the backward pass reads, overwrite them.
 		probs := 0
@@ -401,6 +418,22 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		dev.Copy(av.f, dev.View(t.steps[0].f, 0, n*H))
 		t.anchor.forward(av, b.tokens[0], b.pos[0], &tttAttn{t: t, b: b, step: 0})
 		dev.MatMulFrozen(dev.View(t.alogits, 0, n*V), av.Out(), t.anchor.Head, n)
+	}
+	lp.tf = dev.View(t.tf, 0, n*H)
+	lp.tlogits, lp.logits = dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V)
+	if t.tfSharp != nil {
+		dev.MatMulFrozen(lp.tlogits, dev.View(t.tfSharp, 0, n*H), d.Head, n)
+	} else {
+		dev.MatMulFrozen(lp.tlogits, lp.tf, d.Head, n)
+	}
+	if train {
+		lp.g = t.g.view(dev, c, n)
+		lp.dlogits = dev.View(t.dlogits, 0, n*V)
+		d.ZeroGrad()
+		for blk := range c.Blocks {
+			dev.Zero(t.dkcat[blk])
+			dev.Zero(t.dvcat[blk])
+		}
 	}
 	steps := make([]*acts, t.cfg.Unroll)
 	ats := make([]*tttAttn, t.cfg.Unroll)
@@ -415,92 +448,22 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		}
 		ats[s] = &tttAttn{t: t, b: b, step: s}
 		d.forward(steps[s], b.tokens[s], b.pos[s], ats[s])
-	}
-	m := Metrics{Positions: n}
-	var g *grads
-	if train {
-		g = t.g.view(dev, c, n)
-		d.ZeroGrad()
-		for blk := range c.Blocks {
-			dev.Zero(t.dkcat[blk])
-			dev.Zero(t.dvcat[blk])
+		if !train {
+			lp.loss(s, steps[s])
 		}
 	}
-	tf := dev.View(t.tf, 0, n*H)
-	tlogits, logits := dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V)
-	var dlogits Buffer
-	if train {
-		dlogits = dev.View(t.dlogits, 0, n*V)
-	}
-	if t.tfSharp != nil {
-		dev.MatMulFrozen(tlogits, dev.View(t.tfSharp, 0, n*H), d.Head, n)
-	} else {
-		dev.MatMulFrozen(tlogits, tf, d.Head, n)
+	if !train {
+		lp.m.Tau = chainTau(lp.agreeRows, b)
+		return lp.m, b, nil
 	}
 	var dfNext Buffer
-	var agreeRows [][]float32
 	for s := t.cfg.Unroll - 1; s >= 0; s-- {
 		a := steps[s]
-		valid := 0
-		for _, T := range b.lens {
-			valid += max(0, T-s)
-		}
-		if valid == 0 {
-			m.Top1 = append([]float64{0}, m.Top1...)
+		if !lp.loss(s, a) {
 			continue
 		}
-		w := float32(math.Pow(float64(t.cfg.Decay), float64(s)))
-		scaleV := w * t.cfg.FeatureWeight / float32(valid)
-		scaleP := w * t.cfg.ProbWeight / float32(valid)
-		dev.MatMulFrozen(logits, a.Out(), d.Head, n)
-		if train {
-			dev.Zero(dlogits)
-			dev.Zero(g.dout)
-		}
-		var sumV, sumP, sumA, hits float64
-		for wi, T := range b.lens {
-			k := T - s
-			if k <= 0 {
-				continue
-			}
-			off := b.off[wi]
-			var dp, dl Buffer
-			if train {
-				dp, dl = dev.View(g.dout, off*H, k*H), dev.View(dlogits, off*V, k*V)
-			}
-			lv, lp, ag := dev.View(t.lossV, off, k), dev.View(t.lossP, off, k), dev.View(t.agree, off, k)
-			dev.SmoothL1(dp, lv, dev.View(a.Out(), off*H, k*H), dev.View(tf, (off+s)*H, k*H), k, H, scaleV)
-			dev.SoftCrossEntropy(dl, lp, ag, dev.View(logits, off*V, k*V), dev.View(tlogits, (off+s)*V, k*V), k, V, scaleP)
-			sumV += dev.Sum(lv)
-			sumP += dev.Sum(lp)
-			hits += dev.Sum(ag)
-			if anchored && s == 0 {
-				dev.SoftCrossEntropy(dl, lp, nil, dev.View(logits, off*V, k*V), dev.View(t.alogits, off*V, k*V), k, V, t.cfg.AnchorWeight/float32(valid))
-				sumA += dev.Sum(lp)
-			}
-		}
-		if U := t.cfg.Unroll; !train {
-			// Per-row agreement, for the simulated chain τ (scoring only:
-			// a training step does not pay for the download). Rows whose
-			// every step has a target were all written at every step.
-			if agreeRows == nil {
-				agreeRows = make([][]float32, U)
-			}
-			agreeRows[s] = make([]float32, n)
-			dev.Download(agreeRows[s], dev.View(t.agree, 0, n))
-		}
-		mv, mp := sumV/float64(valid), sumP/float64(valid)
-		// The scales as rounded for the device, so that Loss is exactly
-		// what the gradients differentiate.
-		m.Loss += float64(scaleV)*sumV + float64(scaleP)*sumP + float64(t.cfg.AnchorWeight/float32(valid))*sumA
-		m.Top1 = append([]float64{hits / float64(valid)}, m.Top1...)
-		if s == 0 {
-			m.FeatLoss, m.ProbLoss = mv, mp
-		}
-		if !train {
-			continue
-		}
-		dev.MatMulFrozenBackward(g.dout, dlogits, d.Head, n)
+		g := lp.g
+		dev.MatMulFrozenBackward(g.dout, lp.dlogits, d.Head, n)
 		if dfNext != nil {
 			dev.Add(g.dout, g.dout, dfNext)
 		}
@@ -512,10 +475,85 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 		d.backward(a, g, b.pos[s], ats[s], df)
 		dfNext = df
 	}
-	if !train {
-		m.Tau = chainTau(agreeRows, b)
+	return lp.m, b, nil
+}
+
+// lossPass is the loss of one batch, step by step.
+type lossPass struct {
+	t        *Trainer
+	b        *batch
+	train    bool
+	anchored bool
+	m        Metrics
+	g        *grads // train: the batch's gradient views
+	// The batch's target features, and the logits of the target, of the
+	// step being scored and (train) their gradient.
+	tf, tlogits, logits, dlogits Buffer
+	agreeRows                    [][]float32 // scoring: per step, per row
+}
+
+// loss adds step s's loss on its predicted features a.Out() to p.m and,
+// when training, leaves its gradient in p.g.dout (before the LM head's
+// backward: that of the logits in p.dlogits). It reports whether the step
+// had any position with a target.
+func (p *lossPass) loss(s int, a *acts) bool {
+	t, b, dev, c := p.t, p.b, p.t.d.Dev, p.t.d.C
+	H, V, n := c.Hidden, c.Vocab, b.n
+	valid := 0
+	for _, T := range b.lens {
+		valid += max(0, T-s)
 	}
-	return m, b, nil
+	if valid == 0 {
+		return false
+	}
+	w := float32(math.Pow(float64(t.cfg.Decay), float64(s)))
+	scaleV := w * t.cfg.FeatureWeight / float32(valid)
+	scaleP := w * t.cfg.ProbWeight / float32(valid)
+	dev.MatMulFrozen(p.logits, a.Out(), t.d.Head, n)
+	if p.train {
+		dev.Zero(p.dlogits)
+		dev.Zero(p.g.dout)
+	}
+	var sumV, sumP, sumA, hits float64
+	for wi, T := range b.lens {
+		k := T - s
+		if k <= 0 {
+			continue
+		}
+		off := b.off[wi]
+		var dp, dl Buffer
+		if p.train {
+			dp, dl = dev.View(p.g.dout, off*H, k*H), dev.View(p.dlogits, off*V, k*V)
+		}
+		lv, lp, ag := dev.View(t.lossV, off, k), dev.View(t.lossP, off, k), dev.View(t.agree, off, k)
+		dev.SmoothL1(dp, lv, dev.View(a.Out(), off*H, k*H), dev.View(p.tf, (off+s)*H, k*H), k, H, scaleV)
+		dev.SoftCrossEntropy(dl, lp, ag, dev.View(p.logits, off*V, k*V), dev.View(p.tlogits, (off+s)*V, k*V), k, V, scaleP)
+		sumV += dev.Sum(lv)
+		sumP += dev.Sum(lp)
+		hits += dev.Sum(ag)
+		if p.anchored && s == 0 {
+			dev.SoftCrossEntropy(dl, lp, nil, dev.View(p.logits, off*V, k*V), dev.View(t.alogits, off*V, k*V), k, V, t.cfg.AnchorWeight/float32(valid))
+			sumA += dev.Sum(lp)
+		}
+	}
+	if !p.train {
+		// Per-row agreement, for the simulated chain τ (scoring only: a
+		// training step does not pay for the download). Rows whose every
+		// step has a target were all written at every step.
+		if p.agreeRows == nil {
+			p.agreeRows = make([][]float32, t.cfg.Unroll)
+		}
+		p.agreeRows[s] = make([]float32, n)
+		dev.Download(p.agreeRows[s], dev.View(t.agree, 0, n))
+	}
+	// The scales as rounded for the device, so that Loss is exactly what
+	// the gradients differentiate.
+	p.m.Loss += float64(scaleV)*sumV + float64(scaleP)*sumP + float64(t.cfg.AnchorWeight/float32(valid))*sumA
+	p.m.Top1[s] = hits / float64(valid)
+	if s == 0 {
+		p.m.FeatLoss, p.m.ProbLoss = sumV/float64(valid), sumP/float64(valid)
+	}
+	return true
 }
 
 // chainTau is Metrics.Tau from each step's per-row agreement.
