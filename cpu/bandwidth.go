@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"dovetail/cpu/kernels"
 	"dovetail/models"
 )
 
@@ -21,20 +20,39 @@ func MeasureBandwidth(threads, reps int) float64 {
 	})
 }
 
-// MeasureReadBandwidth estimates how fast threads goroutines read memory,
-// in GB/s, each streaming its own 128 MiB, which no cache holds, with k's
-// loads (kernels.Set.StreamRead): what decoding does to the weights, so
-// the bandwidth its roofline is taken from. (Counted as STREAM's copy
-// counts, MeasureBandwidth, a machine can give far more than reads alone:
-// docs/measurements, "The roofline of decoding".)
-func MeasureReadBandwidth(k *kernels.Set, threads, reps int) float64 {
-	const size = 128 << 20
-	bufs := touchedBuffers(threads, size)
-	return bestPass(reps, size*threads, func(wg *sync.WaitGroup) {
-		for _, b := range bufs {
-			wg.Go(func() { k.StreamRead(b) })
+// MeasureWeightRead measures how fast threads goroutines read the weights
+// one decode step reads on the CPU, each streaming its share of every
+// matrix with f.K's loads (kernels.Set.StreamRead) as decoding streams them:
+// the packed copies where f has them, else the file's bytes. It returns the
+// best of reps passes in GB/s and the bytes a pass reads. One decode step
+// can be no faster than this read of its weights: it is decoding's
+// roofline. A buffer of the read's own would not be the same memory: one of
+// 128 MiB, read pass after pass, was partly served from a 32 MiB L3 and
+// read 15% faster than a gigabyte does (docs/measurements, "The roofline,
+// read from the weights").
+func (f *Fast) MeasureWeightRead(threads, reps int) (gbs float64, bytes int64) {
+	threads = max(1, threads)
+	shares := make([][][]byte, threads)
+	for _, b := range f.decodeMemory() {
+		lines := len(b) / 64
+		for t := range threads {
+			lo, hi := lines*t/threads*64, lines*(t+1)/threads*64
+			if hi > lo {
+				shares[t] = append(shares[t], b[lo:hi])
+				bytes += int64(hi - lo)
+			}
+		}
+	}
+	gbs = bestPass(reps, int(bytes), func(wg *sync.WaitGroup) {
+		for _, share := range shares {
+			wg.Go(func() {
+				for _, b := range share {
+					f.K.StreamRead(b)
+				}
+			})
 		}
 	})
+	return gbs, bytes
 }
 
 // touchedBuffers makes n buffers of size bytes with every page touched, so
@@ -65,17 +83,41 @@ func bestPass(reps, bytes int, start func(wg *sync.WaitGroup)) float64 {
 	return best
 }
 
-// WeightBytesPerToken is the weight memory one decode step reads: every
-// matrix but the token embedding, of which only one row is read (unless it
-// doubles as the output matrix).
+// WeightBytesPerToken is the weight memory one decode step reads on the
+// CPU: every matrix but the token embedding, of which only one row is read
+// (unless it doubles as the output matrix).
 func (f *Fast) WeightBytesPerToken() int64 {
-	m := f.M
-	n := int64(len(m.Output.Data))
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		for _, t := range []*models.Tensor{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-			n += int64(len(t.Data))
-		}
+	var n int64
+	for _, t := range f.decodeMatrices() {
+		n += int64(len(t.Data))
 	}
 	return n
+}
+
+// decodeMatrices are the matrices one decode step multiplies on the CPU:
+// its layers' and, unless layers run elsewhere, the output.
+func (f *Fast) decodeMatrices() []*models.Tensor {
+	var ts []*models.Tensor
+	if f.off == nil {
+		ts = append(ts, f.M.Output)
+	}
+	for i := range f.cpuLayers() {
+		l := &f.M.Layers[i]
+		ts = append(ts, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
+	}
+	return ts
+}
+
+// decodeMemory is where decodeMatrices' bytes lie: their packed copies, or
+// the file's bytes for those not packed.
+func (f *Fast) decodeMemory() [][]byte {
+	var bufs [][]byte
+	for _, t := range f.decodeMatrices() {
+		if p := f.packed[t]; p != nil {
+			bufs = append(bufs, p.Memory())
+		} else {
+			bufs = append(bufs, t.Data)
+		}
+	}
+	return bufs
 }

@@ -31,10 +31,10 @@ func newBenchCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "bench [-m MODEL] [--threads N] [--depth N] [--json]",
-		Short: "Measure prefill and decode speed, tree verification cost T_V(n)/T_T and memory bandwidth",
+		Short: "Measure prefill and decode speed, tree verification cost T_V(n)/T_T and the read of the weights",
 		Long: "Measure prefill (64 tokens) and decode (64 tokens) speed, the cost of verifying n draft\n" +
-			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and this\n" +
-			"machine's memory bandwidth (how fast the threads read it, as decoding reads weights), and print\n" +
+			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and how fast the\n" +
+			"threads read the weights one decode step reads (nothing else, as decoding reads them), and print\n" +
 			"decode speed as a share of that roofline. --depth N measures them after N tokens of context\n" +
 			"(attention's share grows with it).",
 		Args: cobra.NoArgs,
@@ -76,7 +76,7 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintln(out)
 			fmt.Fprintf(out, "prefill  %8.1f tokens/s (64 tokens)\n", res.PrefillTokS)
 			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
-			fmt.Fprintf(out, "memory   %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
+			fmt.Fprintf(out, "weights  %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
 			fmt.Fprintf(out, "T_V(n)/T_T:")
 			for _, n := range runner.BenchSizes {
 				fmt.Fprintf(out, "  %d: %.2f", n, b.VerifyRatio[n])

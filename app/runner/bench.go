@@ -12,7 +12,7 @@ type BenchResult struct {
 	PrefillTokS   float64
 	DecodeTokS    float64
 	VerifyRatio   map[int]float64 // T_V(n)/T_T
-	BandwidthGBs  float64         // how fast Threads threads read memory
+	BandwidthGBs  float64         // how fast Threads threads read the weights decode reads
 	WeightBytes   int64           // read per decoded token
 	RooflineShare float64         // decode speed as a share of bandwidth / weight bytes
 }
@@ -38,9 +38,11 @@ func Bench(m *Model, threads, reps, depth int) (BenchResult, error) {
 	for _, n := range BenchSizes {
 		res.VerifyRatio[n] = prof.VerifyRatio(n)
 	}
-	// Decode reads the weights once per token: the roofline is the rate
-	// at which these threads read memory, over the bytes.
-	res.BandwidthGBs = cpu.MeasureReadBandwidth(f.K, threads, 5)
-	res.RooflineShare = res.DecodeTokS * float64(res.WeightBytes) / (res.BandwidthGBs * 1e9)
+	// Decode reads the weights once per token: the roofline is a read of
+	// those weights by these threads, and the share the time of that read
+	// over a decode step's.
+	var read int64
+	res.BandwidthGBs, read = f.MeasureWeightRead(threads, 5)
+	res.RooflineShare = res.DecodeTokS * float64(read) / (res.BandwidthGBs * 1e9)
 	return res, nil
 }

@@ -163,7 +163,7 @@ type Set struct {
 	// StreamRead reads b (its length a multiple of 64) as fast as this
 	// level's loads stream memory, as decoding reads weights, and returns
 	// the wrapping sum of its little-endian 64-bit words, the same at every
-	// level (see cpu.MeasureReadBandwidth).
+	// level (see cpu.Fast.MeasureWeightRead).
 	StreamRead func(b []byte) uint64
 
 	// scratchless makes the single-thread packed products over Q8_0

@@ -24,6 +24,10 @@ type Packed struct {
 // Bytes is the memory the packed matrix holds.
 func (p *Packed) Bytes() int { return len(p.data) }
 
+// Memory is the packed matrix's bytes, to be read only: what a product
+// streams, for measuring how fast they can be read.
+func (p *Packed) Memory() []byte { return p.data }
+
 // packedBlockBytes is the packed size of one block of 32 columns of a
 // group of rows: the same bytes as the GGUF rows.
 func packedBlockBytes(t quant.Type, rows int) int {
