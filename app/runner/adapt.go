@@ -250,7 +250,7 @@ func (a *adaptive) saveDraft() error {
 		return nil
 	}
 	path := a.store.DraftPath(a.fp)
-	if _, err := draft.Load(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if _, err := draft.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		if err := a.store.SetAside(path); err != nil {
 			return fmt.Errorf("adapted draft not saved: %w", err)
 		}

@@ -202,13 +202,20 @@ func f32Bytes(v []float32) []byte {
 
 // Load reads a checkpoint file. A damaged file (truncated, or any byte of
 // its tensors changed) is an error naming the file.
-func Load(path string) (*Checkpoint, error) {
+func Load(path string) (*Checkpoint, error) { return open(path, true) }
+
+// Check reads a checkpoint file as Load does, with every check Load makes,
+// but keeps none of its tensors (the checkpoint it returns has none): what
+// listing or replacing a saved draft needs, without a float32 copy of it.
+func Check(path string) (*Checkpoint, error) { return open(path, false) }
+
+func open(path string, keep bool) (*Checkpoint, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("draft checkpoint: %w", err)
 	}
 	defer f.Close()
-	return fromGGUF(f)
+	return fromGGUF(f, keep)
 }
 
 // Parse reads a checkpoint held in memory (an embedded draft); name is
@@ -218,10 +225,11 @@ func Parse(name string, buf []byte) (*Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("draft checkpoint: %w", err)
 	}
-	return fromGGUF(f)
+	return fromGGUF(f, true)
 }
 
-func fromGGUF(f *gguf.File) (*Checkpoint, error) {
+// fromGGUF reads a checkpoint from f, its tensors' values too if keep.
+func fromGGUF(f *gguf.File, keep bool) (*Checkpoint, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("draft checkpoint %s: %s", f.Path, fmt.Sprintf(format, args...))
 	}
@@ -266,6 +274,7 @@ func fromGGUF(f *gguf.File) (*Checkpoint, error) {
 	shapes := shapeIndex(c.Config)
 	sum := crc64.New(crcTable)
 	checksumHeader(sum, c.Config, c.Fingerprint)
+	nonFinite := map[string]float32{} // the draft's tensors' first NaN or ±Inf
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
 		s, ok := shapes[baseName(ti.Name)]
@@ -277,9 +286,18 @@ func fromGGUF(f *gguf.File) (*Checkpoint, error) {
 		}
 		data := f.TensorData(ti)
 		checksumTensor(sum, ti.Name, data)
-		v := make([]float32, s.Size())
-		for j := range v {
-			v[j] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
+		var v []float32
+		if keep {
+			v = make([]float32, s.Size())
+		}
+		for j := range s.Size() {
+			x := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
+			if keep {
+				v[j] = x
+			}
+			if _, seen := nonFinite[ti.Name]; !seen && (math.IsNaN(float64(x)) || math.IsInf(float64(x), 0)) {
+				nonFinite[ti.Name] = x
+			}
 		}
 		c.Tensors[ti.Name] = v
 	}
@@ -287,15 +305,15 @@ func fromGGUF(f *gguf.File) (*Checkpoint, error) {
 		return nil, bad("checksum %s does not match the tensors' %s: the file is damaged", want, got)
 	}
 	for _, s := range c.Config.Shapes() {
-		v, ok := c.Tensors[s.Name]
-		if !ok {
+		if _, ok := c.Tensors[s.Name]; !ok {
 			return nil, bad("tensor %s missing", s.Name)
 		}
-		for _, x := range v {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return nil, bad("tensor %s holds %v", s.Name, x)
-			}
+		if x, ok := nonFinite[s.Name]; ok {
+			return nil, bad("tensor %s holds %v", s.Name, x)
 		}
+	}
+	if !keep {
+		c.Tensors = nil
 	}
 	return c, nil
 }

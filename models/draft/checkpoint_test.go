@@ -1,6 +1,7 @@
 package draft
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -47,6 +48,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 		if diff := cmp.Diff(ck, got); diff != "" {
 			t.Errorf("optimizer %v: round trip differs (-written +read):\n%s", opt, diff)
+		}
+		checked, err := Check(path)
+		want := *ck
+		want.Tensors = nil
+		if err != nil || !cmp.Equal(&want, checked) {
+			t.Errorf("optimizer %v: Check: %v, %s", opt, err, cmp.Diff(&want, checked))
 		}
 		buf, _ := os.ReadFile(path)
 		if _, err := Parse("mem", buf); err != nil {
@@ -97,8 +104,29 @@ func TestDamagedFile(t *testing.T) {
 	bad := append([]byte(nil), good...)
 	bad[len(bad)-3] ^= 1
 	os.WriteFile(path2, bad, 0o644)
-	if _, err := Load(path2); err == nil || !strings.Contains(err.Error(), path2) || !strings.Contains(err.Error(), "damaged") {
-		t.Errorf("damaged file: %v", err)
+	for name, read := range map[string]func(string) (*Checkpoint, error){"Load": Load, "Check": Check} {
+		if _, err := read(path2); err == nil || !strings.Contains(err.Error(), path2) || !strings.Contains(err.Error(), "damaged") {
+			t.Errorf("%s of a damaged file: %v", name, err)
+		}
+	}
+}
+
+// A draft's weight that is not finite, checksum and all, is refused by
+// Load and Check alike.
+func TestNonFiniteWeight(t *testing.T) {
+	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		ck := randomCheckpoint(4, false)
+		name := small.Shapes()[1].Name
+		ck.Tensors[name][5] = x
+		path := filepath.Join(t.TempDir(), "d.gguf")
+		if err := ck.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		for _, read := range []func(string) (*Checkpoint, error){Load, Check} {
+			if _, err := read(path); err == nil || !strings.Contains(err.Error(), "tensor "+name+" holds") {
+				t.Errorf("%v in %s: %v", x, name, err)
+			}
+		}
 	}
 }
 

@@ -90,7 +90,7 @@ func (s *Store) readDraft(path string, e fs.DirEntry) Saved {
 	if _, err := os.Stat(s.PrevPath(d.Fingerprint)); err == nil {
 		d.Prev = true
 	}
-	ck, err := draft.Load(path)
+	ck, err := draft.Check(path)
 	if err != nil {
 		d.Err = err
 		return d
