@@ -149,7 +149,7 @@ func worstErr(got, want [][]float32) float64 {
 }
 
 // iquantModels are typesShape with every layer matrix in typ, made of
-// random blocks (quant cannot quantize to the 2- and 3-bit i-quants: their
+// random blocks (quant cannot quantize to the 1-, 2- and 3-bit i-quants: their
 // quantizers need an importance matrix), and its f32 twin, which holds
 // exactly their dequantized values.
 func iquantModels(t *testing.T, typ quant.Type) (m, twin *models.Llama) {
@@ -171,8 +171,21 @@ func iquantModels(t *testing.T, typ quant.Type) (m, twin *models.Llama) {
 			// A scale per super-block of 256 values, of the size that gives
 			// the f32 model's weights' magnitude.
 			per := rb / (mt.Cols / quant.QKK)
+			// (The 1-bit types' values are about a tenth of the others' at
+			// the same scale.)
+			dmin := 2e-4
+			if typ == quant.IQ1_S || typ == quant.IQ1_M {
+				dmin = 2e-3
+			}
 			for j := 0; j < len(data); j += per {
-				h := quant.F32ToF16(float32(2e-4 + 2e-4*rng.Float64()))
+				h := quant.F32ToF16(float32(dmin + dmin*rng.Float64()))
+				if typ == quant.IQ1_M { // in the top nibbles of its last four u16
+					for k := range 4 {
+						o := j + per - 8 + 2*k + 1
+						data[o] = data[o]&0x0f | byte(h>>(4*k)&0xf)<<4
+					}
+					continue
+				}
 				data[j], data[j+1] = byte(h), byte(h>>8)
 			}
 			vals := make([]float32, mt.Rows*mt.Cols)
@@ -191,7 +204,7 @@ func iquantModels(t *testing.T, typ quant.Type) (m, twin *models.Llama) {
 	return m, twin
 }
 
-// The 2- and 3-bit i-quants, whose C kernels take Q8_K activations: at
+// The 1-, 2- and 3-bit i-quants, whose C kernels take Q8_K activations: at
 // every level within the activations' quantization error of the f32 twin
 // of the very same weights, and the first position within float rounding
 // of the Go level.
@@ -203,11 +216,11 @@ func TestIQuantsForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS} {
+	for _, typ := range []quant.Type{quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M} {
 		m, twin := iquantModels(t, typ)
 		want := typesLogits(t, NewTargetWith(NewFast(twin, goK, pool, 0)), prompt)
 		ref := typesLogits(t, NewTargetWith(NewFast(m, goK, pool, 0)), prompt)
-		const bound = 0.05 // measured: 0.001 (IQ2_*), 0.0125 (IQ3_XXS)
+		const bound = 0.05 // measured: 0.001 (IQ2_*), 0.0125 (IQ3_XXS), 0.002 (IQ1_*)
 		if e := worstErr(ref, want); e > bound {
 			t.Errorf("%v at go: logits within %.4f of the f32 twin, bound %.4f", typ, e, bound)
 		}
@@ -219,7 +232,7 @@ func TestIQuantsForward(t *testing.T) {
 			if e := worstErr(got, want); e > bound {
 				t.Errorf("%v at %s: logits within %.4f of the f32 twin, bound %.4f", typ, k.Name, e, bound)
 			}
-			t.Logf("%v at %s: within %.4f of the twin", typ, k.Name, worstErr(got, want))
+			t.Logf("%v at %s: within %.5f of the twin", typ, k.Name, worstErr(got, want))
 		}
 	}
 }

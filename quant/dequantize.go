@@ -18,7 +18,7 @@ func CanDequantize(t Type) bool {
 	switch t {
 	case F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1,
 		Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS,
-		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M:
 		return true
 	}
 	return false
@@ -104,6 +104,10 @@ func dequantize(t Type, dst []float32, src []byte) {
 		dequantizeIQ3_XXS(dst, src)
 	case IQ3_S:
 		dequantizeIQ3_S(dst, src)
+	case IQ1_S:
+		dequantizeIQ1_S(dst, src)
+	case IQ1_M:
+		dequantizeIQ1_M(dst, src)
 	}
 }
 

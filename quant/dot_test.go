@@ -36,7 +36,18 @@ func randomRow(r *rand.Rand, typ Type, n int) []byte {
 			}
 		}
 		return b
-	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S:
+	case IQ1_M:
+		// The f16 scale is spread over the top nibbles of the four scale
+		// words (bytes 49, 51, 53, 55's high halves).
+		for i := 0; i < size; i += blockIQ1_M {
+			h := scale()
+			for k := range 4 {
+				o := i + blockIQ1_M - 8 + 2*k + 1
+				b[o] = b[o]&0x0f | byte(h>>(4*k)&0xf)<<4
+			}
+		}
+		return b
+	case Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, IQ4_NL, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S:
 		f16s = []int{0}
 		if typ == Q4_K || typ == Q5_K {
 			f16s = []int{0, 2}
@@ -72,7 +83,7 @@ func randomFloats(r *rand.Rand, n int) []float32 {
 }
 
 var allDequantTypes = []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS,
-	IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S}
+	IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
 
 // TestDotRow: DotRow is documented as the float64 sum, in index order, of
 // the dequantized row times x, rounded once, so it must match that exactly.
@@ -364,6 +375,85 @@ func refDotQ3_KQ8_K(n int, x, y []byte) float32 {
 }
 
 // refDotIQ3_SQ8_K transcribes ggml's generic ggml_vec_dot_iq3_s_q8_K.
+// refDotIQ1_SQ8_K is ggml_vec_dot_iq1_s_q8_K (generic): the grid sums and
+// the delta's part (from the activations' 16-value sums) apart, then
+// d·dy·(sumi + sumi1/8) in float32.
+func refDotIQ1_SQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ1_S:], y[i*blockQ8_K:]
+		qs, q8 := bx[2:], by[4:]
+		var sumi, sumi1 int32
+		for ib := range QKK / 32 {
+			qh := binary.LittleEndian.Uint16(bx[2+QKK/8+2*ib:])
+			ls := 2*int32(qh>>12&7) + 1
+			delta := int32(1)
+			if qh&0x8000 != 0 {
+				delta = -1
+			}
+			var lsum int32
+			for l := range 4 {
+				g := iq1sGrid[int(qs[l])|int(qh>>(3*l)&7)<<8]
+				for j := range 8 {
+					lsum += int32(int8(q8[j])) * int32(int8(g>>(8*j)))
+				}
+				q8 = q8[8:]
+			}
+			bs := int32(int16(binary.LittleEndian.Uint16(by[4+QKK+4*ib:]))) + int32(int16(binary.LittleEndian.Uint16(by[4+QKK+4*ib+2:])))
+			sumi += ls * lsum
+			sumi1 += ls * delta * bs
+			qs = qs[4:]
+		}
+		d := f16At(bx) * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		sumf += float32(d * float32(float32(sumi)+0.125*float32(sumi1)))
+	}
+	return sumf
+}
+
+// refDotIQ1_MQ8_K is ggml_vec_dot_iq1_m_q8_K (generic).
+func refDotIQ1_MQ8_K(n int, x, y []byte) float32 {
+	var sumf float32
+	for i := range n / QKK {
+		bx, by := x[i*blockIQ1_M:], y[i*blockQ8_K:]
+		qs, qh, q8 := bx, bx[QKK/8:], by[4:]
+		var sc [4]uint16
+		for k := range sc {
+			sc[k] = binary.LittleEndian.Uint16(bx[QKK/8+QKK/16+2*k:])
+		}
+		scale := F16ToF32(sc[0]>>12 | sc[1]>>8&0x00f0 | sc[2]>>4&0x0f00 | sc[3]&0xf000)
+		var sumi1, sumi2 int32
+		for ib := range QKK / 32 {
+			var delta [4]int32
+			for l, m := range []uint8{0x08, 0x80, 0x08, 0x80} {
+				delta[l] = 1
+				if qh[l/2]&m != 0 {
+					delta[l] = -1
+				}
+			}
+			var sum1, sum2 [2]int32
+			for l := range 4 {
+				g := iq1sGrid[int(qs[l])|int(uint16(qh[l/2])<<(8-4*(l%2))&0x700)]
+				var lsum1, lsum2 int32
+				for j := range 8 {
+					lsum1 += int32(int8(q8[j])) * int32(int8(g>>(8*j)))
+					lsum2 += int32(int8(q8[j]))
+				}
+				q8 = q8[8:]
+				sum1[l/2] += lsum1
+				sum2[l/2] += lsum2 * delta[l]
+			}
+			ls1 := 2*int32(sc[ib/2]>>(6*(ib%2))&7) + 1
+			ls2 := 2*int32(sc[ib/2]>>(6*(ib%2)+3)&7) + 1
+			sumi1 += sum1[0]*ls1 + sum1[1]*ls2
+			sumi2 += sum2[0]*ls1 + sum2[1]*ls2
+			qs, qh = qs[4:], qh[2:]
+		}
+		d := scale * math.Float32frombits(binary.LittleEndian.Uint32(by))
+		sumf += float32(d * float32(float32(sumi1)+0.125*float32(sumi2)))
+	}
+	return sumf
+}
+
 func refDotIQ3_SQ8_K(n int, x, y []byte) float32 {
 	var sumf float32
 	for i := range n / QKK {
@@ -836,6 +926,14 @@ func TestDotInt8(t *testing.T) {
 		w = randomRow(r, IQ3_XXS, n)
 		want, mag = dot(dequant(t, IQ3_XXS, w, n), xkv)
 		checkIntDot(t, "DotIQ3_XXSQ8_K", DotIQ3_XXSQ8_K(w, xk, n), refDotIQ3_XXSQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ1_S, n)
+		want, mag = dot(dequant(t, IQ1_S, w, n), xkv)
+		checkIntDot(t, "DotIQ1_SQ8_K", DotIQ1_SQ8_K(w, xk, n), refDotIQ1_SQ8_K(n, w, xk), want, mag, n/QKK)
+
+		w = randomRow(r, IQ1_M, n)
+		want, mag = dot(dequant(t, IQ1_M, w, n), xkv)
+		checkIntDot(t, "DotIQ1_MQ8_K", DotIQ1_MQ8_K(w, xk, n), refDotIQ1_MQ8_K(n, w, xk), want, mag, n/QKK)
 
 		w = randomRow(r, Q5_0, n)
 		want, mag = dot(dequant(t, Q5_0, w, n), x8v)

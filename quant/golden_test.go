@@ -93,7 +93,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestDequantizeIQGolden pins the 2- and 3-bit i-quants' dequantization to
+// TestDequantizeIQGolden pins the 1-, 2- and 3-bit i-quants' dequantization to
 // ggml's dequantize_row_* through SHA-256 digests of ggml's own float
 // output for the same random blocks (8 super-blocks of each, PCG(41, 42),
 // made in this order by randomRow), ggml built with -ffp-contract=off.
@@ -108,6 +108,10 @@ func TestDequantizeIQGolden(t *testing.T) {
 		{IQ2_S, "c8fab2689cd9e5cc8bd645e191b32338243a4f7c5d39e218c686b9230a9074c1"},
 		{IQ3_XXS, "4ee0de5e87706b549611a73efd9f2d77df384c1bc624c3c6033b4e458eadc3d9"},
 		{IQ3_S, "f49db1f21a95430191ceae6fdf4de36a886796963337409898f309fefacf87df"},
+		// ggml's libggml-base of the llama.cpp peer build (after ggml_init,
+		// which fills its f16 table); no sum in their arithmetic to contract.
+		{IQ1_S, "70bfb607cf275416fba54a95f85c43dfa16d2680120daf5b8fe0b2cf0df307ac"},
+		{IQ1_M, "8b5b23666080e602d601ad78a2835be125c5aa31f3a04d8efa429fcbc33b4511"},
 	} {
 		y := dequant(t, c.typ, randomRow(r, c.typ, 8*QKK), 8*QKK)
 		b := make([]byte, 4*len(y))

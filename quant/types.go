@@ -30,6 +30,7 @@ const (
 	IQ2_XXS Type = 16
 	IQ2_XS  Type = 17
 	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
 	IQ4_NL  Type = 20
 	IQ3_S   Type = 21
 	IQ2_S   Type = 22
@@ -39,6 +40,7 @@ const (
 	I32     Type = 26
 	I64     Type = 27
 	F64     Type = 28
+	IQ1_M   Type = 29
 	BF16    Type = 30
 )
 
@@ -80,6 +82,8 @@ var types = map[Type]typeInfo{
 	IQ2_S:   {"IQ2_S", QKK, blockIQ2_S},
 	IQ3_XXS: {"IQ3_XXS", QKK, blockIQ3_XXS},
 	IQ3_S:   {"IQ3_S", QKK, blockIQ3_S},
+	IQ1_S:   {"IQ1_S", QKK, blockIQ1_S},
+	IQ1_M:   {"IQ1_M", QKK, blockIQ1_M},
 	IQ4_NL:  {"IQ4_NL", QK, blockIQ4_NL},
 	IQ4_XS:  {"IQ4_XS", QKK, blockIQ4_XS},
 }
@@ -87,7 +91,7 @@ var types = map[Type]typeInfo{
 // ggmlOnly names ggml's types whose layout this package does not know, so
 // that refusing a file can say which type it holds.
 var ggmlOnly = map[Type]string{
-	19: "IQ1_S", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0",
+	34: "TQ1_0", 35: "TQ2_0",
 }
 
 // Known reports whether t is a type whose layout this package knows.

@@ -34,7 +34,7 @@ var benchShapes = []benchShape{
 
 func BenchmarkMatMul(b *testing.B) {
 	types := []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32}
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32}
 	for _, t := range types {
 		for _, s := range sets(b) {
 			for _, sh := range benchShapes {

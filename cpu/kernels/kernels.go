@@ -194,7 +194,7 @@ func native(t quant.Type) bool {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
 		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
-		quant.F16, quant.BF16, quant.F32:
+		quant.IQ1_S, quant.IQ1_M, quant.F16, quant.BF16, quant.F32:
 		return true
 	}
 	return false
@@ -203,14 +203,14 @@ func native(t quant.Type) bool {
 // ActivationType is the form activations take for weights of type t, as in
 // llama.cpp (its vec_dot_type, but Q8_0 where it takes Q8_1 for Q4_1 and
 // Q5_1: see quant.DotQ4_1Q8_0): Q8_0 for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL, Q8_K for
-// Q2_K to Q6_K, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_XS, f16 for
+// Q2_K to Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_XS, f16 for
 // F16, bf16 for BF16, and float32 for F32 and every other type.
 func ActivationType(t quant.Type) quant.Type {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL:
 		return quant.Q8_0
 	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S:
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M:
 		return quant.Q8_K
 	case quant.F16:
 		return quant.F16

@@ -105,8 +105,13 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 			blk := w[b : b+bs]
 			switch t {
 			case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS,
-				quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S:
+				quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ1_S:
 				putF16(blk, float32(r.NormFloat64()*0.01))
+			case quant.IQ1_M: // the f16 scale in the top nibbles of the four scale words
+				h := quant.F32ToF16(float32(r.NormFloat64() * 0.01))
+				for k := range 4 {
+					blk[49+2*k] = blk[49+2*k]&0x0f | byte(h>>(4*k)&0xf)<<4
+				}
 			case quant.Q4_K, quant.Q5_K, quant.Q4_1, quant.Q5_1:
 				putF16(blk, float32(r.NormFloat64()*0.01))
 				putF16(blk[2:], float32(r.NormFloat64()*0.01))
@@ -239,7 +244,7 @@ func chain(t quant.Type, cols int) int {
 	switch t {
 	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S:
 		return cols / 32
-	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS: // a scale per 16 values at most
+	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M: // a scale per 16 values at most
 		return cols / 16
 	case quant.Q4_1, quant.Q5_1: // a term for the values and one for the offset
 		return 2 * cols / 32
@@ -273,7 +278,7 @@ func matmulCases() []mmCase {
 		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
 	}
 	for _, t := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS} {
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M} {
 		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
 	}
 	return cs
@@ -285,7 +290,7 @@ const sentinel = -12345.5
 // sum into the result as the Go reference does (iq.h): bit for bit.
 func exactIQ(t quant.Type) bool {
 	switch t {
-	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S:
+	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M:
 		return true
 	}
 	return false
@@ -368,7 +373,7 @@ func TestMatMulChunks(t *testing.T) {
 	runMatMul(t, mmCase{quant.F32, 9, 3, 2, 9}, []int{2}, 6)
 	// The i-quants' tiles (iqtile.h) hold the float sums of 64 activation
 	// rows at a time, and take them four at a time and then one by one.
-	for _, t0 := range []quant.Type{quant.IQ2_XXS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S} {
+	for _, t0 := range []quant.Type{quant.IQ2_XXS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M} {
 		runMatMul(t, mmCase{t0, 35, 256 * 2, 2, 35}, []int{4, 5, 70, 131}, 7)
 	}
 }
@@ -561,7 +566,7 @@ func TestActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	x := randFloats(r, 3*256, 2)
 	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.IQ3_S,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
+		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
 		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
 		if len(want) != ActivationBytes(wt, len(x)) {
 			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))

@@ -35,6 +35,7 @@ type cLib struct {
 	mmIQ4_NL, mmIQ4_XS, mmQ5_0, mmQ4_1, mmQ5_1 uintptr
 	mmQ2_K, mmQ3_K, mmIQ3_S, mmIQ3_XXS         uintptr
 	mmIQ2_XXS, mmIQ2_XS, mmIQ2_S               uintptr
+	mmIQ1_S, mmIQ1_M                           uintptr
 	mmF16, mmBF16, mmF32                       uintptr
 	rmsnorm, siluMul, attention, abiProbe      uintptr
 	packRows, packQ8_0, packQ4_0, packQ5_0     uintptr
@@ -87,6 +88,8 @@ func (l *cLib) symbols() []struct {
 		{"dt_matmul_iq2_xxs", &l.mmIQ2_XXS},
 		{"dt_matmul_iq2_xs", &l.mmIQ2_XS},
 		{"dt_matmul_iq2_s", &l.mmIQ2_S},
+		{"dt_matmul_iq1_s", &l.mmIQ1_S},
+		{"dt_matmul_iq1_m", &l.mmIQ1_M},
 		{"dt_matmul_f16", &l.mmF16},
 		{"dt_matmul_bf16", &l.mmBF16},
 		{"dt_matmul_f32", &l.mmF32},
@@ -280,6 +283,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 		quant.IQ4_NL: l.mmIQ4_NL, quant.IQ4_XS: l.mmIQ4_XS, quant.Q5_0: l.mmQ5_0, quant.Q4_1: l.mmQ4_1, quant.Q5_1: l.mmQ5_1,
 		quant.Q2_K: l.mmQ2_K, quant.Q3_K: l.mmQ3_K, quant.IQ3_S: l.mmIQ3_S, quant.IQ3_XXS: l.mmIQ3_XXS,
 		quant.IQ2_XXS: l.mmIQ2_XXS, quant.IQ2_XS: l.mmIQ2_XS, quant.IQ2_S: l.mmIQ2_S,
+		quant.IQ1_S: l.mmIQ1_S, quant.IQ1_M: l.mmIQ1_M,
 		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
 	}
 	var mmTab [quant.BF16 + 1]uintptr // indexed by type: no map lookup per call

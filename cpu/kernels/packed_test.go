@@ -246,10 +246,10 @@ func TestThreads(t *testing.T) {
 				}
 			}
 		}
-		// Every type quant reads has a C kernel; one without (GGUF's IQ1_S,
+		// Every type quant reads has a C kernel; one without (GGUF's TQ1_0,
 		// which quant does not read) is refused, for the caller's Go path.
-		if iq1s := quant.Type(19); th.MatMul(iq1s, make([]float32, 1), 1, make([]byte, 50), 50, 1, make([]byte, 1024), 1024, 1, 256, 16) {
-			t.Errorf("%s: Threads.MatMul took type 19 (IQ1_S), which has no C kernel", s.Name)
+		if tq1 := quant.Type(34); th.MatMul(tq1, make([]float32, 1), 1, make([]byte, 54), 54, 1, make([]byte, 1024), 1024, 1, 256, 16) {
+			t.Errorf("%s: Threads.MatMul took type 34 (TQ1_0), which has no C kernel", s.Name)
 		}
 		th.Close()
 		th.Close() // a second Close does nothing

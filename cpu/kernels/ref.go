@@ -111,6 +111,10 @@ func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi 
 				v = quant.DotIQ2_XSQ8_K(row, a, cols)
 			case quant.IQ2_S:
 				v = quant.DotIQ2_SQ8_K(row, a, cols)
+			case quant.IQ1_S:
+				v = quant.DotIQ1_SQ8_K(row, a, cols)
+			case quant.IQ1_M:
+				v = quant.DotIQ1_MQ8_K(row, a, cols)
 			case quant.IQ4_NL:
 				v = quant.DotIQ4_NLQ8_0(row, a, cols)
 			case quant.IQ4_XS:

@@ -189,9 +189,9 @@ func TestCorruptFields(t *testing.T) {
 		t.Errorf("unknown tensor type: %v", err)
 	}
 	// One ggml has and Dovetail does not read is named.
-	b[i] = 19
-	if _, err := Parse("bad.gguf", b); err == nil || !strings.Contains(err.Error(), "IQ1_S") {
-		t.Errorf("IQ1_S tensor: %v", err)
+	b[i] = 34
+	if _, err := Parse("bad.gguf", b); err == nil || !strings.Contains(err.Error(), "TQ1_0") {
+		t.Errorf("TQ1_0 tensor: %v", err)
 	}
 }
 

@@ -5,6 +5,9 @@
 #define DOVETAIL_IQ_H
 #include "rows.h"
 
+// iq_d16 is the scale of a super-block that starts with it as an f16.
+DT_INLINE float iq_d16(const uint8_t *wb) { return f16_to_f32(ld16(wb)); }
+
 // ksign is ggml's ksigns_iq2xs[k]: seven sign bits and their parity.
 DT_INLINE uint32_t ksign(uint32_t k) { return k | (uint32_t)__builtin_parity(k) << 7; }
 
@@ -252,14 +255,14 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 #include "iqtile.h"
 // With several activation rows the AVX-512 level multiplies through
 // iqtile.h's tiles, bit for bit the row kernel's result.
-#define IQ_TILED(name, SIZE, groups, F) IQ_TILE_FILL(iq_fill_##name, SIZE, groups) IQ_TILES(name, iq_fill_##name, F)
+#define IQ_TILED(name, SIZE, groups, dfn, F) IQ_TILE_FILL(iq_fill_##name, SIZE, groups, dfn) IQ_TILES(name, iq_fill_##name, F)
 #define IQ_TILED_CALL(name)                                                                                     \
 	if (n >= IQT_MIN_N) {                                                                                       \
 		iq_tiles_##name(out, ldo, w, rb, lo, hi, act, arb, n, nb);                                              \
 		return;                                                                                                 \
 	}
 #else
-#define IQ_TILED(name, SIZE, groups, F)
+#define IQ_TILED(name, SIZE, groups, dfn, F)
 #define IQ_TILED_CALL(name)
 #endif
 
@@ -269,7 +272,7 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 // with each (fsum: as a float) is added into out as ggml's generic dot adds it,
 // (dw·dx)·sum in float, scaled by F (ggml's 1/8, 1/4 or 1) at the end: the
 // result is the Go reference's bit for bit, whatever n.
-#define IQ_ROWS(name, SIZE, DECL, unpack, fsum, F)                                                                \
+#define IQ_ROWS(name, SIZE, DECL, unpack, fsum, dfn, F)                                                           \
 	static __attribute__((noinline)) void iq_rows_##name(float *out, int64_t ldo, const uint8_t *w, int64_t rb,   \
 	                                                     int64_t lo, int64_t hi, const uint8_t *act, int64_t arb, \
 	                                                     int64_t n, int64_t nb) {                                 \
@@ -281,7 +284,7 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 					DECL;                                                                                       \
 					unpack(wr + b * SIZE, u);                                                                   \
 					const uint8_t *y = act + b * Q8_K_SIZE;                                                     \
-					acc += f16_to_f32(ld16(wr + b * SIZE)) * ldf(y) * fsum(u, y);                               \
+					acc += dfn(wr + b * SIZE) * ldf(y) * fsum(u, y);                                            \
 				}                                                                                               \
 				out[r] = (F) * acc;                                                                             \
 			}                                                                                                   \
@@ -293,7 +296,7 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 			for (int64_t b = 0; b < nb; b++) {                                                                  \
 				DECL;                                                                                           \
 				unpack(wr + b * SIZE, u);                                                                       \
-				const float d = f16_to_f32(ld16(wr + b * SIZE));                                                \
+				const float d = dfn(wr + b * SIZE);                                                             \
 				for (int64_t j = 0; j < n; j++) {                                                               \
 					const uint8_t *y = act + j * arb + b * Q8_K_SIZE;                                           \
 					out[j * ldo + r] += d * ldf(y) * fsum(u, y);                                                \
@@ -314,17 +317,20 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 
 // IQ_MATMUL defines dt_matmul_NAME for an i-quant whose groups groups()
 // unpacks (eight iq_group a super-block).
-#define IQ_MATMUL(name, SIZE, groups, F)                                                                        \
-	IQ_TILED(name, SIZE, groups, F)                                                                             \
-	IQ_ROWS(name, SIZE, iq_group u[8], groups, iq_fsum, F)                                                      \
+// IQ_MATMUL_D is the matmul of a type whose super-block's scale dfn reads;
+// IQ_MATMUL that of the types whose blocks start with it (an f16).
+#define IQ_MATMUL_D(name, SIZE, groups, dfn, F)                                                                 \
+	IQ_TILED(name, SIZE, groups, dfn, F)                                                                        \
+	IQ_ROWS(name, SIZE, iq_group u[8], groups, iq_fsum, dfn, F)                                                 \
 	IQ_ENTRY(name)
+#define IQ_MATMUL(name, SIZE, groups, F) IQ_MATMUL_D(name, SIZE, groups, iq_d16, F)
 
 #if defined(DT_AVX512)
 // IQ_MATMUL_PAIRS is IQ_MATMUL for an i-quant whose decode rows pairs()
 // unpacks into iq_pairs, and whose tiles groups() fills.
 #define IQ_MATMUL_PAIRS(name, SIZE, pairs, groups, F)                                                           \
-	IQ_TILED(name, SIZE, groups, F)                                                                             \
-	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, F)                                                    \
+	IQ_TILED(name, SIZE, groups, iq_d16, F)                                                                     \
+	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, iq_d16, F)                                            \
 	IQ_ENTRY(name)
 
 // IQ_GROUPS_OF_PAIRS defines NAME, groups() from pairs().
@@ -355,6 +361,7 @@ DT_INLINE int32_t signed8(uint64_t g, uint32_t signs, const int8_t *q8) {
 	                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols) {                  \
 		dots_matmul(dot_##name, out, ldo, w, rb, lo, hi, act, arb, n, cols / QKK);                               \
 	}
+#define IQ_MATMUL_D(name, SIZE, groups, dfn, F) IQ_MATMUL(name, SIZE, groups, F)
 
 #endif
 

@@ -36,7 +36,7 @@ typedef struct {
 
 // iq_tile_fill unpacks super-block b of rows [r0, r0+rows) of w (row
 // stride rb, super-blocks of size bytes) with groups (iq.h's unpackers).
-#define IQ_TILE_FILL(name, SIZE, groups)                                                                       \
+#define IQ_TILE_FILL(name, SIZE, groups, dfn)                                                                  \
 	DT_INLINE void name(iq_tile *t, const uint8_t *w, int64_t rb, int64_t r0, int rows, int64_t b) {         \
 		uint8_t tmp[16][256] __attribute__((aligned(64)));                                                   \
 		int16_t ls[16][16];                                                                                  \
@@ -50,7 +50,7 @@ typedef struct {
 			const uint8_t *wb = w + (r0 + i) * rb + b * (SIZE);                                              \
 			iq_group g[8];                                                                                   \
 			groups(wb, g);                                                                                   \
-			t->d[i] = f16_to_f32(ld16(wb));                                                                  \
+			t->d[i] = dfn(wb);                                                                               \
 			for (int ib = 0; ib < 8; ib++) {                                                                 \
 				const __m256i v = _mm256_mask_sub_epi8(g[ib].q, g[ib].neg, _mm256_setzero_si256(), g[ib].q);  \
 				_mm256_store_si256((__m256i *)(tmp[i] + 32 * ib), _mm256_add_epi8(v, _mm256_set1_epi8(IQT_OFF))); \

@@ -1,0 +1,142 @@
+// IQ1_S and IQ1_M weights × Q8_K activations (IQ1_S and IQ1_M files, and
+// the 1.58-bit mixes of large models). Per 8 values an 11-bit index into
+// iq1s_grid (8 values of -1, 0 or 1), shifted by a delta of ±1/8, and 3-bit
+// scales:
+//
+//	IQ1_S (50 bytes): d (f16), qs[32] the indices' low 8 bits, then per
+//	      32 values a u16: three 3-bit index tops, a 3-bit scale s, the
+//	      delta's sign (bit 15): d·(2s+1)·(g ± 1/8);
+//	IQ1_M (56 bytes): qs[32], qh[16] (per 8 values a nibble: the index's
+//	      top 3 bits and the delta's sign), scales[8] (four u16: per 16
+//	      values a 3-bit scale, and in their top nibbles the f16 d).
+//
+// Each value is summed as the integer 8g ± 1 (magnitudes 1, 7 or 9 and a
+// sign, as iq.h's groups hold them), the super-block's sum times 1/8: the
+// exact sums quant.DotIQ1_*Q8_K make. Grid copied from ggml-common.h
+// (iq_grids.c).
+#include "iq.h"
+
+#define IQ1_S_SIZE 50
+#define IQ1_M_SIZE 56
+
+extern const uint64_t dt_iq1s_grid[2048];
+
+// iq1_m_d is an IQ1_M super-block's scale: an f16 in the top nibbles of
+// its four scale words.
+DT_INLINE float iq1_m_d(const uint8_t *wb) {
+	const uint8_t *s = wb + 48;
+	const uint16_t u = (uint16_t)((ld16(s) >> 12) | ((ld16(s + 2) >> 8) & 0xf0) | ((ld16(s + 4) >> 4) & 0xf00) | (ld16(s + 6) & 0xf000));
+	return f16_to_f32(u);
+}
+
+// iq1_m_index is the grid index of IQ1_M's 8 values l (0..3) of group ib,
+// and iq1_m_neg whether their delta is -1/8.
+DT_INLINE int iq1_m_index(const uint8_t *wb, int ib, int l) {
+	return wb[4 * ib + l] | ((wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 7) << 8;
+}
+DT_INLINE int iq1_m_neg(const uint8_t *wb, int ib, int l) { return (wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 8; }
+
+// iq1_m_scale is IQ1_M's 2s+1 of the 16 values half h of group ib.
+DT_INLINE int iq1_m_scale(const uint8_t *wb, int ib, int h) {
+	return 2 * ((ld16(wb + 48 + 2 * (ib / 2)) >> (6 * (ib % 2) + 3 * h)) & 7) + 1;
+}
+
+// iq1_s_index is IQ1_S's: the low byte, and three bits of the group's u16.
+DT_INLINE int iq1_s_index(const uint8_t *wb, int ib, int l) {
+	return wb[2 + 4 * ib + l] | ((ld16(wb + 34 + 2 * ib) >> (3 * l)) & 7) << 8;
+}
+
+#if defined(DT_AVX2)
+
+// iq1_group is a 32-value group of the grid entries e[0..3], entry l's
+// delta -1/8 where bit l of neg is set: the values 8g ± 1 as magnitudes
+// and signs.
+DT_INLINE void iq1_group(iq_group *g, const uint64_t e[4], int neg, int ls1, int ls2) {
+	const long long plus = 0x0101010101010101ll, minus = -1;
+	const __m256i grid = _mm256_set_epi64x((long long)e[3], (long long)e[2], (long long)e[1], (long long)e[0]);
+	// 8g a byte at a time: the 16-bit shift's carries into the next byte
+	// masked off.
+	const __m256i eight = _mm256_and_si256(_mm256_slli_epi16(grid, 3), _mm256_set1_epi8((char)0xf8));
+	const __m256i delta = _mm256_set_epi64x(neg & 8 ? minus : plus, neg & 4 ? minus : plus, neg & 2 ? minus : plus,
+	                                        neg & 1 ? minus : plus);
+	const __m256i v = _mm256_add_epi8(eight, delta);
+	g->q = _mm256_abs_epi8(v);
+#if defined(DT_AVX512)
+	g->neg = _mm256_movepi8_mask(v);
+#else
+	g->neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);
+#endif
+	g->sc = iq_scales(ls1, ls2);
+}
+
+DT_INLINE void iq1_s_groups(const uint8_t *wb, iq_group g[8]) {
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		const int h = ld16(wb + 34 + 2 * ib), ls = 2 * ((h >> 12) & 7) + 1;
+		uint64_t e[4];
+		for (int l = 0; l < 4; l++) e[l] = dt_iq1s_grid[iq1_s_index(wb, ib, l)];
+		iq1_group(&g[ib], e, h & 0x8000 ? 15 : 0, ls, ls);
+	}
+}
+
+DT_INLINE void iq1_m_groups(const uint8_t *wb, iq_group g[8]) {
+	#pragma GCC unroll 8
+	for (int ib = 0; ib < 8; ib++) {
+		uint64_t e[4];
+		int neg = 0;
+		for (int l = 0; l < 4; l++) {
+			e[l] = dt_iq1s_grid[iq1_m_index(wb, ib, l)];
+			neg |= iq1_m_neg(wb, ib, l) ? 1 << l : 0;
+		}
+		iq1_group(&g[ib], e, neg, iq1_m_scale(wb, ib, 0), iq1_m_scale(wb, ib, 1));
+	}
+}
+
+#else
+
+// iq1_sum8 is Σ (8g ± 1)·q8 over the 8 values of grid entry e.
+static int32_t iq1_sum8(uint64_t e, int neg, const int8_t *q8) {
+	int32_t s = 0;
+	for (int j = 0; j < 8; j++) s += (8 * (int8_t)(e >> (8 * j)) + (neg ? -1 : 1)) * q8[j];
+	return s;
+}
+
+// dot_iq1_s mirrors quant.DotIQ1_SQ8_K's integer sums.
+static float dot_iq1_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ1_S_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++) {
+			const int h = ld16(w + 34 + 2 * ib);
+			int32_t sumi = 0;
+			for (int l = 0; l < 4; l++) sumi += iq1_sum8(dt_iq1s_grid[iq1_s_index(w, ib, l)], h & 0x8000, q8 + 32 * ib + 8 * l);
+			bsum += sumi * (2 * ((h >> 12) & 7) + 1);
+		}
+		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	}
+	return 0.125f * sumf;
+}
+
+// dot_iq1_m mirrors quant.DotIQ1_MQ8_K's.
+static float dot_iq1_m(const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += IQ1_M_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		int32_t bsum = 0;
+		for (int ib = 0; ib < 8; ib++)
+			for (int h = 0; h < 2; h++) {
+				int32_t sumi = 0;
+				for (int l = 2 * h; l < 2 * h + 2; l++)
+					sumi += iq1_sum8(dt_iq1s_grid[iq1_m_index(w, ib, l)], iq1_m_neg(w, ib, l), q8 + 32 * ib + 8 * l);
+				bsum += sumi * iq1_m_scale(w, ib, h);
+			}
+		sumf += iq1_m_d(w) * ldf(x) * (float)bsum;
+	}
+	return 0.125f * sumf;
+}
+
+#endif
+
+IQ_MATMUL(iq1_s, IQ1_S_SIZE, iq1_s_groups, 0.125f)
+IQ_MATMUL_D(iq1_m, IQ1_M_SIZE, iq1_m_groups, iq1_m_d, 0.125f)
