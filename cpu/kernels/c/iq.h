@@ -204,13 +204,10 @@ DT_INLINE void iq_pair_scales(__m256i ls, iq_pairs *p) {
 	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(base, _mm512_set1_epi16((short)(4 * k))), z);
 }
 
-// iq_pair_scales16 sets the scales from eight bytes of two 4-bit scales
-// s each (the low one for a group's first 16 values), as 2s+1.
-DT_INLINE void iq_pair_scales16(const uint8_t *scales, iq_pairs *p) {
-	const __m128i b = _mm_loadl_epi64((const __m128i *)scales), m4 = _mm_set1_epi8(15);
-	const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
-	const __m256i w = _mm256_cvtepu8_epi16(s); // word 2ib+h: group ib's half h
-	const __m512i z = _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)));
+// iq_pair_spread16 sets p's scales from the 16 words of ls, word 2ib+h the
+// scale (2s+1) of group ib's half h.
+DT_INLINE void iq_pair_spread16(__m256i ls, iq_pairs *p) {
+	const __m512i z = _mm512_castsi256_si512(ls);
 	// Word lane l of pair k: 16-value sub-block 4k + l/8.
 	const __m512i sub = _mm512_srli_epi16(_mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014,
 	                                                       0x0013001200110010, 0x000f000e000d000c, 0x000b000a00090008,
@@ -218,6 +215,15 @@ DT_INLINE void iq_pair_scales16(const uint8_t *scales, iq_pairs *p) {
 	                                      3);
 	#pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(sub, _mm512_set1_epi16((short)(4 * k))), z);
+}
+
+// iq_pair_scales16 sets the scales from eight bytes of two 4-bit scales
+// s each (the low one for a group's first 16 values), as 2s+1.
+DT_INLINE void iq_pair_scales16(const uint8_t *scales, iq_pairs *p) {
+	const __m128i b = _mm_loadl_epi64((const __m128i *)scales), m4 = _mm_set1_epi8(15);
+	const __m128i s = _mm_unpacklo_epi8(_mm_and_si128(b, m4), _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+	const __m256i w = _mm256_cvtepu8_epi16(s); // word 2ib+h: group ib's half h
+	iq_pair_spread16(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)), p);
 }
 
 // iq_fsum512 is iq_bsum of the pairs p, converted to float in a vector
@@ -328,10 +334,11 @@ DT_INLINE void iq_groups_of_pairs(const iq_pairs *p, iq_group g[8]) {
 #if defined(DT_AVX512)
 // IQ_MATMUL_PAIRS is IQ_MATMUL for an i-quant whose decode rows pairs()
 // unpacks into iq_pairs, and whose tiles groups() fills.
-#define IQ_MATMUL_PAIRS(name, SIZE, pairs, groups, F)                                                           \
-	IQ_TILED(name, SIZE, groups, iq_d16, F)                                                                     \
-	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, iq_d16, F)                                            \
+#define IQ_MATMUL_PAIRS_D(name, SIZE, pairs, groups, dfn, F)                                                    \
+	IQ_TILED(name, SIZE, groups, dfn, F)                                                                        \
+	IQ_ROWS(name, SIZE, iq_pairs u[1], pairs, iq_fsum512, dfn, F)                                               \
 	IQ_ENTRY(name)
+#define IQ_MATMUL_PAIRS(name, SIZE, pairs, groups, F) IQ_MATMUL_PAIRS_D(name, SIZE, pairs, groups, iq_d16, F)
 
 // IQ_GROUPS_OF_PAIRS defines NAME, groups() from pairs().
 #define IQ_GROUPS_OF_PAIRS(name, pairs)                                                                         \

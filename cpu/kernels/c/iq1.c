@@ -92,6 +92,71 @@ DT_INLINE void iq1_m_groups(const uint8_t *wb, iq_group g[8]) {
 	}
 }
 
+#if defined(DT_AVX512)
+// iq1_pairs makes a super-block's pairs from its 32 grid indices (idx,
+// words in value order), the entries whose delta is -1/8 (bit k of neg:
+// entry k) and its 16 scales ls (word 2ib+h: group ib's half h): the
+// values 8g ± 1 as magnitudes and signs. The entries are loaded one by one
+// into a buffer and read back as vectors (vpgatherdq took a third longer:
+// docs/measurements).
+DT_INLINE void iq1_pairs(__m512i idx, uint32_t neg, __m256i ls, iq_pairs *p) {
+	const __m512i plus = _mm512_set1_epi8(1), minus = _mm512_set1_epi8(-1), m8 = _mm512_set1_epi8((char)0xf8);
+	uint16_t ix[32] __attribute__((aligned(64)));
+	uint64_t ge[32] __attribute__((aligned(64)));
+	_mm512_store_si512(ix, idx);
+	#pragma GCC unroll 32
+	for (int e = 0; e < 32; e++) ge[e] = dt_iq1s_grid[ix[e]];
+	#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		const __m512i g = _mm512_load_si512(ge + 8 * k);
+		const __m512i eight = _mm512_and_si512(_mm512_slli_epi16(g, 3), m8);
+		const __mmask64 m = _cvtu64_mask64(_pdep_u64((neg >> (8 * k)) & 0xff, 0x0101010101010101ull) * 0xff);
+		const __m512i v = _mm512_add_epi8(eight, _mm512_mask_blend_epi8(m, plus, minus));
+		p->q[k] = _mm512_abs_epi8(v);
+		p->neg[k] = _mm512_movepi8_mask(v);
+	}
+	iq_pair_spread16(ls, p);
+}
+
+DT_INLINE void iq1_s_pairs(const uint8_t *wb, iq_pairs *p) {
+	// Group ib's u16 h for each of its four entries (word 4ib+l), shifted
+	// 3l: the index's top bits.
+	const __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wb + 34)));
+	const __m512i rep4 = _mm512_srli_epi16(_mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014,
+	                                                        0x0013001200110010, 0x000f000e000d000c, 0x000b000a00090008,
+	                                                        0x0007000600050004, 0x0003000200010000),
+	                                       2);
+	const __m512i hw = _mm512_permutexvar_epi16(rep4, h);
+	const __m512i top = _mm512_and_si512(_mm512_srlv_epi16(hw, _mm512_set1_epi64(0x0009000600030000ll)),
+	                                     _mm512_set1_epi16(7));
+	const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(wb + 2))), _mm512_slli_epi16(top, 8));
+	// Bit 15 of group ib's word: all four entries' delta.
+	const uint32_t gneg = _cvtmask32_u32(_mm512_movepi16_mask(h)) & 0xff;
+	const uint32_t neg = _pdep_u32(gneg, 0x11111111u) * 0xf;
+	// Both halves of group ib take its 2s+1.
+	const __m128i s = _mm_and_si128(_mm_srli_epi16(_mm512_castsi512_si128(h), 12), _mm_set1_epi16(7));
+	const __m128i ls8 = _mm_add_epi16(_mm_add_epi16(s, s), _mm_set1_epi16(1));
+	const __m256i ls = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm256_castsi128_si256(ls8));
+	iq1_pairs(idx, neg, ls, p);
+}
+
+DT_INLINE void iq1_m_pairs(const uint8_t *wb, iq_pairs *p) {
+	// Entry k's nibble: qh byte k/2, low half for even k.
+	const __m128i qh = _mm_loadu_si128((const __m128i *)(wb + 32)), m4 = _mm_set1_epi8(15);
+	const __m128i lo = _mm_and_si128(qh, m4), hi = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
+	const __m256i nib = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+	const __m512i top = _mm512_cvtepu8_epi16(_mm256_and_si256(nib, _mm256_set1_epi8(7)));
+	const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)wb)), _mm512_slli_epi16(top, 8));
+	const uint32_t neg = _cvtmask32_u32(_mm256_test_epi8_mask(nib, _mm256_set1_epi8(8)));
+	// Scale t = 2ib+h: bits 3(t%4).. of word t/4.
+	const __m256i w = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+	                                           _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(wb + 48))));
+	const __m256i s = _mm256_and_si256(_mm256_srlv_epi16(w, _mm256_set1_epi64x(0x0009000600030000ll)),
+	                                   _mm256_set1_epi16(7));
+	iq1_pairs(idx, neg, _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1)), p);
+}
+#endif
+
 #else
 
 // iq1_sum8 is Σ (8g ± 1)·q8 over the 8 values of grid entry e.
@@ -138,5 +203,13 @@ static float dot_iq1_m(const uint8_t *w, const uint8_t *x, int64_t nb) {
 
 #endif
 
+#if defined(DT_AVX512)
+// The tiles (iqtile.h) unpack IQ1_M's groups from its pairs, IQ1_S's one
+// by one: the faster of the two for each (docs/measurements).
+IQ_GROUPS_OF_PAIRS(iq1_m_groups512, iq1_m_pairs)
+IQ_MATMUL_PAIRS(iq1_s, IQ1_S_SIZE, iq1_s_pairs, iq1_s_groups, 0.125f)
+IQ_MATMUL_PAIRS_D(iq1_m, IQ1_M_SIZE, iq1_m_pairs, iq1_m_groups512, iq1_m_d, 0.125f)
+#else
 IQ_MATMUL(iq1_s, IQ1_S_SIZE, iq1_s_groups, 0.125f)
 IQ_MATMUL_D(iq1_m, IQ1_M_SIZE, iq1_m_groups, iq1_m_d, 0.125f)
+#endif
