@@ -69,26 +69,53 @@ DT_INLINE void iq1_group(iq_group *g, const uint64_t e[4], int neg, int ls1, int
 	g->sc = iq_scales(ls1, ls2);
 }
 
+// iq1_s_groups takes a super-block's indices in vectors too: entry 4ib+l's
+// top bits are bits 3l.. of group ib's u16, gathered into bytes in entry
+// order and paired with the low bytes as iq1_m_groups does.
 DT_INLINE void iq1_s_groups(const uint8_t *wb, iq_group g[8]) {
+	const __m128i h = _mm_loadu_si128((const __m128i *)(wb + 34)), m7 = _mm_set1_epi16(7);
+	__m128i t[4];
+	for (int l = 0; l < 4; l++) {
+		const __m128i w = _mm_and_si128(_mm_srli_epi16(h, 3 * l), m7);
+		t[l] = _mm_packus_epi16(w, w); // bytes 0..7: group ib's
+	}
+	const __m128i x = _mm_unpacklo_epi8(t[0], t[1]), y = _mm_unpacklo_epi8(t[2], t[3]);
+	const __m128i z0 = _mm_unpacklo_epi16(x, y), z1 = _mm_unpackhi_epi16(x, y); // entries 0..15, 16..31
+	const __m128i q0 = _mm_loadu_si128((const __m128i *)(wb + 2)), q1 = _mm_loadu_si128((const __m128i *)(wb + 18));
+	uint16_t ix[32] __attribute__((aligned(16)));
+	_mm_store_si128((__m128i *)ix, _mm_unpacklo_epi8(q0, z0));
+	_mm_store_si128((__m128i *)(ix + 8), _mm_unpackhi_epi8(q0, z0));
+	_mm_store_si128((__m128i *)(ix + 16), _mm_unpacklo_epi8(q1, z1));
+	_mm_store_si128((__m128i *)(ix + 24), _mm_unpackhi_epi8(q1, z1));
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
-		const int h = ld16(wb + 34 + 2 * ib), ls = 2 * ((h >> 12) & 7) + 1;
+		const int hb = ld16(wb + 34 + 2 * ib), ls = 2 * ((hb >> 12) & 7) + 1;
 		uint64_t e[4];
-		for (int l = 0; l < 4; l++) e[l] = dt_iq1s_grid[iq1_s_index(wb, ib, l)];
-		iq1_group(&g[ib], e, h & 0x8000 ? 15 : 0, ls, ls);
+		for (int l = 0; l < 4; l++) e[l] = dt_iq1s_grid[ix[4 * ib + l]];
+		iq1_group(&g[ib], e, hb & 0x8000 ? 15 : 0, ls, ls);
 	}
 }
 
+// iq1_m_groups takes a super-block's indices and delta signs from its qh
+// nibbles in vectors: index k is the little-endian word of the bytes qs[k]
+// and nibble k & 7.
 DT_INLINE void iq1_m_groups(const uint8_t *wb, iq_group g[8]) {
+	const __m128i qh = _mm_loadu_si128((const __m128i *)(wb + 32)), m4 = _mm_set1_epi8(15), m7 = _mm_set1_epi8(7);
+	const __m128i lo = _mm_and_si128(qh, m4), hi = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
+	const __m128i n0 = _mm_unpacklo_epi8(lo, hi), n1 = _mm_unpackhi_epi8(lo, hi); // entries 0..15, 16..31
+	const __m128i q0 = _mm_loadu_si128((const __m128i *)wb), q1 = _mm_loadu_si128((const __m128i *)(wb + 16));
+	uint16_t ix[32] __attribute__((aligned(16)));
+	_mm_store_si128((__m128i *)ix, _mm_unpacklo_epi8(q0, _mm_and_si128(n0, m7)));
+	_mm_store_si128((__m128i *)(ix + 8), _mm_unpackhi_epi8(q0, _mm_and_si128(n0, m7)));
+	_mm_store_si128((__m128i *)(ix + 16), _mm_unpacklo_epi8(q1, _mm_and_si128(n1, m7)));
+	_mm_store_si128((__m128i *)(ix + 24), _mm_unpackhi_epi8(q1, _mm_and_si128(n1, m7)));
+	// Bit 3 of each nibble, moved to its byte's top bit.
+	const uint32_t neg = (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(n0, 4)) | (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(n1, 4)) << 16;
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
 		uint64_t e[4];
-		int neg = 0;
-		for (int l = 0; l < 4; l++) {
-			e[l] = dt_iq1s_grid[iq1_m_index(wb, ib, l)];
-			neg |= iq1_m_neg(wb, ib, l) ? 1 << l : 0;
-		}
-		iq1_group(&g[ib], e, neg, iq1_m_scale(wb, ib, 0), iq1_m_scale(wb, ib, 1));
+		for (int l = 0; l < 4; l++) e[l] = dt_iq1s_grid[ix[4 * ib + l]];
+		iq1_group(&g[ib], e, (int)(neg >> (4 * ib)) & 15, iq1_m_scale(wb, ib, 0), iq1_m_scale(wb, ib, 1));
 	}
 }
 
