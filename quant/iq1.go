@@ -37,13 +37,14 @@ func iq1Values(g uint64, neg bool) [8]int32 {
 	return v
 }
 
-// iq1Entry is the grid entry of IQ1_S's 8 values l (0..3) of group ib.
+// iq1SEntry is the grid entry of IQ1_S's 8 values l (0..3) of group ib,
+// and whether its delta is -1/8.
 func iq1SEntry(blk []byte, ib, l int) (uint64, bool) {
 	h := binary.LittleEndian.Uint16(blk[2+QKK/8+2*ib:])
 	return iq1sGrid[int(blk[2+4*ib+l])|int(h>>(3*l)&7)<<8], h&0x8000 != 0
 }
 
-// iq1MEntry is IQ1_M's.
+// iq1MEntry is the same for IQ1_M.
 func iq1MEntry(blk []byte, ib, l int) (uint64, bool) {
 	h := blk[QKK/8+2*ib+l/2] >> (4 * (l % 2))
 	return iq1sGrid[int(blk[4*ib+l])|int(h&7)<<8], h&8 != 0
@@ -112,58 +113,59 @@ func writeIQ1(y []float32, g uint64, neg bool, dl float32) {
 // ggml_vec_dot_iq1_s_q8_K sums the same, the delta's part apart).
 // Preconditions: n >= 0 is a multiple of 256, w holds at least n/256*50
 // bytes and xq n/256*292; otherwise it returns NaN.
-func DotIQ1_SQ8_K(w, xq []byte, n int) float32 {
-	nb, ok := iqDotOK(w, xq, n, blockIQ1_S)
+func DotIQ1_SQ8_K(w, xq []byte, n int) float32 { return dotIQ1(w, xq, n, blockIQ1_S, iq1SSum) }
+
+// DotIQ1_MQ8_K is DotIQ1_SQ8_K for IQ1_M, with a scale per 16 values.
+// Preconditions as DotIQ1_SQ8_K's, with 56 bytes a super-block.
+func DotIQ1_MQ8_K(w, xq []byte, n int) float32 { return dotIQ1(w, xq, n, blockIQ1_M, iq1MSum) }
+
+// dotIQ1 is the dot of IQ1 super-blocks of size bytes whose exact integer
+// sums against 256 activation quants, and scale dw, sum gives.
+func dotIQ1(w, xq []byte, n, size int, sum func(blk, q8 []byte) (bsum int32, dw float32)) float32 {
+	nb, ok := iqDotOK(w, xq, n, size)
 	if !ok {
 		return nan
 	}
 	var sumf float32
 	for b := range nb {
-		blk, xb := w[b*blockIQ1_S:], xq[b*blockQ8_K:]
-		q8 := xb[4 : 4+QKK]
-		var bsum int32
-		for ib := range QKK / 32 {
-			var sumi int32
-			for l := range 4 {
-				g, neg := iq1SEntry(blk, ib, l)
-				sumi += iq1Dot(g, neg, q8[32*ib+8*l:])
-			}
-			h := binary.LittleEndian.Uint16(blk[2+QKK/8+2*ib:])
-			bsum += sumi * int32(2*(h>>12&7)+1)
-		}
-		d := f16At(blk) * q8KScale(xb)
+		xb := xq[b*blockQ8_K:]
+		bsum, dw := sum(w[b*size:], xb[4:4+QKK])
+		d := dw * q8KScale(xb)
 		sumf += float32(d * float32(bsum)) // float32(): no fused multiply-add
 	}
 	return 0.125 * sumf
 }
 
-// DotIQ1_MQ8_K is DotIQ1_SQ8_K for IQ1_M, with a scale per 16 values.
-// Preconditions as DotIQ1_SQ8_K's, with 56 bytes a super-block.
-func DotIQ1_MQ8_K(w, xq []byte, n int) float32 {
-	nb, ok := iqDotOK(w, xq, n, blockIQ1_M)
-	if !ok {
-		return nan
-	}
-	var sumf float32
-	for b := range nb {
-		blk, xb := w[b*blockIQ1_M:], xq[b*blockQ8_K:]
-		q8 := xb[4 : 4+QKK]
-		sc, dw := iq1MScales(blk)
-		var bsum int32
-		for ib := range QKK / 32 {
-			for h := range 2 {
-				var sumi int32
-				for l := 2 * h; l < 2*h+2; l++ {
-					g, neg := iq1MEntry(blk, ib, l)
-					sumi += iq1Dot(g, neg, q8[32*ib+8*l:])
-				}
-				bsum += sumi * iq1MScale(sc, ib, h)
-			}
+// iq1SSum is an IQ1_S super-block's sum and scale.
+func iq1SSum(blk, q8 []byte) (int32, float32) {
+	var bsum int32
+	for ib := range QKK / 32 {
+		var sumi int32
+		for l := range 4 {
+			g, neg := iq1SEntry(blk, ib, l)
+			sumi += iq1Dot(g, neg, q8[32*ib+8*l:])
 		}
-		d := dw * q8KScale(xb)
-		sumf += float32(d * float32(bsum))
+		h := binary.LittleEndian.Uint16(blk[2+QKK/8+2*ib:])
+		bsum += sumi * int32(2*(h>>12&7)+1)
 	}
-	return 0.125 * sumf
+	return bsum, f16At(blk)
+}
+
+// iq1MSum is an IQ1_M super-block's.
+func iq1MSum(blk, q8 []byte) (int32, float32) {
+	sc, dw := iq1MScales(blk)
+	var bsum int32
+	for ib := range QKK / 32 {
+		for h := range 2 {
+			var sumi int32
+			for l := 2 * h; l < 2*h+2; l++ {
+				g, neg := iq1MEntry(blk, ib, l)
+				sumi += iq1Dot(g, neg, q8[32*ib+8*l:])
+			}
+			bsum += sumi * iq1MScale(sc, ib, h)
+		}
+	}
+	return bsum, dw
 }
 
 // iq1Dot is Σ (8g ± 1)·q8 over one grid entry's 8 values.
