@@ -63,15 +63,18 @@ DT_INLINE __m256i iq_signed(__m256i a, iq_signs neg) { return _mm256_mask_sub_ep
 typedef __m256i iq_signs;
 
 // iq_neg spreads four sign bytes so that byte v of the vector tests bit
-// v%8 of sign byte v/8: 0xff where negative.
+// v%8 of sign byte v/8: -1 where negative, else 1 (a value's sign, for
+// vpsignb: one instruction an activation vector, where a mask took two).
 DT_INLINE iq_signs iq_neg(uint32_t signs) {
 	const __m256i mask1 = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
 	const __m256i mask2 = _mm256_set1_epi64x((int64_t)0x8040201008040201);
 	const __m256i s = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)signs), mask1), mask2);
-	return _mm256_cmpeq_epi8(s, mask2);
+	return _mm256_or_si256(_mm256_cmpeq_epi8(s, mask2), _mm256_set1_epi8(1));
 }
 
-DT_INLINE __m256i iq_signed(__m256i a, iq_signs neg) { return _mm256_sub_epi8(_mm256_xor_si256(a, neg), neg); }
+// iq_signed negates the activations a where neg is -1 (-128 stays -128, as
+// the two's-complement negation it replaces left it).
+DT_INLINE __m256i iq_signed(__m256i a, iq_signs neg) { return _mm256_sign_epi8(a, neg); }
 #endif
 
 // iq_group is one 32-value group of a row, ready for the activations:

@@ -64,7 +64,7 @@ DT_INLINE void iq1_group(iq_group *g, const uint64_t e[4], int neg, int ls1, int
 #if defined(DT_AVX512)
 	g->neg = _mm256_movepi8_mask(v);
 #else
-	g->neg = _mm256_cmpgt_epi8(_mm256_setzero_si256(), v);
+	g->neg = v; // never 0: its sign is the value's (iq_signed)
 #endif
 	g->sc = iq_scales(ls1, ls2);
 }
