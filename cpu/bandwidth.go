@@ -9,7 +9,10 @@ import (
 
 // MeasureBandwidth estimates memory bandwidth in GB/s, counted as STREAM's
 // copy counts it (bytes read plus bytes written), with threads goroutines
-// each copying its own 64 MiB, which no cache holds.
+// each copying its own 64 MiB. A large last-level cache keeps part of that
+// between passes and reads it faster than memory (docs/measurements, "The
+// roofline, read from the weights"): it is the figure probe shows, no
+// prediction's.
 func MeasureBandwidth(threads, reps int) float64 {
 	const size = 64 << 20
 	src, dst := touchedBuffers(threads, size), touchedBuffers(threads, size)

@@ -33,11 +33,9 @@ func allocMoment(dev Device, n int) Buffer {
 	return dev.Alloc(n)
 }
 
-// hostBF16 is a host buffer of bfloat16 values (AdamW's moments).
-type hostBF16 struct {
-	d   []uint16
-	own bool
-}
+// hostBF16 is a host buffer of bfloat16 values (AdamW's moments), always
+// allocated (the host makes no views of it).
+type hostBF16 struct{ d []uint16 }
 
 func (b *hostBF16) Len() int { return len(b.d) }
 
@@ -49,7 +47,7 @@ func (h *host[T]) AllocMoment(n int) Buffer {
 		return h.Alloc(n)
 	}
 	h.held.Add(2 * int64(n))
-	return &hostBF16{d: make([]uint16, n), own: true}
+	return &hostBF16{d: make([]uint16, n)}
 }
 
 // bf16 is b's values, and whether b is a bfloat16 buffer.
@@ -64,7 +62,7 @@ func bf16(b Buffer) ([]uint16, bool) {
 // freeBF16 frees b if it is a bfloat16 buffer, reporting whether it was.
 func (h *host[T]) freeBF16(b Buffer) bool {
 	hb, ok := b.(*hostBF16)
-	if ok && hb.own && hb.d != nil {
+	if ok && hb.d != nil {
 		h.held.Add(-2 * int64(len(hb.d)))
 		hb.d = nil
 	}
@@ -89,7 +87,19 @@ func downloadBF16(dst []float32, s []uint16) {
 	}
 }
 
-// adamW is the update of one parameter: PyTorch's AdamW, decoupled weight
+// adamCoef is an AdamW update's constants in float64.
+type adamCoef struct {
+	b1, b2, c1, c2, lr, eps, wd, gsc float64
+	decay                            bool
+}
+
+func newAdamCoef(p AdamW, decay bool) adamCoef {
+	b1, b2 := float64(p.Beta1), float64(p.Beta2)
+	return adamCoef{b1: b1, b2: b2, c1: 1 - math.Pow(b1, float64(p.Step)), c2: 1 - math.Pow(b2, float64(p.Step)),
+		lr: float64(p.LR), eps: float64(p.Eps), wd: float64(p.WeightDecay), gsc: float64(p.GradScale), decay: decay}
+}
+
+// step is the update of one parameter: PyTorch's AdamW, decoupled weight
 // decay, then the bias-corrected Adam step. m and v are the moments before
 // the update; it returns the parameter and the moments after it. The
 // step uses the moments as computed, before they are stored.
@@ -103,16 +113,4 @@ func (a adamCoef) step(w, g, m, v float64) (x, mi, vi float64) {
 	}
 	x -= a.lr * (mi / a.c1) / (math.Sqrt(vi/a.c2) + a.eps)
 	return x, mi, vi
-}
-
-// adamCoef is an AdamW update's constants in float64.
-type adamCoef struct {
-	b1, b2, c1, c2, lr, eps, wd, gsc float64
-	decay                            bool
-}
-
-func newAdamCoef(p AdamW, decay bool) adamCoef {
-	b1, b2 := float64(p.Beta1), float64(p.Beta2)
-	return adamCoef{b1: b1, b2: b2, c1: 1 - math.Pow(b1, float64(p.Step)), c2: 1 - math.Pow(b2, float64(p.Step)),
-		lr: float64(p.LR), eps: float64(p.Eps), wd: float64(p.WeightDecay), gsc: float64(p.GradScale), decay: decay}
 }

@@ -207,15 +207,19 @@ DT_INLINE void iq_pair_scales(__m256i ls, iq_pairs *p) {
 	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(base, _mm512_set1_epi16((short)(4 * k))), z);
 }
 
+// iq_word_ramp is the words 0, 1, ..., 31: shifted right by k, the index
+// that repeats each of 32 >> k words 1 << k times (vpermw).
+DT_INLINE __m512i iq_word_ramp(void) {
+	return _mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014, 0x0013001200110010,
+	                        0x000f000e000d000c, 0x000b000a00090008, 0x0007000600050004, 0x0003000200010000);
+}
+
 // iq_pair_spread16 sets p's scales from the 16 words of ls, word 2ib+h the
 // scale (2s+1) of group ib's half h.
 DT_INLINE void iq_pair_spread16(__m256i ls, iq_pairs *p) {
 	const __m512i z = _mm512_castsi256_si512(ls);
 	// Word lane l of pair k: 16-value sub-block 4k + l/8.
-	const __m512i sub = _mm512_srli_epi16(_mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014,
-	                                                       0x0013001200110010, 0x000f000e000d000c, 0x000b000a00090008,
-	                                                       0x0007000600050004, 0x0003000200010000),
-	                                      3);
+	const __m512i sub = _mm512_srli_epi16(iq_word_ramp(), 3);
 	#pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) p->sc[k] = _mm512_permutexvar_epi16(_mm512_add_epi16(sub, _mm512_set1_epi16((short)(4 * k))), z);
 }

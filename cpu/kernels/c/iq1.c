@@ -29,21 +29,9 @@ DT_INLINE float iq1_m_d(const uint8_t *wb) {
 	return f16_to_f32(u);
 }
 
-// iq1_m_index is the grid index of IQ1_M's 8 values l (0..3) of group ib,
-// and iq1_m_neg whether their delta is -1/8.
-DT_INLINE int iq1_m_index(const uint8_t *wb, int ib, int l) {
-	return wb[4 * ib + l] | ((wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 7) << 8;
-}
-DT_INLINE int iq1_m_neg(const uint8_t *wb, int ib, int l) { return (wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 8; }
-
 // iq1_m_scale is IQ1_M's 2s+1 of the 16 values half h of group ib.
 DT_INLINE int iq1_m_scale(const uint8_t *wb, int ib, int h) {
 	return 2 * ((ld16(wb + 48 + 2 * (ib / 2)) >> (6 * (ib % 2) + 3 * h)) & 7) + 1;
-}
-
-// iq1_s_index is IQ1_S's: the low byte, and three bits of the group's u16.
-DT_INLINE int iq1_s_index(const uint8_t *wb, int ib, int l) {
-	return wb[2 + 4 * ib + l] | ((ld16(wb + 34 + 2 * ib) >> (3 * l)) & 7) << 8;
 }
 
 #if defined(DT_AVX2)
@@ -149,11 +137,7 @@ DT_INLINE void iq1_s_pairs(const uint8_t *wb, iq_pairs *p) {
 	// Group ib's u16 h for each of its four entries (word 4ib+l), shifted
 	// 3l: the index's top bits.
 	const __m512i h = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wb + 34)));
-	const __m512i rep4 = _mm512_srli_epi16(_mm512_set_epi64(0x001f001e001d001c, 0x001b001a00190018, 0x0017001600150014,
-	                                                        0x0013001200110010, 0x000f000e000d000c, 0x000b000a00090008,
-	                                                        0x0007000600050004, 0x0003000200010000),
-	                                       2);
-	const __m512i hw = _mm512_permutexvar_epi16(rep4, h);
+	const __m512i hw = _mm512_permutexvar_epi16(_mm512_srli_epi16(iq_word_ramp(), 2), h);
 	const __m512i top = _mm512_and_si512(_mm512_srlv_epi16(hw, _mm512_set1_epi64(0x0009000600030000ll)),
 	                                     _mm512_set1_epi16(7));
 	const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(wb + 2))), _mm512_slli_epi16(top, 8));
@@ -185,6 +169,19 @@ DT_INLINE void iq1_m_pairs(const uint8_t *wb, iq_pairs *p) {
 #endif
 
 #else
+
+// iq1_m_index is the grid index of IQ1_M's 8 values l (0..3) of group ib,
+// and iq1_m_neg whether their delta is -1/8 (the SIMD levels take both
+// from whole vectors).
+DT_INLINE int iq1_m_index(const uint8_t *wb, int ib, int l) {
+	return wb[4 * ib + l] | ((wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 7) << 8;
+}
+DT_INLINE int iq1_m_neg(const uint8_t *wb, int ib, int l) { return (wb[32 + 2 * ib + l / 2] >> (4 * (l % 2))) & 8; }
+
+// iq1_s_index is IQ1_S's: the low byte, and three bits of the group's u16.
+DT_INLINE int iq1_s_index(const uint8_t *wb, int ib, int l) {
+	return wb[2 + 4 * ib + l] | ((ld16(wb + 34 + 2 * ib) >> (3 * l)) & 7) << 8;
+}
 
 // iq1_sum8 is Σ (8g ± 1)·q8 over the 8 values of grid entry e.
 static int32_t iq1_sum8(uint64_t e, int neg, const int8_t *q8) {
