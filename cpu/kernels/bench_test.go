@@ -195,24 +195,31 @@ func BenchmarkQuantize(b *testing.B) {
 	}
 }
 
-// BenchmarkAttention: one layer of a 7B-like model (32 heads, 8 KV heads,
-// head dimension 128) at 512 committed positions, for a decode row and for
-// a 16-row tree.
+// BenchmarkAttention: one layer of a 7B-like model (32 heads, 8 KV heads
+// as Llama 3's and Mistral's, head dimension 128) at 512 committed
+// positions, for a decode row and for a 16-row tree; "mha/" with 32 KV
+// heads, one a head (Llama 2 7B's).
 func BenchmarkAttention(b *testing.B) {
-	const heads, kvHeads, hd, past = 32, 8, 128, 512
+	const heads, hd, past = 32, 128, 512
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{1, 16} {
-		T := past + n
-		kc, vc := randKV(r, T*kvHeads*hd)
-		q := randFloats(r, n*heads*hd, 1)
-		mask := treeMask(r, n)
-		out, scratch := make([]float32, n*heads*hd), make([]float32, AttentionScratch(past, n))
-		for _, s := range sets(b) {
-			b.Run(fmt.Sprintf("%s/n=%d", s.Name, n), func(b *testing.B) {
-				for b.Loop() {
-					s.Attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.088, 0, n, scratch)
-				}
-			})
+	for _, kvHeads := range []int{8, heads} {
+		prefix := ""
+		if kvHeads == heads {
+			prefix = "mha/"
+		}
+		for _, n := range []int{1, 16} {
+			T := past + n
+			kc, vc := randKV(r, T*kvHeads*hd)
+			q := randFloats(r, n*heads*hd, 1)
+			mask := treeMask(r, n)
+			out, scratch := make([]float32, n*heads*hd), make([]float32, AttentionScratch(past, n))
+			for _, s := range sets(b) {
+				b.Run(fmt.Sprintf("%s%s/n=%d", prefix, s.Name, n), func(b *testing.B) {
+					for b.Loop() {
+						s.Attention(out, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.088, 0, n, scratch)
+					}
+				})
+			}
 		}
 	}
 }
