@@ -104,16 +104,43 @@ DT_INLINE void pk_sub(const int NT, __m512 t[16], const __m512i W[8], __m512 scf
 }
 
 // pk_rows_zero clears the NT rows' sums.
-DT_INLINE void pk_rows_zero(const int NT, __m512 t[16]) {
+DT_INLINE void pk_rows_zero(const int NT, __m512 *t) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) t[j] = _mm512_setzero_ps();
 }
 
 // pk_rows_add adds the NT rows' sums t, times their scales dy, into acc.
-DT_INLINE void pk_rows_add(const int NT, __m512 acc[16], const __m512 t[16], const float dy[16]) {
+DT_INLINE void pk_rows_add(const int NT, __m512 *acc, const __m512 *t, const float *dy) {
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(dy[j]), acc[j]);
 }
+
+// PK_PASSES adds a super-block's products, times the activation rows'
+// scales dy, into the NT rows' accumulators acc: subs(n, t, x, ...) sums
+// them for n rows into t (x the first row's laid-out super-block, the rows
+// KS(n) bytes apart). With split, sixteen rows go in two passes of eight,
+// the weights unpacked again for the second: sixteen rows' sums beside the
+// accumulators, the weights and their products outgrew the 32 vector
+// registers, and for the 4-bit types the spills cost more than unpacking
+// twice; Q6_K's, Q3_K's and Q2_K's unpacking costs more than the spills
+// (docs/measurements, "Eight rows a pass"). Each row's float steps are the
+// same either way.
+#define PK_PASSES(NT, split, acc, dy, x, subs, ...)                                                           \
+	do {                                                                                                       \
+		if ((split) && (NT) == 16) {                                                                           \
+			_Pragma("GCC unroll 1") for (int j0_ = 0; j0_ < 16; j0_ += 8) {                                     \
+				__m512 t_[8];                                                                                  \
+				pk_rows_zero(8, t_);                                                                           \
+				subs(8, t_, (x) + j0_ * PKK_ROW, __VA_ARGS__);                                                 \
+				pk_rows_add(8, (acc) + j0_, t_, (dy) + j0_);                                                   \
+			}                                                                                                  \
+		} else {                                                                                               \
+			__m512 t_[16];                                                                                     \
+			pk_rows_zero(NT, t_);                                                                              \
+			subs(NT, t_, (x), __VA_ARGS__);                                                                    \
+			pk_rows_add(NT, acc, t_, dy);                                                                      \
+		}                                                                                                      \
+	} while (0)
 
 // pk_pairs takes a super-block's offsets off the NT rows' accumulators:
 // per row (lane) the U pairs of 16-bit factors in cp (mins, or scales
@@ -175,17 +202,28 @@ DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 s
 	}
 }
 
-
-
-
-
+// q2_subs sums a packed Q2_K super-block's sixteen 16-value groups for n
+// activation rows (see PK_PASSES).
+DT_INLINE void q2_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb, const __m512 *scf) {
+	const __m512i m3 = _mm512_set1_epi8(3);
+	#pragma GCC unroll 1
+	for (int c = 0; c < 2; c++) {
+		#pragma GCC unroll 1
+		for (int k = 0; k < 4; k++) { // values 128c+32k+l
+			__m512i W[8];
+			#pragma GCC unroll 8
+			for (int v = 0; v < 8; v++)
+				W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
+			pk_sub16(n, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], x + 4 + 128 * c + 32 * k);
+		}
+	}
+}
 
 // pq2_k_tile: Q2_K's 2-bit values times each 16 values' 4-bit scale, the
 // mins (the scale bytes' high nibbles) through the activations' 16-value
 // sums.
 DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
                           int64_t ldo) {
-	const __m512i m3 = _mm512_set1_epi8(3);
 	__m512 acc[16];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
@@ -212,20 +250,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		__m512 t[16];
-		pk_rows_zero(NT, t);
-		#pragma GCC unroll 1
-		for (int c = 0; c < 2; c++) {
-			#pragma GCC unroll 1
-			for (int k = 0; k < 4; k++) { // values 128c+32k+l
-				__m512i W[8];
-				#pragma GCC unroll 8
-				for (int v = 0; v < 8; v++)
-					W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-				pk_sub16(NT, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], act + b * NT * KS(NT) + 4 + 128 * c + 32 * k);
-			}
-		}
-		pk_rows_add(NT, acc, t, dy);
+		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q2_subs, pb, scf);
 		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
@@ -243,13 +268,33 @@ DT_INLINE __m512i q3k_scale16(int j, __m512i A, __m512i B, __m512i C) {
 	return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
 }
 
+// q3_subs sums a packed Q3_K super-block's sixteen 16-value groups for n
+// activation rows (see PK_PASSES): the values as pq3_k_tile takes them.
+DT_INLINE void q3_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb, const __m512 *scf) {
+	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+	#pragma GCC unroll 1
+	for (int c = 0; c < 2; c++) {
+		#pragma GCC unroll 1
+		for (int k = 0; k < 4; k++) { // values 128c+32k+l
+			__m512i W[8];
+			#pragma GCC unroll 8
+			for (int v = 0; v < 8; v++) {
+				const __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 736 + 512 * c + 64 * v), 2 * k), m3);
+				const __mmask64 h = _mm512_test_epi8_mask(_mm512_loadu_si512(pb + 224 + 64 * v), _mm512_set1_epi8((char)(1 << (4 * c + k))));
+				W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
+			}
+			const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
+			pk_sub16(n, t, W, scf[sb], scf[sb + 1], x + 4 + 128 * c + 32 * k);
+		}
+	}
+}
+
 // pq3_k_tile: the values as unsigned q+4 (0..7: two bits from qs, 4 where
 // hmask's bit is set), the 4 taken off through the activations' 16-value
 // sums times the scales; 16 scales, so two dot products of 4 vectors per
 // 32 values.
 DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out,
                           int64_t ldo) {
-	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
 	__m512 acc[16];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
@@ -270,29 +315,32 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		__m512 t[16];
-		pk_rows_zero(NT, t);
-		#pragma GCC unroll 1
-		for (int c = 0; c < 2; c++) {
-			#pragma GCC unroll 1
-			for (int k = 0; k < 4; k++) { // values 128c+32k+l
-				__m512i W[8];
-				#pragma GCC unroll 8
-				for (int v = 0; v < 8; v++) {
-					const __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 736 + 512 * c + 64 * v), 2 * k), m3);
-					const __mmask64 h = _mm512_test_epi8_mask(_mm512_loadu_si512(pb + 224 + 64 * v), _mm512_set1_epi8((char)(1 << (4 * c + k))));
-					W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
-				}
-				const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-				pk_sub16(NT, t, W, scf[sb], scf[sb + 1], act + b * NT * KS(NT) + 4 + 128 * c + 32 * k);
-			}
-		}
-		pk_rows_add(NT, acc, t, dy);
+		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q3_subs, pb, scf);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
 		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
+}
+
+// iq4_xs_subs sums a packed IQ4_XS super-block's eight sub-blocks for n
+// activation rows (see PK_PASSES).
+DT_INLINE void iq4_xs_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb, __m512i table,
+                           const __m512 *scf) {
+	#pragma GCC unroll 1
+	for (int k = 0; k < 4; k++) {
+		#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			// Only this sub-block's four vectors are loaded: with 16
+			// accumulators live, holding the chunk's eight spilled.
+			const int s = 2 * k + h;
+			__m512i T[8], W[8];
+			#pragma GCC unroll 4
+			for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
+			iq4_xs_weights(T, h, table, W);
+			pk_sub(n, t, W, scf[s], x + 4 + 32 * s);
+		}
+	}
 }
 
 // piq4_xs_tile is pk45_tile for IQ4_XS (see kquants.c's iq4_xs_tile).
@@ -321,23 +369,7 @@ DT_INLINE void piq4_xs_tile(const int NT, const uint8_t *pg, int rows, int64_t n
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		__m512 t[16];
-		pk_rows_zero(NT, t);
-		#pragma GCC unroll 1
-		for (int k = 0; k < 4; k++) {
-			#pragma GCC unroll 2
-			for (int h = 0; h < 2; h++) {
-				// Only this sub-block's four vectors are loaded: with 16
-				// accumulators live, holding the chunk's eight spilled.
-				const int s = 2 * k + h;
-				__m512i T[8], W[8];
-				#pragma GCC unroll 4
-				for (int v = 0; v < 4; v++) T[4 * h + v] = _mm512_loadu_si512(pb + 128 + 64 * (8 * k + 4 * h + v));
-				iq4_xs_weights(T, h, table, W);
-				pk_sub(NT, t, W, scf[s], act + b * NT * KS(NT) + 4 + 32 * s);
-			}
-		}
-		pk_rows_add(NT, acc, t, dy);
+		PK_PASSES(NT, 1, acc, dy, act + b * NT * KS(NT), iq4_xs_subs, pb, table, scf);
 		const __m512 d128 = _mm512_mul_ps(d, _mm512_set1_ps(128));
 		pk_offsets32(NT, acc, cp, d128, dy, act + b * NT * KS(NT));
 	}
@@ -392,6 +424,25 @@ DT_INLINE void q6_pair(const int NT, __m512 t[16], const uint8_t *pb, int i, con
 	pk_sub16(NT, t, W, q6_scale(pb, i), q6_scale(pb, i + 1), x + 128 * h + 32 * qi);
 }
 
+// q6_subs sums a packed Q6_K super-block's sixteen sub-blocks for n
+// activation rows (see PK_PASSES).
+DT_INLINE void q6_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb) {
+	x += 4;
+	if (n == 1) {
+		#pragma GCC unroll 16
+		for (int k = 0; k < 16; k++) q6_sub(t, pb, q6_order[k], x);
+	} else if (n >= 4) {
+		// One quarter's two sub-blocks an iteration: unrolled, the
+		// super-block's code outgrew the core's op cache
+		// (docs/measurements, "The k-quant tiles in the op cache").
+		#pragma GCC unroll 1
+		for (int k = 0; k < 16; k += 2) q6_pair(n, t, pb, q6_order[k], x);
+	} else {
+		#pragma GCC unroll 8
+		for (int k = 0; k < 16; k += 2) q6_pair(n, t, pb, q6_order[k], x);
+	}
+}
+
 // pq6_k_tile is pk45_tile for Q6_K: per 16-value sub-block a product of
 // the unsigned 6-bit quants, scaled, and the 32 they are offset by taken
 // off through the activations' sums times the scales.
@@ -406,23 +457,7 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		__m512 t[16];
-		pk_rows_zero(NT, t);
-		const uint8_t *x = act + b * NT * KS(NT) + 4;
-		if (NT == 1) {
-			#pragma GCC unroll 16
-			for (int k = 0; k < 16; k++) q6_sub(t, pb, q6_order[k], x);
-		} else if (NT >= 4) {
-			// One quarter's two sub-blocks an iteration: unrolled, the
-			// super-block's code outgrew the core's op cache
-			// (docs/measurements, "The k-quant tiles in the op cache").
-			#pragma GCC unroll 1
-			for (int k = 0; k < 16; k += 2) q6_pair(NT, t, pb, q6_order[k], x);
-		} else {
-			#pragma GCC unroll 8
-			for (int k = 0; k < 16; k += 2) q6_pair(NT, t, pb, q6_order[k], x);
-		}
-		pk_rows_add(NT, acc, t, dy);
+		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q6_subs, pb);
 		__m512i cp[8];
 		#pragma GCC unroll 8
 		for (int u = 0; u < 8; u++)
@@ -436,12 +471,34 @@ DT_INLINE void pq6_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 	for (int j = 0; j < NT; j++) store_tile(out + j * ldo, rows, acc[j], 0);
 }
 
+// pk45_subs sums a Q4_K or Q5_K super-block's eight sub-blocks for n
+// activation rows (see PK_PASSES): per sub-block its 16 weight rows
+// unpacked, then pk_sub's products.
+DT_INLINE void pk45_subs(const int n, __m512 *t, const uint8_t *x, const int Q5, const uint8_t *qs, const uint8_t *qh,
+                         const __m512 *scf) {
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	#pragma GCC unroll 1
+	for (int k = 0; k < 4; k++) {
+		#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) { // sub-block 2k+h: low nibbles, then high
+			__m512i W[8];
+			#pragma GCC unroll 8
+			for (int v = 0; v < 8; v++) {
+				const __m512i q = _mm512_loadu_si512(qs + 64 * (8 * k + v));
+				W[v] = _mm512_and_si512(h ? _mm512_srli_epi16(q, 4) : q, m4);
+				if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
+			}
+			const int s = 2 * k + h;
+			pk_sub(n, t, W, scf[s], x + 4 + 32 * s);
+		}
+	}
+}
+
 // pk45_tile multiplies one packed group (pg) by NT activation rows over nb
 // super-blocks.
 DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows, int64_t nb, const uint8_t *act,
                          float *out, int64_t ldo) {
 	const int psize = Q5 ? PK_Q5_K : PK_Q4_K;
-	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512 acc[16];
 	#pragma GCC unroll 16
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
@@ -464,24 +521,7 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		__m512 t[16];
-		pk_rows_zero(NT, t);
-		#pragma GCC unroll 1
-		for (int k = 0; k < 4; k++) {
-			#pragma GCC unroll 2
-			for (int h = 0; h < 2; h++) { // sub-block 2k+h: low nibbles, then high
-				__m512i W[8];
-				#pragma GCC unroll 8
-				for (int v = 0; v < 8; v++) {
-					const __m512i t = _mm512_loadu_si512(qs + 64 * (8 * k + v));
-					W[v] = _mm512_and_si512(h ? _mm512_srli_epi16(t, 4) : t, m4);
-					if (Q5) W[v] = _mm512_or_si512(W[v], q5_high(_mm512_loadu_si512(qh + 64 * v), 2 * k + h));
-				}
-				const int s = 2 * k + h;
-				pk_sub(NT, t, W, scf[s], act + b * NT * KS(NT) + 4 + 32 * s);
-			}
-		}
-		pk_rows_add(NT, acc, t, dy);
+		PK_PASSES(NT, 1, acc, dy, act + b * NT * KS(NT), pk45_subs, Q5, qs, qh, scf);
 		pk_offsets32(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
