@@ -202,19 +202,29 @@ DT_INLINE void pk_sub16(const int NT, __m512 t[16], const __m512i W[8], __m512 s
 	}
 }
 
-// q2_subs sums a packed Q2_K super-block's sixteen 16-value groups for n
-// activation rows (see PK_PASSES).
-DT_INLINE void q2_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb, const __m512 *scf) {
-	const __m512i m3 = _mm512_set1_epi8(3);
+// q23_subs sums a packed Q2_K (Q3 = 0) or Q3_K super-block's sixteen
+// 16-value groups for n activation rows (see PK_PASSES): Q2_K's values
+// their two bits, Q3_K's those plus 4 where hmask's bit is set (as
+// pq3_k_tile takes them).
+DT_INLINE void q23_subs(const int n, __m512 *t, const uint8_t *x, const int Q3, const uint8_t *pb, const __m512 *scf) {
+	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+	const uint8_t *qs = pb + (Q3 ? 736 : 320);
 	#pragma GCC unroll 1
 	for (int c = 0; c < 2; c++) {
 		#pragma GCC unroll 1
 		for (int k = 0; k < 4; k++) { // values 128c+32k+l
 			__m512i W[8];
 			#pragma GCC unroll 8
-			for (int v = 0; v < 8; v++)
-				W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 320 + 512 * c + 64 * v), 2 * k), m3);
-			pk_sub16(n, t, W, scf[8 * c + 2 * k], scf[8 * c + 2 * k + 1], x + 4 + 128 * c + 32 * k);
+			for (int v = 0; v < 8; v++) {
+				W[v] = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(qs + 512 * c + 64 * v), 2 * k), m3);
+				if (Q3) {
+					const __mmask64 h = _mm512_test_epi8_mask(_mm512_loadu_si512(pb + 224 + 64 * v),
+					                                          _mm512_set1_epi8((char)(1 << (4 * c + k))));
+					W[v] = _mm512_or_si512(W[v], _mm512_maskz_mov_epi8(h, four));
+				}
+			}
+			const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
+			pk_sub16(n, t, W, scf[sb], scf[sb + 1], x + 4 + 128 * c + 32 * k);
 		}
 	}
 }
@@ -250,7 +260,7 @@ DT_INLINE void pq2_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q2_subs, pb, scf);
+		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q23_subs, 0, pb, scf);
 		pk_offsets(NT, acc, mp, dmin, dy, act + b * NT * KS(NT));
 	}
 	#pragma GCC unroll 16
@@ -266,27 +276,6 @@ DT_INLINE __m512i q3k_scale16(int j, __m512i A, __m512i B, __m512i C) {
 	const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(byte < 4 ? A : B, shift), _mm512_set1_epi32(15));
 	const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(C, 8 * (j % 4) + 2 * (j / 4)), _mm512_set1_epi32(3));
 	return _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
-}
-
-// q3_subs sums a packed Q3_K super-block's sixteen 16-value groups for n
-// activation rows (see PK_PASSES): the values as pq3_k_tile takes them.
-DT_INLINE void q3_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *pb, const __m512 *scf) {
-	const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-	#pragma GCC unroll 1
-	for (int c = 0; c < 2; c++) {
-		#pragma GCC unroll 1
-		for (int k = 0; k < 4; k++) { // values 128c+32k+l
-			__m512i W[8];
-			#pragma GCC unroll 8
-			for (int v = 0; v < 8; v++) {
-				const __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(pb + 736 + 512 * c + 64 * v), 2 * k), m3);
-				const __mmask64 h = _mm512_test_epi8_mask(_mm512_loadu_si512(pb + 224 + 64 * v), _mm512_set1_epi8((char)(1 << (4 * c + k))));
-				W[v] = _mm512_or_si512(q, _mm512_maskz_mov_epi8(h, four));
-			}
-			const int sb = 8 * c + 2 * k; // its two 16-value groups: sb, sb+1
-			pk_sub16(n, t, W, scf[sb], scf[sb + 1], x + 4 + 128 * c + 32 * k);
-		}
-	}
 }
 
 // pq3_k_tile: the values as unsigned q+4 (0..7: two bits from qs, 4 where
@@ -315,7 +304,7 @@ DT_INLINE void pq3_k_tile(const int NT, const uint8_t *pg, int rows, int64_t nb,
 		float dy[16];
 		#pragma GCC unroll 16
 		for (int j = 0; j < NT; j++) dy[j] = ldf(act + (b * NT + j) * KS(NT));
-		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q3_subs, pb, scf);
+		PK_PASSES(NT, 0, acc, dy, act + b * NT * KS(NT), q23_subs, 1, pb, scf);
 		const __m512 d4 = _mm512_mul_ps(d, _mm512_set1_ps(4));
 		pk_offsets(NT, acc, cp, d4, dy, act + b * NT * KS(NT));
 	}
