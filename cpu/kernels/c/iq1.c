@@ -190,40 +190,44 @@ static int32_t iq1_sum8(uint64_t e, int neg, const int8_t *q8) {
 	return s;
 }
 
-// dot_iq1_s mirrors quant.DotIQ1_SQ8_K's integer sums.
-static float dot_iq1_s(const uint8_t *w, const uint8_t *x, int64_t nb) {
-	float sumf = 0;
-	for (int64_t b = 0; b < nb; b++, w += IQ1_S_SIZE, x += Q8_K_SIZE) {
-		const int8_t *q8 = (const int8_t *)(x + 4);
-		int32_t bsum = 0;
-		for (int ib = 0; ib < 8; ib++) {
-			const int h = ld16(w + 34 + 2 * ib);
+// iq1_s_sum and iq1_m_sum are a super-block's integer sum, Σ over its
+// scales of scale·Σ (8g ± 1)·q8, as quant.iq1SSum and quant.iq1MSum take it.
+static int32_t iq1_s_sum(const uint8_t *w, const int8_t *q8) {
+	int32_t bsum = 0;
+	for (int ib = 0; ib < 8; ib++) {
+		const int h = ld16(w + 34 + 2 * ib);
+		int32_t sumi = 0;
+		for (int l = 0; l < 4; l++) sumi += iq1_sum8(dt_iq1s_grid[iq1_s_index(w, ib, l)], h & 0x8000, q8 + 32 * ib + 8 * l);
+		bsum += sumi * (2 * ((h >> 12) & 7) + 1);
+	}
+	return bsum;
+}
+
+static int32_t iq1_m_sum(const uint8_t *w, const int8_t *q8) {
+	int32_t bsum = 0;
+	for (int ib = 0; ib < 8; ib++)
+		for (int h = 0; h < 2; h++) {
 			int32_t sumi = 0;
-			for (int l = 0; l < 4; l++) sumi += iq1_sum8(dt_iq1s_grid[iq1_s_index(w, ib, l)], h & 0x8000, q8 + 32 * ib + 8 * l);
-			bsum += sumi * (2 * ((h >> 12) & 7) + 1);
+			for (int l = 2 * h; l < 2 * h + 2; l++)
+				sumi += iq1_sum8(dt_iq1s_grid[iq1_m_index(w, ib, l)], iq1_m_neg(w, ib, l), q8 + 32 * ib + 8 * l);
+			bsum += sumi * iq1_m_scale(w, ib, h);
 		}
-		sumf += f16_to_f32(ld16(w)) * ldf(x) * (float)bsum;
+	return bsum;
+}
+
+// dot_iq1 mirrors quant.dotIQ1: IQ1_M's super-blocks (M) or IQ1_S's.
+DT_INLINE float dot_iq1(const int M, const uint8_t *w, const uint8_t *x, int64_t nb) {
+	float sumf = 0;
+	for (int64_t b = 0; b < nb; b++, w += M ? IQ1_M_SIZE : IQ1_S_SIZE, x += Q8_K_SIZE) {
+		const int8_t *q8 = (const int8_t *)(x + 4);
+		const int32_t bsum = M ? iq1_m_sum(w, q8) : iq1_s_sum(w, q8);
+		sumf += (M ? iq1_m_d(w) : f16_to_f32(ld16(w))) * ldf(x) * (float)bsum;
 	}
 	return 0.125f * sumf;
 }
 
-// dot_iq1_m mirrors quant.DotIQ1_MQ8_K's.
-static float dot_iq1_m(const uint8_t *w, const uint8_t *x, int64_t nb) {
-	float sumf = 0;
-	for (int64_t b = 0; b < nb; b++, w += IQ1_M_SIZE, x += Q8_K_SIZE) {
-		const int8_t *q8 = (const int8_t *)(x + 4);
-		int32_t bsum = 0;
-		for (int ib = 0; ib < 8; ib++)
-			for (int h = 0; h < 2; h++) {
-				int32_t sumi = 0;
-				for (int l = 2 * h; l < 2 * h + 2; l++)
-					sumi += iq1_sum8(dt_iq1s_grid[iq1_m_index(w, ib, l)], iq1_m_neg(w, ib, l), q8 + 32 * ib + 8 * l);
-				bsum += sumi * iq1_m_scale(w, ib, h);
-			}
-		sumf += iq1_m_d(w) * ldf(x) * (float)bsum;
-	}
-	return 0.125f * sumf;
-}
+static float dot_iq1_s(const uint8_t *w, const uint8_t *x, int64_t nb) { return dot_iq1(0, w, x, nb); }
+static float dot_iq1_m(const uint8_t *w, const uint8_t *x, int64_t nb) { return dot_iq1(1, w, x, nb); }
 
 #endif
 
