@@ -665,7 +665,7 @@ func TestAttention(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	for _, past := range []int{0, 1, 5, 33} {
 		for _, n := range []int{1, 3, 16} {
-			for _, shape := range [][3]int{{8, 2, 16}, {8, 4, 64}, {8, 2, 64}, {4, 4, 72}, {8, 2, 36}} {
+			for _, shape := range [][3]int{{8, 2, 16}, {8, 4, 64}, {8, 2, 64}, {4, 4, 72}, {8, 2, 36}, {12, 12, 64}, {6, 6, 36}} {
 				heads, kvHeads, hd := shape[0], shape[1], shape[2]
 				name := fmt.Sprintf("past=%d/n=%d/heads=%d/kv=%d/hd=%d", past, n, heads, kvHeads, hd)
 				T := past + n
@@ -702,9 +702,13 @@ func TestAttention(t *testing.T) {
 // exactly as a decode step would.
 func TestAttentionRowsAlone(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
-	for _, shape := range [][4]int{{37, 11, 40, 6}, {8, 9, 72, 4}, {0, 16, 64, 8}, {301, 16, 64, 8}, {37, 11, 36, 8}} {
-		past, n, hd, heads := shape[0], shape[1], shape[2], shape[3]
-		kvHeads := 2
+	// past, n, head dimension, heads, KV heads: grouped-query shapes, and
+	// multi-head ones (a decode row's heads four at a time, each with
+	// keys and values of its own), one with a tail; 8 heads over 4 KV
+	// heads put two KV heads in every four heads.
+	for _, shape := range [][5]int{{37, 11, 40, 6, 2}, {8, 9, 72, 4, 2}, {0, 16, 64, 8, 2}, {301, 16, 64, 8, 2}, {37, 11, 36, 8, 2},
+		{37, 11, 64, 12, 12}, {9, 16, 36, 6, 6}, {41, 5, 40, 8, 4}} {
+		past, n, hd, heads, kvHeads := shape[0], shape[1], shape[2], shape[3], shape[4]
 		T := past + n
 		kc, vc := randKV(r, T*kvHeads*hd)
 		q := randFloats(r, n*heads*hd, 1)

@@ -327,7 +327,8 @@ func TestThreadsBusyHost(t *testing.T) {
 // against one thread's, over a row range that leaves rows out and over one
 // row, whose heads the threads share: with KV heads of 3, 7 (the threads'
 // shares of the heads cut through them) and 8 query heads (taken four at a
-// time).
+// time), and KV heads of one head (multi-head attention: 12 heads, six a
+// thread, four at a time and two alone).
 func TestThreadsAttention(t *testing.T) {
 	for _, s := range packingSets(t) {
 		th := s.NewThreads(2)
@@ -335,7 +336,7 @@ func TestThreadsAttention(t *testing.T) {
 			continue
 		}
 		defer th.Close()
-		for _, shape := range [][3]int{{6, 2, 40}, {14, 2, 64}, {32, 4, 64}} {
+		for _, shape := range [][3]int{{6, 2, 40}, {14, 2, 64}, {32, 4, 64}, {12, 12, 64}, {6, 6, 40}} {
 			heads, kvHeads, hd := shape[0], shape[1], shape[2]
 			const past, n = 37, 9
 			r := rand.New(rand.NewPCG(11, 12))

@@ -213,8 +213,8 @@ static void att_row(float *out, const float *q, const uint16_t *kc, const uint16
 // mask row selects) one by one as att_row scores them, and each query's
 // softmax.
 DT_INLINE void quad_scores_rest(float *s, int64_t T, int64_t t0, int64_t past, int64_t n, const uint8_t *mask,
-                                const int64_t jr[4], float qr[4][MAX_HD], const uint16_t *K, int64_t kvdim, int64_t hd,
-                                float scale, float mx[4]) {
+                                const int64_t jr[4], float qr[4][MAX_HD], const uint16_t *const K[4], int64_t kvdim,
+                                int64_t hd, float scale, float mx[4]) {
 	for (int r = 0; r < 4; r++) {
 		float *sr = s + r * T;
 		for (int64_t t = t0; t < T; t++) {
@@ -222,11 +222,19 @@ DT_INLINE void quad_scores_rest(float *s, int64_t T, int64_t t0, int64_t past, i
 				sr[t] = -INFINITY;
 				continue;
 			}
-			sr[t] = dot_qk(qr[r], K + t * kvdim, hd) * scale;
+			sr[t] = dot_qk(qr[r], K[r] + t * kvdim, hd) * scale;
 			mx[r] = sr[t] > mx[r] ? sr[t] : mx[r];
 		}
 		softmax_f16(sr, T, mx[r]);
 	}
+}
+
+// quad_kv points K and V at the keys and values of att_quad's four queries
+// (the KV heads of heads hr) and says whether all four read the same ones.
+DT_INLINE int quad_kv(const uint16_t *K[4], const uint16_t *V[4], const uint16_t *kc, const uint16_t *vc,
+                      const int64_t hr[4], int64_t group, int64_t hd) {
+	for (int r = 0; r < 4; r++) K[r] = kc + (hr[r] / group) * hd, V[r] = vc + (hr[r] / group) * hd;
+	return K[0] == K[1] && K[1] == K[2] && K[2] == K[3];
 }
 
 #if defined(DT_AVX512)
@@ -256,43 +264,38 @@ DT_INLINE __m128 hmax128(__m128 x) {
 	return _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
 }
 
-// att_quad is att_row for four queries at once that read the same keys
-// and values (row jr[r] of head hr[r], the heads of one KV head), each
-// query's arithmetic in att_row's order. The keys and values, converted
-// from f16 once for four queries rather than once a query, cost a quarter
-// as much: four rows of a tree's head (most of what attention costs a
-// verification), or four heads of a decode row that share their KV head
-// (grouped-query attention: most of what it costs a decode step at a long
-// context). s holds 4*(past+n) floats.
-static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
-                     const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
-                     const int64_t jr[4], const int64_t hr[4], float *s) {
-	const int64_t T = past + n;
-	float qr[4][MAX_HD];
-	float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-	for (int r = 0; r < 4; r++) round_f16(qr[r], q + (jr[r] * heads + hr[r]) * hd, hd);
-	const uint16_t *K = kc + (hr[0] / group) * hd, *V = vc + (hr[0] / group) * hd;
+// quad_committed scores att_quad's committed positions four at a time
+// (four queries by four positions, sixteen independent dots) and returns
+// where it stopped. shared (a constant where it is inlined) says the four
+// read the same keys, converted from f16 once for the four.
+DT_INLINE int64_t quad_committed(float *s, int64_t T, int64_t past, const uint16_t *const Kp[4], int64_t kvdim,
+                                 int64_t hd, float scale, float qr[4][MAX_HD], float mx[4], int shared) {
+	const uint16_t *const K[4] = {Kp[0], Kp[1], Kp[2], Kp[3]}; // in registers: the stores to s may alias Kp
 	int64_t t0 = 0;
 	__m512 mxv = _mm512_set1_ps(-INFINITY);
 	for (; t0 + 4 <= past; t0 += 4) {
-		const uint16_t *k = K + t0 * kvdim;
-		for (int i = 0; i < 4; i++) prefetch_head(k + (ATT_AHEAD + i) * kvdim, hd);
+		for (int r = 0; r < (shared ? 1 : 4); r++)
+			for (int i = 0; i < 4; i++) prefetch_head(K[r] + (t0 + ATT_AHEAD + i) * kvdim, hd);
 		__m512 a[4][4];
 		for (int r = 0; r < 4; r++)
 			for (int i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
 		for (int64_t d = 0; d < hd; d += 16) {
 			const __mmask16 m = tailmask(hd - d);
 			__m512 kv[4];
-			for (int i = 0; i < 4; i++) kv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, k + i * kvdim + d));
+			for (int i = 0; shared && i < 4; i++)
+				kv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, K[0] + (t0 + i) * kvdim + d));
 			for (int r = 0; r < 4; r++) {
 				const __m512 qv = _mm512_maskz_loadu_ps(m, qr[r] + d);
-				for (int i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(qv, kv[i], a[r][i]);
+				for (int i = 0; i < 4; i++) {
+					if (!shared) kv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, K[r] + (t0 + i) * kvdim + d));
+					a[r][i] = _mm512_fmadd_ps(qv, kv[i], a[r][i]);
+				}
 			}
 		}
 		__m512 v[16];
 		for (int r = 0; r < 4; r++)
 			for (int i = 0; i < 4; i++) v[4 * i + r] = a[r][i];
-		const __m512 sc = _mm512_mul_ps(hsum16(v), _mm512_set1_ps(scale)); // lane 4r+i: row r, position i
+		const __m512 sc = _mm512_mul_ps(hsum16(v), _mm512_set1_ps(scale)); // lane 4r+i: query r, position i
 		for (int r = 0; r < 4; r++) _mm_storeu_ps(s + r * T + t0, _mm512_extractf32x4_ps(sc, r));
 		mxv = _mm512_max_ps(mxv, sc);
 	}
@@ -300,9 +303,14 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 		const float m = _mm_cvtss_f32(hmax128(_mm512_extractf32x4_ps(mxv, r)));
 		mx[r] = m > mx[r] ? m : mx[r];
 	}
-	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, K, kvdim, hd, scale, mx);
-	// weighted_v for the four rows: a row skips the positions it gives no
-	// weight, as weighted_v does.
+	return t0;
+}
+
+// quad_values is weighted_v for att_quad's four queries, 64 dimensions a
+// pass; a query skips the positions it gives no weight, as weighted_v does.
+DT_INLINE void quad_values(float *out, const float *s, int64_t T, const uint16_t *const Vp[4], int64_t kvdim,
+                           int64_t hd, int64_t heads, const int64_t jr[4], const int64_t hr[4], int shared) {
+	const uint16_t *const V[4] = {Vp[0], Vp[1], Vp[2], Vp[3]}; // in registers: the stores to out may alias Vp
 	for (int64_t d0 = 0; d0 < hd; d0 += 64) {
 		__m512 acc[4][4];
 		__mmask16 m[4];
@@ -310,28 +318,65 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 		for (int r = 0; r < 4; r++)
 			for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
 		for (int64_t t = 0; t < T; t++) {
-			const uint16_t *vt = V + t * kvdim + d0;
-			prefetch_head(vt + ATT_AHEAD * kvdim, hd - d0 < 64 ? hd - d0 : 64);
+			for (int r = 0; r < (shared ? 1 : 4); r++)
+				prefetch_head(V[r] + (t + ATT_AHEAD) * kvdim + d0, hd - d0 < 64 ? hd - d0 : 64);
 			__m512 v[4];
-			for (int c = 0; c < 4; c++) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], vt + 16 * c));
+			for (int c = 0; shared && c < 4; c++)
+				v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], V[0] + t * kvdim + d0 + 16 * c));
 			for (int r = 0; r < 4; r++) {
 				const float w = s[r * T + t];
 				if (w == 0) continue;
 				const __m512 wt = _mm512_set1_ps(w);
-				for (int c = 0; c < 4; c++) acc[r][c] = _mm512_fmadd_ps(wt, v[c], acc[r][c]);
+				for (int c = 0; c < 4; c++) {
+					if (!shared) v[c] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], V[r] + t * kvdim + d0 + 16 * c));
+					acc[r][c] = _mm512_fmadd_ps(wt, v[c], acc[r][c]);
+				}
 			}
 		}
 		for (int r = 0; r < 4; r++)
 			for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(out + (jr[r] * heads + hr[r]) * hd + d0 + 16 * c, m[c], acc[r][c]);
 	}
 }
+
+// att_quad is att_row for four queries at once (row jr[r] of head hr[r]),
+// each query's arithmetic in att_row's order. Four rows of a tree's head,
+// or four heads of a decode row that share their KV head (grouped-query
+// attention), read the same keys and values: converted from f16 once for
+// the four, they cost a quarter as much. Four heads of a decode row with
+// KV heads of their own (multi-head attention) read neighbouring stretches
+// of every cache row: one pass over those rows where a head at a time took
+// four, each reading a line or two of a row and waiting on memory for most
+// of its time (docs/measurements, "Four heads a pass"). s holds 4*(past+n)
+// floats.
+#define QUAD_APART 1 // att_quad takes heads with keys and values of their own
+static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
+                     const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
+                     const int64_t jr[4], const int64_t hr[4], float *s) {
+	const int64_t T = past + n;
+	float qr[4][MAX_HD];
+	float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+	for (int r = 0; r < 4; r++) round_f16(qr[r], q + (jr[r] * heads + hr[r]) * hd, hd);
+	const uint16_t *K[4], *V[4];
+	const int shared = quad_kv(K, V, kc, vc, hr, group, hd);
+	const int64_t t0 = shared ? quad_committed(s, T, past, K, kvdim, hd, scale, qr, mx, 1)
+	                          : quad_committed(s, T, past, K, kvdim, hd, scale, qr, mx, 0);
+	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, K, kvdim, hd, scale, mx);
+	if (shared)
+		quad_values(out, s, T, V, kvdim, hd, heads, jr, hr, 1);
+	else
+		quad_values(out, s, T, V, kvdim, hd, heads, jr, hr, 0);
+}
 #endif
 
 #if defined(DT_AVX2) && !defined(DT_AVX512)
-// att_quad at the AVX2 level: as the AVX-512 one, each query in the AVX2
-// att_row's order (a dot in one 8-lane sum over the whole vectors, then
-// hsum256 and the tail one by one; the weighted values 8 dimensions at a
-// time, then the tail one by one); the committed keys two at a time.
+// att_quad at the AVX2 level: as the AVX-512 one, for four queries that
+// read the same keys and values only (QUAD_APART 0: written for both, as
+// the AVX-512 one is, its code for shared keys ran 7% slower), each query
+// in the AVX2 att_row's order (a dot in one 8-lane sum over the whole
+// vectors, then hsum256 and the tail one by one; the weighted values 8
+// dimensions at a time, then the tail one by one); the committed keys two
+// at a time.
+#define QUAD_APART 0
 static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
                      const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
                      const int64_t jr[4], const int64_t hr[4], float *s) {
@@ -365,7 +410,7 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 				mx[r] = x > mx[r] ? x : mx[r];
 			}
 	}
-	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, K, kvdim, hd, scale, mx);
+	quad_scores_rest(s, T, t0, past, n, mask, jr, qr, (const uint16_t *const[4]){K, K, K, K}, kvdim, hd, scale, mx);
 	// The weighted values, 16 dimensions (or the last 8) a pass; a query
 	// skips the positions it gives no weight, as weighted_v does.
 	for (int64_t d0 = 0; d0 < hv; d0 += 16) {
@@ -423,7 +468,7 @@ DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, c
 	for (int64_t j = jq; j < jhi; j++)
 		for (int64_t h = hlo; h < hhi;) {
 #if defined(DT_AVX2)
-			if (h + 4 <= hhi && h / group == (h + 3) / group) {
+			if (h + 4 <= hhi && (QUAD_APART || h / group == (h + 3) / group)) {
 				const int64_t jr[4] = {j, j, j, j}, hr[4] = {h, h + 1, h + 2, h + 3};
 				att_quad(out, q, kc, vc, past, n, mask, heads, group, kvdim, hd, scale, jr, hr, s);
 				h += 4;
