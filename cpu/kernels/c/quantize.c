@@ -63,6 +63,46 @@ DT_API void dt_quantize_q8_0(uint8_t *dst, const float *x, int64_t k) {
 	}
 }
 
+// first_of_magnitude returns the first of a block's QKK values whose
+// magnitude is amax (0 if none is), a vector at a time: looked for one
+// value at a time it took a third of the quantizer's time.
+DT_INLINE float first_of_magnitude(const float *x, float amax) {
+	int i = 0;
+#if defined(DT_AVX512)
+	const __m512 va = _mm512_set1_ps(amax);
+	for (; i < QKK; i += 16) {
+		const __mmask16 m = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), va, _CMP_EQ_OQ);
+		if (m) return x[i + __builtin_ctz(m)];
+	}
+#elif defined(DT_AVX2)
+	const __m256 va = _mm256_set1_ps(amax), sign = _mm256_set1_ps(-0.0f);
+	for (; i < QKK; i += 8) {
+		const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), va, _CMP_EQ_OQ));
+		if (m) return x[i + __builtin_ctz(m)];
+	}
+#endif
+	for (; i < QKK; i++)
+		if (fabsf(x[i]) == amax) return x[i];
+	return 0;
+}
+
+#if defined(DT_AVX512)
+// q8_k_sums sums each 16 of a block's QKK quants into bs: each offset by
+// 128 to be unsigned, 8 at a time (vpsadbw), the pairs of those added
+// (phaddw) and the offsets taken off. Sixteen reductions of a vector each
+// took a third of the quantizer's time; these sums are exact, as theirs.
+DT_INLINE void q8_k_sums(int16_t bs[16], const int8_t *qs) {
+	const __m512i off = _mm512_set1_epi8(-128);
+	__m128i e[4];
+	for (int c = 0; c < 4; c++)
+		e[c] = _mm512_cvtepi64_epi16(
+			_mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(qs + 64 * c), off), _mm512_setzero_si512()));
+	const __m128i bias = _mm_set1_epi16(16 * 128);
+	_mm_storeu_si128((__m128i *)bs, _mm_sub_epi16(_mm_hadd_epi16(e[0], e[1]), bias));
+	_mm_storeu_si128((__m128i *)(bs + 8), _mm_sub_epi16(_mm_hadd_epi16(e[2], e[3]), bias));
+}
+#endif
+
 // dt_quantize_q8_k is quantize_row_q8_K_ref: the scale comes from the value
 // of largest magnitude (the first one on ties), q = min(127,
 // round-even(x*(-127/max))), d = 1/iscale, and sums of every 16 quants.
@@ -87,13 +127,7 @@ DT_API void dt_quantize_q8_k(uint8_t *dst, const float *x, int64_t k) {
 			memset(dst, 0, Q8_K_SIZE);
 			continue;
 		}
-		float vmax = 0;
-		for (int i = 0; i < QKK; i++) {
-			if (fabsf(x[i]) == amax) {
-				vmax = x[i];
-				break;
-			}
-		}
+		const float vmax = first_of_magnitude(x, amax);
 		float iscale = -127.f / vmax;
 		int8_t *qs = (int8_t *)(dst + 4);
 		int16_t bs[16];
@@ -103,8 +137,8 @@ DT_API void dt_quantize_q8_k(uint8_t *dst, const float *x, int64_t k) {
 			__m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), vs));
 			q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
 			_mm_storeu_si128((__m128i *)(qs + 16 * j), _mm512_cvtepi32_epi8(q));
-			bs[j] = (int16_t)_mm512_reduce_add_epi32(q);
 		}
+		q8_k_sums(bs, qs);
 #elif defined(DT_AVX2)
 		const __m256 vs = _mm256_set1_ps(iscale);
 		const __m256i top = _mm256_set1_epi32(127);
