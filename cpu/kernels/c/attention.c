@@ -229,14 +229,6 @@ DT_INLINE void quad_scores_rest(float *s, int64_t T, int64_t t0, int64_t past, i
 	}
 }
 
-// quad_kv points K and V at the keys and values of att_quad's four queries
-// (the KV heads of heads hr) and says whether all four read the same ones.
-DT_INLINE int quad_kv(const uint16_t *K[4], const uint16_t *V[4], const uint16_t *kc, const uint16_t *vc,
-                      const int64_t hr[4], int64_t group, int64_t hd) {
-	for (int r = 0; r < 4; r++) K[r] = kc + (hr[r] / group) * hd, V[r] = vc + (hr[r] / group) * hd;
-	return K[0] == K[1] && K[1] == K[2] && K[2] == K[3];
-}
-
 #if defined(DT_AVX512)
 // hsum16 returns the sums of sixteen vectors, lane 4b+c holding v[4c+b]'s,
 // each summed in exactly hsum512's order (halves, then quarters, then the
@@ -262,6 +254,14 @@ DT_INLINE __m512 hsum16(const __m512 v[16]) {
 DT_INLINE __m128 hmax128(__m128 x) {
 	x = _mm_max_ps(x, _mm_movehl_ps(x, x));
 	return _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+}
+
+// quad_kv points K and V at the keys and values of att_quad's four queries
+// (the KV heads of heads hr) and says whether all four read the same ones.
+DT_INLINE int quad_kv(const uint16_t *K[4], const uint16_t *V[4], const uint16_t *kc, const uint16_t *vc,
+                      const int64_t hr[4], int64_t group, int64_t hd) {
+	for (int r = 0; r < 4; r++) K[r] = kc + (hr[r] / group) * hd, V[r] = vc + (hr[r] / group) * hd;
+	return K[0] == K[1] && K[1] == K[2] && K[2] == K[3];
 }
 
 // quad_committed scores att_quad's committed positions four at a time

@@ -57,9 +57,20 @@ DT_INLINE void iq1_group(iq_group *g, const uint64_t e[4], int neg, int ls1, int
 	g->sc = iq_scales(ls1, ls2);
 }
 
+// iq1_index_words makes a super-block's 32 grid indices: the low bytes lo
+// (32 in entry order) and the top bits, entries 0..15 in top0's bytes and
+// 16..31 in top1's, paired into little-endian words.
+DT_INLINE void iq1_index_words(uint16_t ix[32], const uint8_t *lo, __m128i top0, __m128i top1) {
+	const __m128i q0 = _mm_loadu_si128((const __m128i *)lo), q1 = _mm_loadu_si128((const __m128i *)(lo + 16));
+	_mm_store_si128((__m128i *)ix, _mm_unpacklo_epi8(q0, top0));
+	_mm_store_si128((__m128i *)(ix + 8), _mm_unpackhi_epi8(q0, top0));
+	_mm_store_si128((__m128i *)(ix + 16), _mm_unpacklo_epi8(q1, top1));
+	_mm_store_si128((__m128i *)(ix + 24), _mm_unpackhi_epi8(q1, top1));
+}
+
 // iq1_s_groups takes a super-block's indices in vectors too: entry 4ib+l's
 // top bits are bits 3l.. of group ib's u16, gathered into bytes in entry
-// order and paired with the low bytes as iq1_m_groups does.
+// order and paired with the low bytes (iq1_index_words).
 DT_INLINE void iq1_s_groups(const uint8_t *wb, iq_group g[8]) {
 	const __m128i h = _mm_loadu_si128((const __m128i *)(wb + 34)), m7 = _mm_set1_epi16(7);
 	__m128i t[4];
@@ -69,12 +80,8 @@ DT_INLINE void iq1_s_groups(const uint8_t *wb, iq_group g[8]) {
 	}
 	const __m128i x = _mm_unpacklo_epi8(t[0], t[1]), y = _mm_unpacklo_epi8(t[2], t[3]);
 	const __m128i z0 = _mm_unpacklo_epi16(x, y), z1 = _mm_unpackhi_epi16(x, y); // entries 0..15, 16..31
-	const __m128i q0 = _mm_loadu_si128((const __m128i *)(wb + 2)), q1 = _mm_loadu_si128((const __m128i *)(wb + 18));
 	uint16_t ix[32] __attribute__((aligned(16)));
-	_mm_store_si128((__m128i *)ix, _mm_unpacklo_epi8(q0, z0));
-	_mm_store_si128((__m128i *)(ix + 8), _mm_unpackhi_epi8(q0, z0));
-	_mm_store_si128((__m128i *)(ix + 16), _mm_unpacklo_epi8(q1, z1));
-	_mm_store_si128((__m128i *)(ix + 24), _mm_unpackhi_epi8(q1, z1));
+	iq1_index_words(ix, wb + 2, z0, z1);
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
 		const int hb = ld16(wb + 34 + 2 * ib), ls = 2 * ((hb >> 12) & 7) + 1;
@@ -91,12 +98,8 @@ DT_INLINE void iq1_m_groups(const uint8_t *wb, iq_group g[8]) {
 	const __m128i qh = _mm_loadu_si128((const __m128i *)(wb + 32)), m4 = _mm_set1_epi8(15), m7 = _mm_set1_epi8(7);
 	const __m128i lo = _mm_and_si128(qh, m4), hi = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
 	const __m128i n0 = _mm_unpacklo_epi8(lo, hi), n1 = _mm_unpackhi_epi8(lo, hi); // entries 0..15, 16..31
-	const __m128i q0 = _mm_loadu_si128((const __m128i *)wb), q1 = _mm_loadu_si128((const __m128i *)(wb + 16));
 	uint16_t ix[32] __attribute__((aligned(16)));
-	_mm_store_si128((__m128i *)ix, _mm_unpacklo_epi8(q0, _mm_and_si128(n0, m7)));
-	_mm_store_si128((__m128i *)(ix + 8), _mm_unpackhi_epi8(q0, _mm_and_si128(n0, m7)));
-	_mm_store_si128((__m128i *)(ix + 16), _mm_unpacklo_epi8(q1, _mm_and_si128(n1, m7)));
-	_mm_store_si128((__m128i *)(ix + 24), _mm_unpackhi_epi8(q1, _mm_and_si128(n1, m7)));
+	iq1_index_words(ix, wb, _mm_and_si128(n0, m7), _mm_and_si128(n1, m7));
 	// Bit 3 of each nibble, moved to its byte's top bit.
 	const uint32_t neg = (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(n0, 4)) | (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(n1, 4)) << 16;
 	#pragma GCC unroll 8
