@@ -648,6 +648,15 @@ func randKV(r *rand.Rand, size int) (kc, vc []uint16) {
 	return kc, vc
 }
 
+// guardedHalves is src copied into memory that ends where an inaccessible
+// page begins (see guarded): a kernel that reads past the cache faults.
+func guardedHalves(t testing.TB, src []uint16) []uint16 {
+	b := guarded(t, 2*len(src))
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(src))
+	copy(h, src)
+	return h
+}
+
 func treeMask(r *rand.Rand, n int) []uint8 {
 	parent := make([]int, n)
 	mask := make([]uint8, n*n)
@@ -670,6 +679,7 @@ func TestAttention(t *testing.T) {
 				name := fmt.Sprintf("past=%d/n=%d/heads=%d/kv=%d/hd=%d", past, n, heads, kvHeads, hd)
 				T := past + n
 				kc, vc := randKV(r, T*kvHeads*hd)
+				kc, vc = guardedHalves(t, kc), guardedHalves(t, vc)
 				q := randFloats(r, n*heads*hd, 1)
 				mask := treeMask(r, n)
 				scale := float32(1 / math.Sqrt(float64(hd)))

@@ -342,6 +342,7 @@ func TestThreadsAttention(t *testing.T) {
 			r := rand.New(rand.NewPCG(11, 12))
 			T := past + n
 			kc, vc := randKV(r, T*kvHeads*hd)
+			kc, vc = guardedHalves(t, kc), guardedHalves(t, vc)
 			q := randFloats(r, n*heads*hd, 1)
 			mask := treeMask(r, n)
 			// Rows 2..7, a row a piece; row 5 alone, split by heads.
