@@ -170,6 +170,9 @@ type Set struct {
 	// activations take their path for when no scratch memory can be had
 	// (nil where nothing packs); for the tests.
 	scratchless func(on bool)
+	// attentionSweep sets how many bytes of the keys and values attention
+	// may sweep first (nil where it does not); for the tests.
+	attentionSweep func(bytes int64)
 }
 
 // impl is a level's kernels before argument checking; newSet wraps it so
@@ -187,6 +190,9 @@ type impl struct {
 	attention  func(out, q []float32, kc, vc []uint16, past, n int, mask []uint8, heads, kvHeads, hd int, scale float32, jlo, jhi int, scratch []float32)
 	streamRead func(b []byte) uint64
 	packing    packImpl
+	// attentionSweep sets the bytes attention may sweep (see
+	// attentionSweep); nil where attention does not.
+	attentionSweep func(bytes int64)
 }
 
 // native reports whether the C kernels implement MatMul for t.
@@ -352,6 +358,7 @@ func newSet(name string, im impl) *Set {
 		return im.streamRead(b)
 	}
 	s.setPacking(im.packing)
+	s.attentionSweep = im.attentionSweep
 	return s
 }
 

@@ -648,6 +648,21 @@ func randKV(r *rand.Rand, size int) (kc, vc []uint16) {
 	return kc, vc
 }
 
+// withSweeps runs f with s's attention sweeping its keys and values first
+// (see attentionSweep) never and always, where s's attention sweeps at all,
+// and leaves the default after.
+func withSweeps(s *Set, f func(sweep int64)) {
+	if s.attentionSweep == nil {
+		f(0)
+		return
+	}
+	defer s.attentionSweep(attentionSweep())
+	for _, sweep := range []int64{0, 1 << 40} {
+		s.attentionSweep(sweep)
+		f(sweep)
+	}
+}
+
 // guardedHalves is src copied into memory that ends where an inaccessible
 // page begins (see guarded): a kernel that reads past the cache faults.
 func guardedHalves(t testing.TB, src []uint16) []uint16 {
@@ -693,12 +708,14 @@ func TestAttention(t *testing.T) {
 				}
 				goSet.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, AttentionScratch(past, n)))
 				for _, s := range sets(t) {
-					got := make([]float32, len(want))
-					for i := range got {
-						got[i] = sentinel
-					}
-					s.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, AttentionScratch(past, n)))
-					compareAttention(t, s.Name+"/"+name, got, want, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi)
+					withSweeps(s, func(sweep int64) {
+						got := make([]float32, len(want))
+						for i := range got {
+							got[i] = sentinel
+						}
+						s.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, scale, jlo, jhi, make([]float32, AttentionScratch(past, n)))
+						compareAttention(t, fmt.Sprintf("%s/sweep=%d/%s", s.Name, sweep, name), got, want, vc, past, n, mask, heads, kvHeads, hd, jlo, jhi)
+					})
 				}
 			}
 		}
@@ -726,15 +743,17 @@ func TestAttentionRowsAlone(t *testing.T) {
 		for _, s := range sets(t) {
 			all := make([]float32, n*heads*hd)
 			s.Attention(all, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, 0, n, make([]float32, AttentionScratch(past, n)))
-			for j := 0; j < n; j++ {
-				one := make([]float32, n*heads*hd)
-				s.Attention(one, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, j, j+1, make([]float32, AttentionScratch(past, n)))
-				for i := j * heads * hd; i < (j+1)*heads*hd; i++ {
-					if math.Float32bits(one[i]) != math.Float32bits(all[i]) {
-						t.Fatalf("%s past=%d n=%d hd=%d: row %d alone gives out[%d] = %g, with the others %g", s.Name, past, n, hd, j, i, one[i], all[i])
+			withSweeps(s, func(sweep int64) {
+				for j := 0; j < n; j++ {
+					one := make([]float32, n*heads*hd)
+					s.Attention(one, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, j, j+1, make([]float32, AttentionScratch(past, n)))
+					for i := j * heads * hd; i < (j+1)*heads*hd; i++ {
+						if math.Float32bits(one[i]) != math.Float32bits(all[i]) {
+							t.Fatalf("%s sweep=%d past=%d n=%d hd=%d: row %d alone gives out[%d] = %g, with the others %g", s.Name, sweep, past, n, hd, j, i, one[i], all[i])
+						}
 					}
 				}
-			}
+			})
 		}
 	}
 }

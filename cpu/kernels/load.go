@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 25
+const abiVersion = 26
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -54,7 +54,7 @@ type cLib struct {
 	poolNew, poolFree, poolMatMul              uintptr
 	poolMatMulRows                             uintptr
 	poolAttention, rope                        uintptr
-	streamRead                                 uintptr
+	streamRead, attentionSweep                 uintptr
 }
 
 // symbols maps each exported C function to its slot. A library lacking any
@@ -97,6 +97,7 @@ func (l *cLib) symbols() []struct {
 		{"dt_silu_mul", &l.siluMul},
 		{"dt_rope", &l.rope},
 		{"dt_attention", &l.attention},
+		{"dt_attention_sweep", &l.attentionSweep},
 		{"dt_pack_rows", &l.packRows},
 		{"dt_pack_q8_0", &l.packQ8_0},
 		{"dt_pack_q4_0", &l.packQ4_0},
@@ -159,6 +160,7 @@ func loadLevel(level string, data []byte) (*Set, error) {
 		amx = true
 	}
 	set := l.set(level, amx)
+	set.attentionSweep(attentionSweep())
 	sum := sha256.Sum256(data)
 	set.Build = level + "-" + hex.EncodeToString(sum[:8])
 	return set, nil
@@ -401,6 +403,9 @@ func (l *cLib) set(level string, amx bool) *Set {
 			runtime.KeepAlive(sin)
 		},
 		attention: attentionCall(l.attention),
+		attentionSweep: func(bytes int64) {
+			purego.SyscallN(l.attentionSweep, uintptr(bytes))
+		},
 	})
 }
 

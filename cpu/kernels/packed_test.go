@@ -347,14 +347,17 @@ func TestThreadsAttention(t *testing.T) {
 			mask := treeMask(r, n)
 			// Rows 2..7, a row a piece; row 5 alone, split by heads.
 			for _, rows := range [][2]int{{2, 8}, {5, 6}} {
-				want, got := make([]float32, n*heads*hd), make([]float32, n*heads*hd)
+				want := make([]float32, n*heads*hd)
 				s.Attention(want, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
-				th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
-				for i := range got {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s heads %d/%d rows %v: out[%d] = %g, want %g", s.Name, heads, kvHeads, rows, i, got[i], want[i])
+				withSweeps(s, func(sweep int64) {
+					got := make([]float32, n*heads*hd)
+					th.Attention(got, q, kc, vc, past, n, mask, heads, kvHeads, hd, 0.15, rows[0], rows[1], make([]float32, AttentionScratch(past, n)))
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s sweep=%d heads %d/%d rows %v: out[%d] = %g, want %g", s.Name, sweep, heads, kvHeads, rows, i, got[i], want[i])
+						}
 					}
-				}
+				})
 			}
 		}
 	}

@@ -5,10 +5,6 @@
 // rows their mask selects.
 #include "common.h"
 
-#if defined(__linux__)
-#include <unistd.h>
-#endif
-
 #define MAX_HD 1024
 
 // ATT_AHEAD is how many positions ahead the keys and values a head reads
@@ -453,24 +449,21 @@ static void att_quad(float *out, const float *q, const uint16_t *kc, const uint1
 #endif
 
 // sweep_bytes bounds the keys and values sweep_kv reads before a block's
-// heads: three quarters of the core's L2 (256 KiB where the system does not
-// say), so that they are still there when the heads read them. A stretch
-// larger than that is read by the heads alone, with their prefetches.
-static int64_t sweep_bytes = 256 << 10;
+// heads, 0 for none: set by Go (kernels.attentionSweep) from the CPU's
+// vendor and L2 size, so that the stretch is still in L2 when the heads
+// read it. A larger stretch is read by the heads alone, with their
+// prefetches.
+static int64_t sweep_bytes;
 
-#if defined(__linux__) && defined(_SC_LEVEL2_CACHE_SIZE)
-__attribute__((constructor)) static void sweep_init(void) {
-	const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-	if (l2 > 0) sweep_bytes = (int64_t)l2 / 4 * 3;
-}
-#endif
+DT_API void dt_attention_sweep(int64_t bytes) { sweep_bytes = bytes; }
 
 // sweep_kv loads a line of every 64 bytes of columns [c0, c1) of rows [0,
 // rows) of the keys and the values, in address order. A decode step comes
 // to a layer's cache after the weights it streamed have evicted it, and
 // the heads' own reads, a stretch of every row a pass, brought it back
 // more slowly than a sweep in order (which the hardware prefetchers
-// follow) before them. Software prefetches of the same lines did not
+// follow) before them, on an AMD Zen 5; software prefetches of the same
+// lines did not. On an Intel Xeon the sweep made attention slower
 // (docs/measurements, "Sweeping the KV cache").
 static void sweep_kv(const uint16_t *kc, const uint16_t *vc, int64_t rows, int64_t kvdim, int64_t c0, int64_t c1) {
 	uint32_t acc = 0;
@@ -489,7 +482,7 @@ DT_API void dt_attention_block(float *out, const float *q, const uint16_t *kc, c
 	const int64_t group = heads / kvheads, kvdim = kvheads * hd;
 	int64_t jq = jlo; // rows from jq on go alone, or by heads
 	const int64_t c0 = hlo / group * hd, c1 = ((hhi - 1) / group + 1) * hd;
-	if (jhi > jlo && hhi > hlo && (past + n) * (c1 - c0) * 4 <= sweep_bytes) sweep_kv(kc, vc, past + n, kvdim, c0, c1);
+	if (sweep_bytes && jhi > jlo && hhi > hlo && (past + n) * (c1 - c0) * 4 <= sweep_bytes) sweep_kv(kc, vc, past + n, kvdim, c0, c1);
 #if defined(DT_AVX2)
 	jq = jlo + (jhi - jlo) / 4 * 4;
 	for (int64_t h = hlo; h < hhi; h++)
