@@ -104,20 +104,42 @@ func (s *Sampler) Probs(out, logits []float32, history []int) {
 	}
 }
 
+// argmax is the first index of the largest logit after penalties (0 if
+// none is above -Inf). The penalized tokens are few: the stretches between
+// them go through argmaxFirst, and each of them is taken on its own, in
+// index order, so that the first of equal values still wins.
 func (s *Sampler) argmax(logits []float32, history []int) int {
 	best, bestV := 0, float32(math.Inf(-1))
-	pen := s.penalized(history)
-	for i, v := range logits {
-		if pen != nil {
-			if _, ok := pen[i]; ok {
-				v = s.penalize(v)
-			}
-		}
+	take := func(i int, v float32) {
 		if v > bestV {
 			best, bestV = i, v
 		}
 	}
+	lo := 0
+	for _, t := range s.penalizedInOrder(history, len(logits)) {
+		if i, v := argmaxFirst(logits[lo:t]); i >= 0 {
+			take(lo+i, v)
+		}
+		take(t, s.penalize(logits[t]))
+		lo = t + 1
+	}
+	if i, v := argmaxFirst(logits[lo:]); i >= 0 {
+		take(lo+i, v)
+	}
 	return best
+}
+
+// penalizedInOrder is the penalized tokens below n, ascending, each once.
+func (s *Sampler) penalizedInOrder(history []int, n int) []int {
+	pen := s.penalized(history)
+	ts := make([]int, 0, len(pen))
+	for t := range pen {
+		if t >= 0 && t < n {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	return ts
 }
 
 func (s *Sampler) penalize(v float32) float32 {
@@ -152,11 +174,10 @@ func (s *Sampler) filter(logits []float32, history []int) []candidate {
 	for i, v := range logits {
 		cand = append(cand, candidate{id: i, logit: v})
 	}
-	if pen := s.penalized(history); pen != nil {
-		for i := range cand {
-			if _, ok := pen[cand[i].id]; ok {
-				cand[i].logit = s.penalize(cand[i].logit)
-			}
+	// cand[t] is token t's until the sort below.
+	for t := range s.penalized(history) {
+		if t >= 0 && t < len(cand) {
+			cand[t].logit = s.penalize(cand[t].logit)
 		}
 	}
 	if k := s.p.TopK; k > 0 && k < len(cand) {
