@@ -351,9 +351,10 @@ DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint
 	p->type = 2, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
 	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
 	// Row groups are pieces enough for a large tree; fewer are split by
-	// heads, for at least two pieces a thread.
+	// heads, a piece a thread: two a thread made a decode row's attention
+	// slower (docs/measurements, "A decode row's heads a piece a thread").
 	const int64_t groups = (jhi - jlo + DT_ATT_ROWS - 1) / DT_ATT_ROWS;
-	int64_t hs = (2 * p->threads + groups - 1) / groups;
+	int64_t hs = (p->threads + groups - 1) / groups;
 	p->hsplit = hs < 1 ? 1 : hs > heads ? heads : hs;
 	p->jlo = jlo, p->jhi = jhi, p->pieces = groups * p->hsplit;
 	dispatch(p);
