@@ -6,10 +6,10 @@ import "github.com/klauspost/cpuid/v2"
 // may read in address order before its heads read them (dt_attention_sweep,
 // c/attention.c), 0 for none. A decode step finds the cache evicted by the
 // weights it streamed since the last; on an AMD Zen 5 one sweep in order
-// brought it back faster than the heads' strided reads and prefetches did
-// (a stories110M layer 19 µs → 11), on an Intel Xeon slower (15 → 25), so
-// AMD cores sweep, up to three quarters of their L2, and others do not
-// (docs/measurements, "Sweeping the KV cache").
+// brought it back faster than the heads' strided reads and prefetches did,
+// on an Intel Xeon it made attention slower, so AMD cores sweep, up to
+// three quarters of their L2, and others do not (docs/measurements,
+// "Sweeping the KV cache").
 func attentionSweep() int64 {
 	if cpuid.CPU.VendorID != cpuid.AMD {
 		return 0
