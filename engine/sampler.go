@@ -170,26 +170,24 @@ func (s *Sampler) penalized(history []int) map[int]struct{} {
 // temperature — and returns the surviving candidates, sorted by descending
 // probability, with normalized probabilities.
 func (s *Sampler) filter(logits []float32, history []int) []candidate {
-	cand := s.cand[:0]
-	for i, v := range logits {
-		cand = append(cand, candidate{id: i, logit: v})
-	}
-	// cand[t] is token t's until the sort below.
-	for t := range s.penalized(history) {
-		if t >= 0 && t < len(cand) {
-			cand[t].logit = s.penalize(cand[t].logit)
-		}
-	}
-	if k := s.p.TopK; k > 0 && k < len(cand) {
+	pen := s.penalizedInOrder(history, len(logits))
+	var cand []candidate
+	if k := s.p.TopK; k > 0 && k < len(logits) {
 		// byLogit is a total order (ids break ties), so the k best are
 		// one set in one order however they are found: selecting them
 		// gives what sorting everything would, without sorting the
 		// vocabulary every token.
-		cand = bestK(cand, k, byLogit)
-		slices.SortFunc(cand, byLogit)
+		cand = s.bestK(logits, pen, k)
 	} else {
-		slices.SortFunc(cand, byLogit)
+		cand = s.cand[:0]
+		for i, v := range logits {
+			cand = append(cand, candidate{id: i, logit: v})
+		}
+		for _, t := range pen {
+			cand[t].logit = s.penalize(cand[t].logit)
+		}
 	}
+	slices.SortFunc(cand, byLogit)
 	softmaxCand(cand, 1)
 	if p := s.p.TopP; p > 0 && p < 1 {
 		var cum float32
@@ -227,13 +225,24 @@ func byLogit(a, b candidate) int {
 	return a.id - b.id
 }
 
-// bestK moves the k first of cand in cmp's order into cand[:k] (in no
-// particular order) and returns it: cand[:k] is kept as a heap whose root
-// is the worst of the k so far, which each later candidate must beat.
-func bestK(cand []candidate, k int, cmp func(a, b candidate) int) []candidate {
-	h := cand[:k]
-	// worse reports whether h[i] comes after h[j] in cmp's order.
-	worse := func(i, j int) bool { return cmp(h[i], h[j]) > 0 }
+// bestK is the k first of logits' candidates in byLogit's order (in no
+// particular order), the tokens of pen (ascending) penalized, in s.cand's
+// memory. The k so far are kept as a heap whose root is the worst of them,
+// which each later candidate must beat: most of a vocabulary falls below
+// the root's logit, which settles it as byLogit would (a NaN on either
+// side goes to byLogit), and never becomes a candidate.
+func (s *Sampler) bestK(logits []float32, pen []int, k int) []candidate {
+	h := s.cand[:0]
+	next := 0 // pen[next] is the next penalized token
+	for i, v := range logits[:k] {
+		if next < len(pen) && pen[next] == i {
+			v = s.penalize(v)
+			next++
+		}
+		h = append(h, candidate{id: i, logit: v})
+	}
+	// worse reports whether h[i] comes after h[j] in byLogit's order.
+	worse := func(i, j int) bool { return byLogit(h[i], h[j]) > 0 }
 	down := func(i int) {
 		for {
 			w, l, r := i, 2*i+1, 2*i+2
@@ -253,8 +262,16 @@ func bestK(cand []candidate, k int, cmp func(a, b candidate) int) []candidate {
 	for i := k/2 - 1; i >= 0; i-- {
 		down(i)
 	}
-	for _, c := range cand[k:] {
-		if cmp(c, h[0]) < 0 {
+	for i := k; i < len(logits); i++ {
+		v := logits[i]
+		if next < len(pen) && pen[next] == i {
+			v = s.penalize(v)
+			next++
+		}
+		if v < h[0].logit {
+			continue
+		}
+		if c := (candidate{id: i, logit: v}); byLogit(c, h[0]) < 0 {
 			h[0] = c
 			down(0)
 		}

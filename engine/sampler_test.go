@@ -164,18 +164,48 @@ func TestBestKMatchesSort(t *testing.T) {
 			if k < 1 || k > n {
 				continue
 			}
-			cand := make([]candidate, n)
-			for i := range cand {
-				// Few distinct values, so that ties are common.
-				cand[i] = candidate{id: i, logit: float32(r.IntN(13))}
+			s := NewSampler(SamplerParams{RepeatPenalty: 1.5})
+			logits, want := make([]float32, n), make([]candidate, n)
+			var pen []int
+			for i := range logits {
+				// Few distinct values, so that ties are common; a
+				// penalized token's may tie with others' too.
+				logits[i] = float32(r.IntN(13) - 4)
+				want[i] = candidate{id: i, logit: logits[i]}
+				if r.IntN(8) == 0 {
+					pen = append(pen, i)
+					want[i].logit = s.penalize(logits[i])
+				}
 			}
-			want := slices.Clone(cand)
 			slices.SortFunc(want, byLogit)
-			got := bestK(slices.Clone(cand), k, byLogit)
+			got := s.bestK(logits, pen, k)
 			slices.SortFunc(got, byLogit)
 			if !slices.Equal(got, want[:k]) {
 				t.Fatalf("n=%d k=%d: %v, want %v", n, k, got, want[:k])
 			}
 		}
 	}
+}
+
+// BenchmarkSample is a draw and a distribution (as speculative sampling
+// takes a verified node's) with llama.cpp's default chain over a
+// 32,000-token vocabulary.
+func BenchmarkSample(b *testing.B) {
+	x := benchLogits()
+	history := make([]int, 200)
+	for i := range history {
+		history[i] = (i * 7919) % len(x)
+	}
+	s := NewSampler(SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, Seed: 1})
+	out := make([]float32, len(x))
+	b.Run("sample", func(b *testing.B) {
+		for b.Loop() {
+			s.Sample(x, history)
+		}
+	})
+	b.Run("probs", func(b *testing.B) {
+		for b.Loop() {
+			s.Probs(out, x, history)
+		}
+	})
 }
