@@ -88,7 +88,7 @@ func newBenchCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVarP(&model, "model", "m", "", "GGUF model file (default: the embedded model)")
 	fl.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "CPU threads")
-	fl.IntVar(&reps, "reps", 9, "repetitions of each verification size (the median is kept)")
+	fl.IntVar(&reps, "reps", 9, "repetitions of the prefill and of each verification size (the median is kept)")
 	fl.IntVar(&depth, "depth", 0, "tokens of context before the measurements")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	c.AddCommand(newBenchAdaptCmd())

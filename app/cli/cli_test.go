@@ -218,7 +218,7 @@ func TestBenchDepth(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	if res.Depth != 40 || !(res.DecodeTokS > 0) || !(res.VerifyRatio["16"] > 0) {
+	if res.Depth != 40 || !(res.PrefillTokS > 0) || !(res.DecodeTokS > 0) || !(res.VerifyRatio["16"] > 0) {
 		t.Errorf("bench --depth 40: %+v", res)
 	}
 }
