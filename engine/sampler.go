@@ -129,17 +129,24 @@ func (s *Sampler) argmax(logits []float32, history []int) int {
 	return best
 }
 
-// penalizedInOrder is the penalized tokens below n, ascending, each once.
+// penalizedInOrder is the tokens of the last RepeatLastN (default 64) of
+// history below n, ascending, each once; none when the penalty is off.
 func (s *Sampler) penalizedInOrder(history []int, n int) []int {
-	pen := s.penalized(history)
-	ts := make([]int, 0, len(pen))
-	for t := range pen {
+	if s.p.RepeatPenalty == 0 || s.p.RepeatPenalty == 1 || len(history) == 0 {
+		return nil
+	}
+	last := s.p.RepeatLastN
+	if last <= 0 {
+		last = 64
+	}
+	var ts []int
+	for _, t := range history[max(0, len(history)-last):] {
 		if t >= 0 && t < n {
 			ts = append(ts, t)
 		}
 	}
 	slices.Sort(ts)
-	return ts
+	return slices.Compact(ts)
 }
 
 func (s *Sampler) penalize(v float32) float32 {
@@ -147,23 +154,6 @@ func (s *Sampler) penalize(v float32) float32 {
 		return v / s.p.RepeatPenalty
 	}
 	return v * s.p.RepeatPenalty
-}
-
-// penalized is the set of recent tokens, or nil when the penalty is off.
-func (s *Sampler) penalized(history []int) map[int]struct{} {
-	if s.p.RepeatPenalty == 0 || s.p.RepeatPenalty == 1 || len(history) == 0 {
-		return nil
-	}
-	n := s.p.RepeatLastN
-	if n <= 0 {
-		n = 64
-	}
-	recent := history[max(0, len(history)-n):]
-	set := make(map[int]struct{}, len(recent))
-	for _, t := range recent {
-		set[t] = struct{}{}
-	}
-	return set
 }
 
 // filter applies llama.cpp's chain — penalties, top-k, top-p, min-p,
@@ -233,9 +223,10 @@ func byLogit(a, b candidate) int {
 // side goes to byLogit), and never becomes a candidate.
 func (s *Sampler) bestK(logits []float32, pen []int, k int) []candidate {
 	h := s.cand[:0]
-	next := 0 // pen[next] is the next penalized token
+	pen = append(pen, len(logits)) // a stop past the end (pen is bestK's now): one compare a logit
+	next := 0                      // pen[next] is the next penalized token
 	for i, v := range logits[:k] {
-		if next < len(pen) && pen[next] == i {
+		if i == pen[next] {
 			v = s.penalize(v)
 			next++
 		}
@@ -264,7 +255,7 @@ func (s *Sampler) bestK(logits []float32, pen []int, k int) []candidate {
 	}
 	for i := k; i < len(logits); i++ {
 		v := logits[i]
-		if next < len(pen) && pen[next] == i {
+		if i == pen[next] {
 			v = s.penalize(v)
 			next++
 		}

@@ -34,13 +34,6 @@ func Bench(m *Model, threads, reps, depth int) (BenchResult, error) {
 	defer pool.Close()
 	f := cpu.NewFast(m.Llama, cpu.DefaultKernels(), pool, 0)
 	t := cpu.NewTargetWith(f)
-	// A forward of the prompt's size first, not timed, as llama-bench
-	// warms up: the timed prefill then finds the buffers a 64-row
-	// forward grows (its scratch, the threads' activation layouts)
-	// already paged in, as every prompt but a session's first does.
-	if err := warmUp(t, min(64, t.Context())); err != nil {
-		return BenchResult{}, err
-	}
 	prof, err := engine.ProfileTargetAt(t, depth, 64, 64, BenchSizes, reps)
 	if err != nil {
 		return BenchResult{}, err
@@ -63,18 +56,13 @@ func Bench(m *Model, threads, reps, depth int) (BenchResult, error) {
 	return res, nil
 }
 
-// warmUp runs one forward of n tokens (token 0, n times) and empties t.
-func warmUp(t engine.Target, n int) error {
-	if _, err := t.Forward(make([]int, n)); err != nil {
-		return err
-	}
-	return t.Truncate(0)
-}
-
 // medianPrefill is the median of reps timed forwards of n random tokens
-// after depth tokens of context (filled first, not timed), in tokens/s:
-// the profile times one, and a 64-token forward of a small model takes a
-// few milliseconds, which one hiccup of a shared host can double.
+// after depth tokens of context (filled first, not timed), in tokens/s.
+// The profile times one, its process's first forward of n rows, which
+// grows and pages in the buffers that size needs (at two threads it took
+// twice as long as the next), and a 64-token forward of a small model
+// takes a few milliseconds, which one hiccup of a shared host can double.
+// Run after the profile, as llama-bench times its runs after a warm-up.
 func medianPrefill(t engine.Target, depth, n, reps int) (float64, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	random := func(toks []int) []int {
