@@ -2,8 +2,6 @@ package gpu
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
 
 	"dovetail/models"
@@ -93,44 +91,6 @@ func (d *Draft) bind(drafting bool) {
 		d.blocks[b] = block{attnNorm: p("attn_norm.weight"), q: p("attn_q.weight"), k: p("attn_k.weight"),
 			v: p("attn_v.weight"), o: p("attn_output.weight"), ffnNorm: p("ffn_norm.weight"),
 			gate: p("ffn_gate.weight"), up: p("ffn_up.weight"), down: p("ffn_down.weight")}
-	}
-}
-
-// Init sets every matrix to Xavier-uniform values (as the released
-// Dovetail code initializes the DGF) and every norm weight to 1.
-func (d *Draft) Init(seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	for _, p := range d.Params {
-		v := make([]float32, p.Size())
-		if p.Rows == 1 {
-			for i := range v {
-				v[i] = 1
-			}
-		} else {
-			a := math.Sqrt(6 / float64(p.Rows+p.Cols))
-			for i := range v {
-				v[i] = float32((2*rng.Float64() - 1) * a)
-			}
-		}
-		d.Dev.Upload(p.W, v)
-	}
-}
-
-// InitDayZero is how a draft that learns from traffic starts (day 0): as
-// Init, but with the last matrix of each block's two residual branches
-// (attn_output, ffn_down) at zero, so that every block starts as the
-// identity and the first prediction is the DGF's fusion of its inputs.
-// The branches then grow from what the gradients ask for, not from noise
-// the early steps must first undo; on both test models a draft adapting
-// from scratch reached a higher τ this way (docs/measurements, "Day 0").
-// Tests keep Init: with a branch at zero, the gradients of the weights
-// behind it vanish at the first step.
-func (d *Draft) InitDayZero(seed uint64) {
-	d.Init(seed)
-	for _, b := range d.blocks {
-		for _, p := range []*Param{b.o, b.down} {
-			d.Dev.Upload(p.W, make([]float32, p.Size()))
-		}
 	}
 }
 
@@ -355,8 +315,17 @@ var freezeMin = smallMatrix
 // again after the weights change. Training and evaluation passes, which
 // keep their own keys and values, read W.
 func (d *Draft) FreezeForDrafting() error {
+	return d.FreezeForDraftingUnless(nil)
+}
+
+// FreezeForDraftingUnless is FreezeForDrafting, giving up with ErrStopped
+// before a matrix once stopped (nil: never) says so.
+func (d *Draft) FreezeForDraftingUnless(stopped func() bool) error {
 	var vals []float32
 	for _, p := range d.Params {
+		if stopped != nil && stopped() {
+			return ErrStopped
+		}
 		if !d.quantizes(p) {
 			d.dropQ(p)
 			continue

@@ -68,18 +68,22 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	version := 0
 	var history []float64
 	if ck == nil {
-		d.InitDayZero(1)
+		// A 7B target's new draft takes seconds to draw and freeze: a
+		// runner closing meanwhile stops it between chunks, not after.
+		if err := d.InitDayZeroUnless(1, stopped); err != nil {
+			d.Free()
+			return nil, errStopped
+		}
 		where = "untrained"
 	} else {
 		version, _ = strconv.Atoi(ck.Meta[store.MetaVersion])
 		history = store.ParseFloats(ck.Meta[store.MetaTauHistory])
 	}
-	if stopped() {
+	if err := d.FreezeForDraftingUnless(stopped); err != nil {
 		d.Free()
-		return nil, errStopped
-	}
-	if err := d.FreezeForDrafting(); err != nil {
-		d.Free()
+		if errors.Is(err, gpu.ErrStopped) {
+			return nil, errStopped
+		}
 		return nil, fmt.Errorf("draft %s: %w", where, err)
 	}
 	ad := &adaptive{live: gpu.NewLive(d, version), mode: a.Mode, fp: m.Fingerprint, targetName: m.Name, notify: notify,

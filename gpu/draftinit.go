@@ -1,0 +1,97 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+)
+
+// ErrStopped is a draft's set-up given up because its caller said stop.
+var ErrStopped = errors.New("draft set-up stopped")
+
+// initChunk is how many values an initialization draws and uploads at a
+// time: a 7B target's draft holds matrices of tens of millions of values,
+// which drawn whole were as many bytes again of garbage, and between
+// chunks a set-up in the background can be stopped.
+const initChunk = 1 << 16
+
+// Init sets every matrix to Xavier-uniform values (as the released
+// Dovetail code initializes the DGF) and every norm weight to 1. Each
+// parameter draws from a stream of its own (seed, its index), so its
+// values do not depend on which others were drawn.
+func (d *Draft) Init(seed uint64) {
+	_ = d.initUnless(seed, false, nil)
+}
+
+// InitDayZero is how a draft that learns from traffic starts (day 0): as
+// Init, but with the last matrix of each block's two residual branches
+// (attn_output, ffn_down) at zero, so that every block starts as the
+// identity and the first prediction is the DGF's fusion of its inputs.
+// The branches then grow from what the gradients ask for, not from noise
+// the early steps must first undo; on both test models a draft adapting
+// from scratch reached a higher τ this way (docs/measurements, "Day 0").
+// Tests keep Init: with a branch at zero, the gradients of the weights
+// behind it vanish at the first step.
+func (d *Draft) InitDayZero(seed uint64) {
+	_ = d.InitDayZeroUnless(seed, nil)
+}
+
+// InitDayZeroUnless is InitDayZero, giving up with ErrStopped as soon as
+// stopped (nil: never) says so; the draft's values are then partly set.
+func (d *Draft) InitDayZeroUnless(seed uint64, stopped func() bool) error {
+	return d.initUnless(seed, true, stopped)
+}
+
+func (d *Draft) initUnless(seed uint64, dayZero bool, stopped func() bool) error {
+	branchEnds := map[*Param]bool{}
+	if dayZero {
+		for _, b := range d.blocks {
+			branchEnds[b.o], branchEnds[b.down] = true, true
+		}
+	}
+	buf := make([]float32, initChunk)
+	for i, p := range d.Params {
+		if stopped != nil && stopped() {
+			return ErrStopped
+		}
+		if branchEnds[p] {
+			d.Dev.Zero(p.W)
+			continue
+		}
+		if p.Rows == 1 {
+			fill(buf, 1)
+		}
+		src := rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64(i))
+		a := float32(math.Sqrt(6 / float64(p.Rows+p.Cols)))
+		for off := 0; off < p.Size(); off += initChunk {
+			if off > 0 && stopped != nil && stopped() {
+				return ErrStopped
+			}
+			v := buf[:min(initChunk, p.Size()-off)]
+			if p.Rows != 1 {
+				uniform(v, src, a)
+			}
+			d.Dev.Upload(d.Dev.View(p.W, off, len(v)), v)
+		}
+	}
+	return nil
+}
+
+// uniform fills v with values uniform in [-a, a), two of 24 random bits
+// from each of src's 64-bit outputs.
+func uniform(v []float32, src *rand.PCG, a float32) {
+	const unit = 1.0 / (1 << 24)
+	for i := 0; i < len(v); i += 2 {
+		u := src.Uint64()
+		v[i] = (2*float32(u>>40)*unit - 1) * a
+		if i+1 < len(v) {
+			v[i+1] = (2*float32(u>>16&(1<<24-1))*unit - 1) * a
+		}
+	}
+}
+
+func fill(v []float32, x float32) {
+	for i := range v {
+		v[i] = x
+	}
+}

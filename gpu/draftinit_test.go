@@ -1,0 +1,109 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"dovetail/models/draft"
+)
+
+// initConfig has matrices of more than initChunk values (ffn_gate: 256 ×
+// 384), which Init draws in two chunks.
+var initConfig = draft.Config{Hidden: 256, Blocks: 1, Heads: 4, KVHeads: 2, HeadDim: 64, FFN: 384, Vocab: 16,
+	Context: 64, RopeTheta: 10000, RMSEps: 1e-5}
+
+func newInitDraft(t *testing.T) *Draft {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 0))
+	d, err := NewDraft(newHost[float32](1), initConfig, fakeTarget(rng, initConfig.Hidden, initConfig.Vocab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func paramValues(d *Draft, p *Param) []float32 {
+	v := make([]float32, p.Size())
+	d.Dev.Download(v, p.W)
+	return v
+}
+
+// Init's matrices are uniform in ±sqrt(6/(rows+cols)), every chunk drawn
+// anew, the same for the same seed; its norm weights are 1.
+func TestInitUniform(t *testing.T) {
+	d, again, other := newInitDraft(t), newInitDraft(t), newInitDraft(t)
+	d.Init(7)
+	again.Init(7)
+	other.Init(8)
+	chunked := 0
+	for i, p := range d.Params {
+		v := paramValues(d, p)
+		if !slices.Equal(v, paramValues(again, again.Params[i])) {
+			t.Errorf("%s: two draws of seed 7 differ", p.Name)
+		}
+		if p.Rows == 1 {
+			if slices.ContainsFunc(v, func(x float32) bool { return x != 1 }) {
+				t.Errorf("%s: a norm weight is not 1", p.Name)
+			}
+			continue
+		}
+		if slices.Equal(v, paramValues(other, other.Params[i])) {
+			t.Errorf("%s: seeds 7 and 8 drew the same values", p.Name)
+		}
+		a := math.Sqrt(6 / float64(p.Rows+p.Cols))
+		var sumAbs float64
+		for _, x := range v {
+			if float64(x) < -a || float64(x) >= a {
+				t.Fatalf("%s: %g outside [-%g, %g)", p.Name, x, a, a)
+			}
+			sumAbs += math.Abs(float64(x))
+		}
+		if mean := sumAbs / float64(len(v)); math.Abs(mean-a/2) > 0.03*a {
+			t.Errorf("%s: mean |x| %g, want about %g", p.Name, mean, a/2)
+		}
+		if len(v) > initChunk {
+			chunked++
+			m := min(initChunk, len(v)-initChunk)
+			if slices.Equal(v[initChunk:initChunk+m], v[:m]) {
+				t.Errorf("%s: its second chunk repeats the first", p.Name)
+			}
+		}
+	}
+	if chunked == 0 {
+		t.Fatal("no matrix spans two chunks: the test shape is too small")
+	}
+}
+
+// A set-up told to stop gives up at the next chunk or matrix.
+func TestInitDayZeroStops(t *testing.T) {
+	d := newInitDraft(t)
+	calls := 0
+	stopAfter := func(n int) func() bool {
+		calls = 0
+		return func() bool { calls++; return calls > n }
+	}
+	if err := d.InitDayZeroUnless(1, stopAfter(1<<30)); err != nil {
+		t.Fatalf("never stopped: %v", err)
+	}
+	if calls <= len(d.Params) {
+		t.Errorf("%d looks at stop for %d parameters, want one a chunk too", calls, len(d.Params))
+	}
+	for _, n := range []int{0, 3, calls - 1} {
+		if err := d.InitDayZeroUnless(1, stopAfter(n)); !errors.Is(err, ErrStopped) {
+			t.Errorf("told to stop after %d looks: %v, want ErrStopped", n, err)
+		}
+		if calls != n+1 {
+			t.Errorf("told to stop after %d looks, went on to %d", n, calls)
+		}
+	}
+	if err := d.FreezeForDraftingUnless(stopAfter(0)); !errors.Is(err, ErrStopped) {
+		t.Errorf("freeze told to stop: %v, want ErrStopped", err)
+	}
+	if err := d.FreezeForDraftingUnless(nil); err != nil {
+		t.Fatal(err)
+	}
+	d.Free()
+}
