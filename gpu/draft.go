@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -385,6 +386,12 @@ func (d *Draft) values(buf []float32, p *Param) []float32 {
 
 // freeze sets p's Q8_0 copy to vals, reusing the copy's memory.
 func (d *Draft) freeze(p *Param, vals []float32) error {
+	return d.freezeRows(p, func(r int) ([]float32, error) { return vals[r*p.Cols : (r+1)*p.Cols], nil })
+}
+
+// freezeRows sets p's Q8_0 copy to the rows row(0), row(1), ... in turn,
+// reusing the copy's memory; an error of row's ends it, the copy dropped.
+func (d *Draft) freezeRows(p *Param, row func(r int) ([]float32, error)) error {
 	rb, _ := quant.Q8_0.RowSize(p.Cols)
 	t := p.qt
 	if t == nil {
@@ -393,11 +400,19 @@ func (d *Draft) freeze(p *Param, vals []float32) error {
 			t.Data = make([]byte, p.Rows*rb)
 		}
 		hold(d.Dev, p.Rows*rb) // the Q8_0 copy is the device's own
+		p.qt = t
 	}
 	if t.Data != nil {
 		for r := range p.Rows {
-			if err := quant.QuantizeRow(quant.Q8_0, t.Row(r), vals[r*p.Cols:(r+1)*p.Cols]); err != nil {
+			v, err := row(r)
+			if err == nil {
+				err = quant.QuantizeRow(quant.Q8_0, t.Row(r), v)
+			}
+			if err != nil {
 				d.dropQ(p)
+				if errors.Is(err, ErrStopped) {
+					return err
+				}
 				return fmt.Errorf("draft %s: %w", p.Name, err)
 			}
 		}
@@ -407,7 +422,7 @@ func (d *Draft) freeze(p *Param, vals []float32) error {
 		d.dropQ(p)
 		return fmt.Errorf("draft %s: %w", p.Name, err)
 	}
-	p.Q, p.qt = q, t
+	p.Q = q
 	return nil
 }
 

@@ -42,39 +42,116 @@ func (d *Draft) InitDayZeroUnless(seed uint64, stopped func() bool) error {
 	return d.initUnless(seed, true, stopped)
 }
 
-func (d *Draft) initUnless(seed uint64, dayZero bool, stopped func() bool) error {
-	branchEnds := map[*Param]bool{}
-	if dayZero {
-		for _, b := range d.blocks {
-			branchEnds[b.o], branchEnds[b.down] = true, true
-		}
-	}
+// DayZeroForDraftingUnless is InitDayZero, FreezeForDrafting and
+// DropFloat at once, giving up with ErrStopped as InitDayZeroUnless does.
+// The matrices drafting reads in Q8_0 are drawn a few rows at a time
+// straight into their Q8_0 copies, the same values the three steps give,
+// so that their float32 values, most of a new draft's memory, are never
+// written: a 7B target's new draft in the background took seconds of
+// page faults and as many bytes of memory again for them
+// (docs/measurements, "A new draft beside a 7B target").
+func (d *Draft) DayZeroForDraftingUnless(seed uint64, stopped func() bool) error {
+	ends := d.branchEnds(true)
 	buf := make([]float32, initChunk)
 	for i, p := range d.Params {
 		if stopped != nil && stopped() {
 			return ErrStopped
 		}
-		if branchEnds[p] {
-			d.Dev.Zero(p.W)
+		if !d.quantizes(p) {
+			if err := d.initParam(i, p, seed, ends[p], buf, stopped); err != nil {
+				return err
+			}
+			d.dropQ(p)
 			continue
 		}
-		if p.Rows == 1 {
-			fill(buf, 1)
+		if err := d.drawFrozen(i, p, seed, ends[p], stopped); err != nil {
+			return err
 		}
-		src := rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64(i))
-		a := float32(math.Sqrt(6 / float64(p.Rows+p.Cols)))
-		for off := 0; off < p.Size(); off += initChunk {
-			if off > 0 && stopped != nil && stopped() {
-				return ErrStopped
-			}
-			v := buf[:min(initChunk, p.Size()-off)]
-			if p.Rows != 1 {
-				uniform(v, src, a)
-			}
-			d.Dev.Upload(d.Dev.View(p.W, off, len(v)), v)
+		d.Dev.Free(p.W)
+		p.W = nil
+	}
+	return nil
+}
+
+func (d *Draft) initUnless(seed uint64, dayZero bool, stopped func() bool) error {
+	ends := d.branchEnds(dayZero)
+	buf := make([]float32, initChunk)
+	for i, p := range d.Params {
+		if stopped != nil && stopped() {
+			return ErrStopped
+		}
+		if err := d.initParam(i, p, seed, ends[p], buf, stopped); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// branchEnds is the matrices a day-0 draft starts at zero (none unless
+// dayZero).
+func (d *Draft) branchEnds(dayZero bool) map[*Param]bool {
+	ends := map[*Param]bool{}
+	if dayZero {
+		for _, b := range d.blocks {
+			ends[b.o], ends[b.down] = true, true
+		}
+	}
+	return ends
+}
+
+// initParam sets parameter i, p, as Init does (zero: to zero), a chunk of
+// buf at a time.
+func (d *Draft) initParam(i int, p *Param, seed uint64, zero bool, buf []float32, stopped func() bool) error {
+	if zero {
+		d.Dev.Zero(p.W)
+		return nil
+	}
+	if p.Rows == 1 {
+		fill(buf, 1)
+	}
+	src, a := stream(seed, i), xavier(p)
+	for off := 0; off < p.Size(); off += len(buf) {
+		if off > 0 && stopped != nil && stopped() {
+			return ErrStopped
+		}
+		v := buf[:min(len(buf), p.Size()-off)]
+		if p.Rows != 1 {
+			uniform(v, src, a)
+		}
+		d.Dev.Upload(d.Dev.View(p.W, off, len(v)), v)
+	}
+	return nil
+}
+
+// drawFrozen sets parameter i's Q8_0 copy to Init's values for it (zero:
+// to zero), drawn a chunk of rows at a time; its float32 values are left
+// as they are.
+func (d *Draft) drawFrozen(i int, p *Param, seed uint64, zero bool, stopped func() bool) error {
+	src, a := stream(seed, i), xavier(p)
+	per := max(1, initChunk/p.Cols) // rows a chunk
+	chunk := make([]float32, per*p.Cols)
+	return d.freezeRows(p, func(r int) ([]float32, error) {
+		k := r % per
+		if k == 0 && !zero {
+			if r > 0 && stopped != nil && stopped() {
+				return nil, ErrStopped
+			}
+			// Whole rows of even length: the stream gives the values it
+			// gives Init's chunks.
+			uniform(chunk[:min(per, p.Rows-r)*p.Cols], src, a)
+		}
+		return chunk[k*p.Cols : (k+1)*p.Cols], nil
+	})
+}
+
+// stream is the random source of parameter i's values.
+func stream(seed uint64, i int) *rand.PCG {
+	return rand.NewPCG(seed, 0x9e3779b97f4a7c15+uint64(i))
+}
+
+// xavier is the bound of p's uniform values, sqrt(6/(rows+cols)).
+func xavier(p *Param) float32 {
+	return float32(math.Sqrt(6 / float64(p.Rows+p.Cols)))
 }
 
 // uniform fills v with values uniform in [-a, a), two of 24 random bits

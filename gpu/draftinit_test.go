@@ -107,3 +107,50 @@ func TestInitDayZeroStops(t *testing.T) {
 	}
 	d.Free()
 }
+
+// A new draft drawn straight into its drafting form holds what
+// InitDayZero, FreezeForDrafting and DropFloat leave: the same Q8_0
+// copies, bit for bit, no float32 values beside them, and Init's values
+// where a parameter stays float32.
+func TestDayZeroForDrafting(t *testing.T) {
+	largeOnly(t, 4096)
+	want, got := newInitDraft(t), newInitDraft(t)
+	want.InitDayZero(9)
+	if err := want.FreezeForDrafting(); err != nil {
+		t.Fatal(err)
+	}
+	want.DropFloat()
+	if err := got.DayZeroForDraftingUnless(9, nil); err != nil {
+		t.Fatal(err)
+	}
+	frozen, chunked := 0, 0
+	for i, p := range got.Params {
+		w := want.Params[i]
+		if (p.W == nil) != (w.W == nil) || (p.Q == nil) != (w.Q == nil) {
+			t.Fatalf("%s: float32 %v, Q8_0 %v; want %v, %v", p.Name, p.W != nil, p.Q != nil, w.W != nil, w.Q != nil)
+		}
+		if p.W != nil && !slices.Equal(paramValues(got, p), paramValues(want, w)) {
+			t.Errorf("%s: float32 values differ", p.Name)
+		}
+		if p.Q == nil {
+			continue
+		}
+		frozen++
+		if p.Size() > initChunk {
+			chunked++
+		}
+		if !slices.Equal(p.qt.Data, w.qt.Data) {
+			t.Errorf("%s: Q8_0 copies differ", p.Name)
+		}
+	}
+	if frozen == 0 || chunked == 0 {
+		t.Fatalf("%d matrices frozen, %d of more than a chunk: the test shape is too small", frozen, chunked)
+	}
+	if g, w := got.Dev.(*host[float32]).Held(), want.Dev.(*host[float32]).Held(); g != w {
+		t.Errorf("the device holds %d bytes, want %d", g, w)
+	}
+	calls := 0
+	if err := newInitDraft(t).DayZeroForDraftingUnless(9, func() bool { calls++; return calls > len(got.Params) }); !errors.Is(err, ErrStopped) {
+		t.Errorf("told to stop: %v, want ErrStopped", err)
+	}
+}

@@ -67,19 +67,19 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	}
 	version := 0
 	var history []float64
+	var err error
 	if ck == nil {
-		// A 7B target's new draft takes seconds to draw and freeze: a
-		// runner closing meanwhile stops it between chunks, not after.
-		if err := d.InitDayZeroUnless(1, stopped); err != nil {
-			d.Free()
-			return nil, errStopped
-		}
+		// Drawn straight into its drafting form: a 7B target's new draft
+		// would otherwise write float32 matrices it drops at once. A
+		// runner closing meanwhile stops it between chunks.
+		err = d.DayZeroForDraftingUnless(1, stopped)
 		where = "untrained"
 	} else {
 		version, _ = strconv.Atoi(ck.Meta[store.MetaVersion])
 		history = store.ParseFloats(ck.Meta[store.MetaTauHistory])
+		err = d.FreezeForDraftingUnless(stopped)
 	}
-	if err := d.FreezeForDraftingUnless(stopped); err != nil {
+	if err != nil {
 		d.Free()
 		if errors.Is(err, gpu.ErrStopped) {
 			return nil, errStopped
@@ -102,7 +102,6 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 		ad.live.Close()
 		return nil, errStopped
 	}
-	var err error
 	// Drafting reads only the Q8_0 copies of the large matrices: their
 	// float32 values go before the learner allocates its own, whose
 	// shadow starts from the Q8_0 values (the live draft drafts with

@@ -125,11 +125,9 @@ func timeDraftStep(m *Model, cfg draft.Config, dev gpu.Device) (time.Duration, e
 		return 0, err
 	}
 	defer d.Free()
-	d.InitDayZero(1)
-	if err := d.FreezeForDrafting(); err != nil {
+	if err := d.DayZeroForDraftingUnless(1, nil); err != nil {
 		return 0, err
 	}
-	d.DropFloat()
 	seq := d.NewSequence(256)
 	defer seq.Free()
 	dd := engine.NewDGFDrafter(seq)
