@@ -49,7 +49,7 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if c.Profile, err = engine.ProfileTarget(target, prompt, min(32, target.Context()-prompt), sizes, 5); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
-	if c.Plain, err = plainSpeed(target, prompt); err != nil {
+	if c.Plain, err = plainSpeed(target, prompt, plainTokens(c.Profile.Decode)); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
 	cfg := draftShape(m, st)
@@ -79,15 +79,15 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 }
 
 // plainSpeed is greedy generation's speed through the engine, as run
-// decodes without a draft: the median of three generations of up to 64
+// decodes without a draft: the median of three generations of up to n
 // tokens after prompt random tokens.
-func plainSpeed(t engine.Target, prompt int) (float64, error) {
+func plainSpeed(t engine.Target, prompt, n int) (float64, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	toks := make([]int, prompt)
 	for i := range toks {
 		toks[i] = rng.IntN(t.Vocab())
 	}
-	n := min(64, t.Context()-prompt-1)
+	n = min(n, t.Context()-prompt-1)
 	var speeds []float64
 	for range 3 {
 		st, err := engine.Generate(context.Background(), t, engine.Request{Prompt: toks, MaxTokens: n}, func(int) error { return nil })
@@ -99,6 +99,22 @@ func plainSpeed(t engine.Target, prompt int) (float64, error) {
 	slices.Sort(speeds)
 	return speeds[1], nil
 }
+
+// plainTokens is how many tokens each of plainSpeed's generations takes
+// for a target whose decode step takes tt: 64, or as many as plainBudget
+// holds (at least 8). Beside the engine's work a step of a large model
+// is all T_T, which the profile has just measured: on a 7B target 64
+// tokens, three times, took as long as the rest of a calibration
+// (docs/measurements, "Calibration of a 7B target").
+func plainTokens(tt time.Duration) int {
+	if tt <= 0 {
+		return 64
+	}
+	return max(8, min(64, int(plainBudget/tt)))
+}
+
+// plainBudget is about how long each of plainSpeed's generations runs.
+const plainBudget = time.Second
 
 // profileSizes are the tree sizes whose verification cost is calibrated.
 var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
