@@ -33,17 +33,12 @@ func (d *Draft) Init(seed uint64) {
 // Tests keep Init: with a branch at zero, the gradients of the weights
 // behind it vanish at the first step.
 func (d *Draft) InitDayZero(seed uint64) {
-	_ = d.InitDayZeroUnless(seed, nil)
-}
-
-// InitDayZeroUnless is InitDayZero, giving up with ErrStopped as soon as
-// stopped (nil: never) says so; the draft's values are then partly set.
-func (d *Draft) InitDayZeroUnless(seed uint64, stopped func() bool) error {
-	return d.initUnless(seed, true, stopped)
+	_ = d.initUnless(seed, true, nil)
 }
 
 // DayZeroForDraftingUnless is InitDayZero, FreezeForDrafting and
-// DropFloat at once, giving up with ErrStopped as InitDayZeroUnless does.
+// DropFloat at once, giving up with ErrStopped between chunks of values
+// and between matrices once stopped (nil: never) says so.
 // The matrices drafting reads in Q8_0 are drawn a few rows at a time
 // straight into their Q8_0 copies, the same values the three steps give,
 // so that their float32 values, most of a new draft's memory, are never
@@ -73,6 +68,9 @@ func (d *Draft) DayZeroForDraftingUnless(seed uint64, stopped func() bool) error
 	return nil
 }
 
+// initUnless is Init, or with dayZero InitDayZero, giving up with
+// ErrStopped as DayZeroForDraftingUnless does; the draft's values are
+// then partly set.
 func (d *Draft) initUnless(seed uint64, dayZero bool, stopped func() bool) error {
 	ends := d.branchEnds(dayZero)
 	buf := make([]float32, initChunk)

@@ -85,14 +85,14 @@ func TestInitDayZeroStops(t *testing.T) {
 		calls = 0
 		return func() bool { calls++; return calls > n }
 	}
-	if err := d.InitDayZeroUnless(1, stopAfter(1<<30)); err != nil {
+	if err := d.initUnless(1, true, stopAfter(1<<30)); err != nil {
 		t.Fatalf("never stopped: %v", err)
 	}
 	if calls <= len(d.Params) {
 		t.Errorf("%d looks at stop for %d parameters, want one a chunk too", calls, len(d.Params))
 	}
 	for _, n := range []int{0, 3, calls - 1} {
-		if err := d.InitDayZeroUnless(1, stopAfter(n)); !errors.Is(err, ErrStopped) {
+		if err := d.initUnless(1, true, stopAfter(n)); !errors.Is(err, ErrStopped) {
 			t.Errorf("told to stop after %d looks: %v, want ErrStopped", n, err)
 		}
 		if calls != n+1 {
