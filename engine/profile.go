@@ -39,6 +39,21 @@ const depthChunk = 256
 // first and not timed: attention's share grows with the context, and a
 // conversation's steps run deep in it.
 func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) (Profile, error) {
+	return profileTarget(t, depth, prompt, steps, sizes, reps, 0)
+}
+
+// ProfileTargetWithin is ProfileTarget that starts no new round of its
+// reps once within has passed and minRounds are done: on a large model a
+// round of every size takes seconds, and a shared host's hiccups, which
+// the median of five rounds is there for, are milliseconds.
+func ProfileTargetWithin(t Target, prompt, steps int, sizes []int, reps int, within time.Duration) (Profile, error) {
+	return profileTarget(t, 0, prompt, steps, sizes, reps, within)
+}
+
+// minRounds is how many rounds ProfileTargetWithin runs whatever they take.
+const minRounds = 3
+
+func profileTarget(t Target, depth, prompt, steps int, sizes []int, reps int, within time.Duration) (Profile, error) {
 	p := Profile{Verify: map[int]time.Duration{}}
 	if reps < 1 || steps < 1 || prompt < 1 || depth < 0 {
 		return p, fmt.Errorf("profile needs at least one prompt token, decode step and repetition, and a depth of 0 or more (got %d, %d, %d, %d)", prompt, steps, reps, depth)
@@ -92,7 +107,11 @@ func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) 
 	for i := range chain {
 		chain[i] = i - 1
 	}
+	begin := time.Now()
 	for r := 0; r < reps; r++ {
+		if within > 0 && r >= minRounds && time.Since(begin) > within {
+			break
+		}
 		if err := t.Truncate(depth + prompt); err != nil {
 			return p, err
 		}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"dovetail/engine"
 )
@@ -60,5 +61,24 @@ func TestProfileTargetAt(t *testing.T) {
 	}
 	if _, err := engine.ProfileTargetAt(m, -1, 16, 16, []int{16}, 1); err == nil {
 		t.Error("a negative depth was accepted")
+	}
+}
+
+// A profile within a time budget runs three rounds however long they
+// took, and all of them while the budget lasts.
+func TestProfileTargetWithin(t *testing.T) {
+	for _, c := range []struct {
+		within time.Duration
+		rounds int
+	}{{time.Nanosecond, 3}, {time.Hour, 7}} {
+		m := newMarkov(20, 1, 1)
+		m.ctx = 100
+		l := &lenAtExtend{Target: m}
+		if _, err := engine.ProfileTargetWithin(l, 16, 16, []int{1, 4}, 7, c.within); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(l.at); got != 2*c.rounds {
+			t.Errorf("within %v: %d verifications, want %d rounds of 2", c.within, got, c.rounds)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 		}
 	}
 	var err error
-	if c.Profile, err = engine.ProfileTarget(target, prompt, min(32, target.Context()-prompt), sizes, 5); err != nil {
+	if c.Profile, err = engine.ProfileTargetWithin(target, prompt, min(32, target.Context()-prompt), sizes, 5, profileBudget); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
 	if c.Plain, err = plainSpeed(target, prompt, plainTokens(c.Profile.Decode)); err != nil {
@@ -115,6 +115,11 @@ func plainTokens(tt time.Duration) int {
 
 // plainBudget is about how long each of plainSpeed's generations runs.
 const plainBudget = time.Second
+
+// profileBudget is about how long the profile's rounds run before it
+// settles for three (engine.ProfileTargetWithin): five rounds of a 7B
+// target took 19 s of a calibration.
+const profileBudget = 5 * time.Second
 
 // profileSizes are the tree sizes whose verification cost is calibrated.
 var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
