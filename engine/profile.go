@@ -31,9 +31,23 @@ func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile,
 	return ProfileTargetAt(t, 0, prompt, steps, sizes, reps)
 }
 
-// depthChunk is how many tokens of context ProfileTargetAt fills a
-// forward.
+// depthChunk is how many tokens of context FillContext fills a forward.
 const depthChunk = 256
+
+// FillContext extends t by n random tokens (from rng), depthChunk a
+// forward: the context a profile or a benchmark measures after.
+func FillContext(t Target, n int, rng *rand.Rand) error {
+	for d := 0; d < n; d += depthChunk {
+		toks := make([]int, min(depthChunk, n-d))
+		for i := range toks {
+			toks[i] = rng.IntN(t.Vocab())
+		}
+		if _, err := t.Forward(toks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // ProfileTargetAt is ProfileTarget after depth tokens of context, filled
 // first and not timed: attention's share grows with the context, and a
@@ -81,10 +95,8 @@ func profileTarget(t Target, depth, prompt, steps int, sizes []int, reps int, wi
 		return p, err
 	}
 	t.Truncate(0)
-	for d := 0; d < depth; d += depthChunk {
-		if _, err := t.Forward(toks(min(depthChunk, depth-d))); err != nil {
-			return p, err
-		}
+	if err := FillContext(t, depth, rng); err != nil {
+		return p, err
 	}
 	start := time.Now()
 	if _, err := t.Forward(toks(prompt)); err != nil {

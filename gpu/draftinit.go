@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // ErrStopped is a draft's set-up given up because its caller said stop.
@@ -59,7 +60,7 @@ func (d *Draft) DayZeroForDraftingUnless(seed uint64, stopped func() bool) error
 			d.dropQ(p)
 			continue
 		}
-		if err := d.drawFrozen(i, p, seed, ends[p], stopped); err != nil {
+		if err := d.drawFrozen(i, p, seed, ends[p], buf, stopped); err != nil {
 			return err
 		}
 		d.Dev.Free(p.W)
@@ -122,12 +123,15 @@ func (d *Draft) initParam(i int, p *Param, seed uint64, zero bool, buf []float32
 }
 
 // drawFrozen sets parameter i's Q8_0 copy to Init's values for it (zero:
-// to zero), drawn a chunk of rows at a time; its float32 values are left
-// as they are.
-func (d *Draft) drawFrozen(i int, p *Param, seed uint64, zero bool, stopped func() bool) error {
+// to zero), drawn a chunk of rows at a time into buf (grown to a row if
+// need be); its float32 values are left as they are.
+func (d *Draft) drawFrozen(i int, p *Param, seed uint64, zero bool, buf []float32, stopped func() bool) error {
 	src, a := stream(seed, i), xavier(p)
-	per := max(1, initChunk/p.Cols) // rows a chunk
-	chunk := make([]float32, per*p.Cols)
+	per := max(1, len(buf)/p.Cols) // rows a chunk
+	chunk := slices.Grow(buf[:0], per*p.Cols)[:per*p.Cols]
+	if zero {
+		clear(chunk)
+	}
 	return d.freezeRows(p, func(r int) ([]float32, error) {
 		k := r % per
 		if k == 0 && !zero {

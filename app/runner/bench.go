@@ -65,19 +65,11 @@ func Bench(m *Model, threads, reps, depth int) (BenchResult, error) {
 // Run after the profile, as llama-bench times its runs after a warm-up.
 func medianPrefill(t engine.Target, depth, n, reps int) (float64, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	random := func(toks []int) []int {
-		for i := range toks {
-			toks[i] = rng.IntN(t.Vocab())
-		}
-		return toks
-	}
 	if err := t.Truncate(0); err != nil {
 		return 0, err
 	}
-	for d := 0; d < depth; d += 256 {
-		if _, err := t.Forward(random(make([]int, min(256, depth-d)))); err != nil {
-			return 0, err
-		}
+	if err := engine.FillContext(t, depth, rng); err != nil {
+		return 0, err
 	}
 	toks := make([]int, n)
 	times := make([]time.Duration, reps)
@@ -85,7 +77,9 @@ func medianPrefill(t engine.Target, depth, n, reps int) (float64, error) {
 		if err := t.Truncate(depth); err != nil {
 			return 0, err
 		}
-		random(toks)
+		for i := range toks {
+			toks[i] = rng.IntN(t.Vocab())
+		}
 		start := time.Now()
 		if _, err := t.Forward(toks); err != nil {
 			return 0, err
