@@ -37,8 +37,8 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 		echo "warning: $(CC) not found: $@ not built, the kernels run in pure Go"; \
 	fi
 
-# PTX of the CUDA device's kernels (gpu/cuda/kernels.cu), embedded by the
-# gpu package and JIT-compiled by the driver for the GPU at hand. It needs
+# PTX of the CUDA device's kernels (device/cuda/kernels.cu), embedded by
+# the cuda package and JIT-compiled by the driver for the GPU at hand. It needs
 # nvcc, so the PTX is committed: building Dovetail needs no CUDA toolkit.
 # compute_75 (Turing, GTX 16xx / RTX 20xx) is the oldest that CUDA 13's nvcc
 # still targets. nvcc labels its PTX with its own ISA version (9.0 for CUDA
@@ -48,9 +48,9 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 # a kernel that needed more would fail to load in the CUDA tests.
 NVCC    ?= nvcc
 PTXVER  := 7.0
-ptx: gpu/cuda/kernels.ptx
+ptx: device/cuda/kernels.ptx
 
-gpu/cuda/kernels.ptx: gpu/cuda/kernels.cu
+device/cuda/kernels.ptx: device/cuda/kernels.cu
 	$(NVCC) -ptx -arch=compute_75 -o $@.tmp $<
 	sed 's/^\.version [0-9.]*$$/.version $(PTXVER)/' $@.tmp > $@ && rm $@.tmp
 
@@ -84,7 +84,7 @@ run: build
 # detector (needs cgo, which the kernels' C compiler provides).
 test: kernels
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine ./gpu ./app/runner
+	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine ./dgf ./train ./app/runner
 	CGO_ENABLED=1 $(GO) test -race ./app/desktop
 
 bench: kernels

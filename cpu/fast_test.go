@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"dovetail/cpu/kernels"
+	"dovetail/cpu/reference"
+	"dovetail/internal/golden"
 	"dovetail/models"
 )
 
@@ -29,7 +31,7 @@ func TestFastGolden(t *testing.T) {
 	defer pool.Close()
 	for _, k := range levels(t) {
 		t.Run(k.Name, func(t *testing.T) {
-			checkGolden(t, func(m *models.Llama) runner {
+			golden.Check(t, func(m *models.Llama) golden.Runner {
 				return targetRunner(NewTargetWith(NewFast(m, k, pool, 0)))
 			})
 		})
@@ -49,7 +51,7 @@ func TestFastGoEqualsReference(t *testing.T) {
 	for _, name := range []string{"stories260K-f32.gguf", "stories260K-Q4_0-mixed.gguf", "tinystories656K-F16.gguf", "tinystories656K-Q8_0.gguf"} {
 		m := loadTest(t, name)
 		prompt := []int{1, 403, 407, 261, 380, 300, 301}
-		ref := NewReference(m, pool, 0)
+		ref := reference.New(m, pool.Threads(), 0)
 		rs := ref.NewState()
 		fast := NewTargetWith(NewFast(m, k, pool, 0))
 		// The prompt in one batch, every row's outputs kept.
@@ -155,15 +157,13 @@ func TestFastBatchEqualsDecode(t *testing.T) {
 func TestFastAloneEqualsSplit(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
-	defer func(b int) { aloneBytes = b }(aloneBytes)
 	prompt, next := []int{1, 403, 407, 261, 380}, []int{300, 301, 302}
 	for _, k := range levels(t) {
 		for _, name := range []string{"stories260K-Q4_0-mixed.gguf", "tinystories656K-F16.gguf", "tinystories656K-Q8_0.gguf"} {
 			m := loadTest(t, name)
 			var runs [2][][]float32
-			for i, b := range []int{0, 1 << 40} {
-				aloneBytes = b
-				tg := NewTargetWith(NewFast(m, k, pool, 0))
+			for i, b := range []int{-1, 1 << 40} {
+				tg := NewTargetWith(NewFastWith(m, k, pool, 0, Options{AloneBytes: b}))
 				lg, err := tg.Forward(prompt)
 				if err != nil {
 					t.Fatal(err)
@@ -241,5 +241,16 @@ func TestFastYields(t *testing.T) {
 	}
 	if time.Since(recent) < yieldEvery && s.yielded != recent {
 		t.Errorf("yielded again %v after the last time", s.yielded.Sub(recent))
+	}
+}
+
+// targetRunner runs t one token at a time, for the golden checks.
+func targetRunner(t *Target) golden.Runner {
+	return func(tok int) ([]float32, []float32, error) {
+		lg, hd, err := t.Extend([]int{tok}, []int{-1})
+		if err != nil {
+			return nil, nil, err
+		}
+		return lg[0], hd[0], t.Commit([]int{0})
 	}
 }

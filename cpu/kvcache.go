@@ -1,46 +1,40 @@
 package cpu
 
-import "fmt"
-
-// KVCache holds the keys and values of the committed positions of one
-// sequence, per layer, as float32 rows of KVHeads×HeadDim values.
-//
-// Positions [0, Len) are committed. Forward appends at Len; Truncate drops
-// the tail, which is how a rejected speculation is forgotten.
+// KVCache is one sequence's keys and values on the CPU: per layer, f16
+// rows of KVHeads×HeadDim values, the committed positions first and the
+// pending tree's nodes after them (slot committed+i for node i).
 type KVCache struct {
-	K, V  [][]float32 // [layer][pos*kvDim : (pos+1)*kvDim]
-	Len   int
-	kvDim int
-	cap   int
+	k, v [][]uint16 // [layer][slot*dim + i]
+	dim  int
 }
 
-// NewKVCache allocates a cache for ctx positions.
-func NewKVCache(layers, kvDim, ctx int) *KVCache {
-	c := &KVCache{K: make([][]float32, layers), V: make([][]float32, layers), kvDim: kvDim, cap: ctx}
-	for l := range c.K {
-		c.K[l] = make([]float32, ctx*kvDim)
-		c.V[l] = make([]float32, ctx*kvDim)
+// newKVCache allocates a cache of ctx slots for layers layers.
+func newKVCache(layers, dim, ctx int) KVCache {
+	c := KVCache{k: make([][]uint16, layers), v: make([][]uint16, layers), dim: dim}
+	for l := range c.k {
+		c.k[l] = make([]uint16, ctx*dim)
+		c.v[l] = make([]uint16, ctx*dim)
 	}
 	return c
 }
 
-// Cap is the number of positions the cache holds.
-func (c *KVCache) Cap() int { return c.cap }
+// slot is layer l's key and value rows at slot i, to write.
+func (c *KVCache) slot(l, i int) (k, v []uint16) {
+	return c.k[l][i*c.dim : (i+1)*c.dim], c.v[l][i*c.dim : (i+1)*c.dim]
+}
 
-// Truncate forgets positions n and after.
-func (c *KVCache) Truncate(n int) error {
-	if n < 0 || n > c.Len {
-		return fmt.Errorf("truncate KV cache to %d: it holds %d positions", n, c.Len)
+// first is layer l's keys and values of slots [0, n), which attention
+// reads.
+func (c *KVCache) first(l, n int) (k, v []uint16) {
+	return c.k[l][:n*c.dim], c.v[l][:n*c.dim]
+}
+
+// move copies slot from's keys and values to slot to in every layer: a
+// pending node that a commit keeps moves down beside the committed ones.
+func (c *KVCache) move(to, from int) {
+	d := c.dim
+	for l := range c.k {
+		copy(c.k[l][to*d:(to+1)*d], c.k[l][from*d:(from+1)*d])
+		copy(c.v[l][to*d:(to+1)*d], c.v[l][from*d:(from+1)*d])
 	}
-	c.Len = n
-	return nil
-}
-
-// key and value return the rows of layer l at position pos.
-func (c *KVCache) key(l, pos int) []float32 {
-	return c.K[l][pos*c.kvDim : (pos+1)*c.kvDim]
-}
-
-func (c *KVCache) value(l, pos int) []float32 {
-	return c.V[l][pos*c.kvDim : (pos+1)*c.kvDim]
 }

@@ -5,22 +5,25 @@ import (
 	"slices"
 	"testing"
 
-	"dovetail/gpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
+	"dovetail/internal/golden"
 	"dovetail/models"
+	"dovetail/offload"
 )
 
 // layerDevice is a device the last layers can go to, by name.
 type layerDevice struct {
 	name string
-	dev  gpu.Device
+	dev  device.Device
 }
 
 // layerDevices are the host device's layer path, which tests the split on
 // a machine without a GPU, and CUDA device 0 where there is one: what
 // --gpu-layers runs on a user's machine.
 func layerDevices(t testing.TB) []layerDevice {
-	devs := []layerDevice{{"host", gpu.NewHost(2)}}
-	if d, err := gpu.NewCUDA(0); err == nil {
+	devs := []layerDevice{{"host", device.NewHost(2)}}
+	if d, err := cuda.Open(0); err == nil {
 		t.Cleanup(d.Close)
 		devs = append(devs, layerDevice{"cuda", d})
 	} else {
@@ -30,11 +33,11 @@ func layerDevices(t testing.TB) []layerDevice {
 }
 
 // offloaded is a target of m whose last k layers, final norm and LM head
-// run on dev's layer path (package gpu), wired as the runner wires a
+// run on dev's layer path (package offload), wired as the runner wires a
 // GPU's.
-func offloaded(t testing.TB, dev gpu.Device, m *models.Llama, pool *Pool, k int) *Target {
+func offloaded(t testing.TB, dev device.Device, m *models.Llama, pool *Pool, k int) *Target {
 	t.Helper()
-	layers, err := gpu.NewLayers(dev, m, m.Config.Layers-k)
+	layers, err := offload.New(dev, m, m.Config.Layers-k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func offloaded(t testing.TB, dev gpu.Device, m *models.Llama, pool *Pool, k int)
 		}
 		return s, nil
 	}}
-	tg := NewTargetWith(NewFastOffload(m, DefaultKernels(), pool, 0, off))
+	tg := NewTargetWith(NewFastWith(m, DefaultKernels(), pool, 0, Options{Offload: off}))
 	if tg.Err() != nil {
 		t.Fatal(tg.Err())
 	}
@@ -67,18 +70,18 @@ func offloaded(t testing.TB, dev gpu.Device, m *models.Llama, pool *Pool, k int)
 func TestOffloadGolden(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
-	offBounds := func(name string) bounds {
-		b := boundsFor(name)
-		b.first = b.logits
-		if b.hidden >= 3e-2 {
-			b.hidden = 4e-2
+	offBounds := func(name string) golden.Bounds {
+		b := golden.BoundsFor(name)
+		b.First = b.Logits
+		if b.Hidden >= 3e-2 {
+			b.Hidden = 4e-2
 		}
 		return b
 	}
 	for _, d := range layerDevices(t) {
 		for _, frac := range []string{"1", "L/2", "L"} {
 			t.Run(d.name+"/"+frac, func(t *testing.T) {
-				checkGoldenBounds(t, func(m *models.Llama) runner {
+				golden.CheckBounds(t, func(m *models.Llama) golden.Runner {
 					k := map[string]int{"1": 1, "L/2": m.Config.Layers / 2, "L": m.Config.Layers}[frac]
 					return targetRunner(offloaded(t, d.dev, m, pool, k))
 				}, offBounds)
@@ -139,7 +142,7 @@ func TestOffloadTreeAndCompaction(t *testing.T) {
 						t.Fatal(err)
 					}
 					// Greedy decoding after the compaction reads the moved keys.
-					tok := argmax(gl[5])
+					tok := golden.Argmax(gl[5])
 					for i := range 12 {
 						w, err := cpuOnly.Forward([]int{tok})
 						if err != nil {
@@ -150,10 +153,10 @@ func TestOffloadTreeAndCompaction(t *testing.T) {
 							t.Fatal(err)
 						}
 						near(t, fmt.Sprintf("decode step %d", i), g, w)
-						if argmax(g) != argmax(w) {
-							t.Fatalf("decode step %d: token %d split, %d on the CPU", i, argmax(g), argmax(w))
+						if golden.Argmax(g) != golden.Argmax(w) {
+							t.Fatalf("decode step %d: token %d split, %d on the CPU", i, golden.Argmax(g), golden.Argmax(w))
 						}
-						tok = argmax(w)
+						tok = golden.Argmax(w)
 					}
 					if split.Len() != cpuOnly.Len() {
 						t.Errorf("length %d split, %d on the CPU", split.Len(), cpuOnly.Len())

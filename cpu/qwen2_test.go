@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/cpu/reference"
 	"dovetail/internal/golden"
 	"dovetail/models"
 	"dovetail/models/gguf"
@@ -102,7 +103,7 @@ func TestQwen2PathMatchesGolden(t *testing.T) {
 	}
 	pool := NewPool(1)
 	defer pool.Close()
-	r := NewReference(m, pool, 0)
+	r := reference.New(m, pool.Threads(), 0)
 	s := r.NewState()
 	logits := make([]float32, m.Config.Vocab)
 	for i, tok := range gc.PromptTokens {
@@ -114,7 +115,7 @@ func TestQwen2PathMatchesGolden(t *testing.T) {
 		}
 	}
 	for i, st := range gc.Steps[:16] {
-		if got := argmax(logits); got != st.Token {
+		if got := golden.Argmax(logits); got != st.Token {
 			t.Fatalf("step %d: token %d, want %d", i, got, st.Token)
 		}
 		r.Forward(s, st.Token, logits, nil)
@@ -122,7 +123,7 @@ func TestQwen2PathMatchesGolden(t *testing.T) {
 
 	// The V bias is applied: a constant bias shifts the attention output.
 	mb := qwen2FromSafetensors(t, 0.5)
-	rb := NewReference(mb, pool, 0)
+	rb := reference.New(mb, pool.Threads(), 0)
 	sb := rb.NewState()
 	lb := make([]float32, m.Config.Vocab)
 	rb.Forward(sb, gc.PromptTokens[0], lb, nil)

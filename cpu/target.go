@@ -82,7 +82,7 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 	if t.Len()+len(tokens) > t.Context() {
 		return nil, fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
 	}
-	t.s.pending = t.s.pending[:0]
+	t.s.pending.Reset()
 	for lo := 0; lo < len(tokens); lo += maxBatch {
 		chunk := tokens[lo:min(lo+maxBatch, len(tokens))]
 		t.par = t.par[:0]
@@ -94,7 +94,7 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 			logitsFrom = len(chunk) - 1
 		}
 		if err := t.s.forward(chunk, t.par, logitsFrom); err != nil {
-			t.s.pending = t.s.pending[:0]
+			t.s.pending.Reset()
 			return nil, err
 		}
 		if keepHidden {
@@ -115,7 +115,7 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 }
 
 // Extend runs tree nodes after the committed tokens and the pending nodes
-// (see Reference.Extend) and returns each new node's logits and final
+// (see engine.Target) and returns each new node's logits and final
 // hidden state. The slices are reused by the next call.
 func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err error) {
 	c := t.f.M.Config
@@ -170,7 +170,7 @@ func (t *Target) Truncate(n int) error {
 	if n < 0 || n > t.s.len {
 		return fmt.Errorf("truncate to %d: the sequence holds %d tokens", n, t.s.len)
 	}
-	t.s.pending = t.s.pending[:0]
+	t.s.pending.Reset()
 	t.s.len = n
 	return nil
 }

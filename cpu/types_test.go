@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"dovetail/cpu/kernels"
+	"dovetail/cpu/reference"
 	"dovetail/models"
 	"dovetail/models/synth"
 	"dovetail/quant"
@@ -115,7 +116,7 @@ func TestWeightTypesForward(t *testing.T) {
 			t.Fatalf("%v: the model holds %v and %v", c.typ, m.Layers[0].Q.Type, m.Layers[1].Down.Type)
 		}
 		want := typesLogits(t, NewTargetWith(NewFast(m, goK, pool, 0)), prompt)
-		ref := NewReference(m, pool, 0)
+		ref := reference.New(m, pool.Threads(), 0)
 		rs := ref.NewState()
 		rl := make([]float32, m.Config.Vocab)
 		for i, tok := range append(slices.Clone(prompt), 17, 301) {

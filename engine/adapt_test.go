@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"dovetail/cpu"
+	"dovetail/device"
+	"dovetail/dgf"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/internal/golden"
 	"dovetail/models"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // versionSpy notes which draft versions drafted within one request.
@@ -32,15 +34,15 @@ func (v *versionSpy) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error)
 
 // adaptSetup is an untrained draft of m, live, with a learner on a host
 // device of its own.
-func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg gpu.TrainConfig) (*gpu.Live, *gpu.Learner, *engine.Adapter) {
+func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg train.TrainConfig) (*dgf.Live, *train.Learner, *engine.Adapter) {
 	t.Helper()
-	d, err := gpu.NewDraft(gpu.NewHost(1), draft.ForTarget(m.Config, 1, 0), m)
+	d, err := dgf.NewDraft(device.NewHost(1), draft.ForTarget(m.Config, 1, 0), m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.Init(3)
-	live := gpu.NewLive(d, 0)
-	l := gpu.NewLearner(live, gpu.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
+	live := dgf.NewLive(d, 0)
+	l := train.NewLearner(live, device.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
 	a, err := engine.NewAdapter(l, m.Config.Hidden, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 	m := load(t, filepath.Base(model))
 	defer m.Close()
 	target := cpu.NewTarget(m, pool, 0)
-	tcfg := gpu.DefaultTrainConfig()
+	tcfg := train.DefaultTrainConfig()
 	tcfg.LR, tcfg.Warmup = 3e-3, 0
 	for _, mode := range []engine.AdaptMode{engine.AdaptBackground, engine.AdaptPerRequest} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -159,7 +161,7 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 		cfg := engine.DefaultAdaptConfig()
 		cfg.MemoryTokens = memory
 		// The trainer is never started: the weights stay as they are.
-		live, l, a := adaptSetup(t, m, cfg, gpu.DefaultTrainConfig())
+		live, l, a := adaptSetup(t, m, cfg, train.DefaultTrainConfig())
 		seq := live.NewSequence(0)
 		d := a.Drafter(engine.NewDGFDrafter(seq))
 		var r [2]int
@@ -200,7 +202,7 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 	for _, n := range []int{1, 2, 4, 8, 16} {
 		prof.Verify[n] = time.Millisecond + time.Duration(n)*10*time.Microsecond
 	}
-	live, l, a := adaptSetup(t, m, engine.DefaultAdaptConfig(), gpu.DefaultTrainConfig())
+	live, l, a := adaptSetup(t, m, engine.DefaultAdaptConfig(), train.DefaultTrainConfig())
 	defer func() { a.Close(); l.Free(); live.Close() }()
 	seq := live.NewSequence(0)
 	defer seq.Free()
@@ -231,7 +233,7 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 func TestAdaptPause(t *testing.T) {
 	m := load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	live, l, a := adaptSetup(t, m, fastAdapt(engine.AdaptBackground), gpu.DefaultTrainConfig())
+	live, l, a := adaptSetup(t, m, fastAdapt(engine.AdaptBackground), train.DefaultTrainConfig())
 	defer live.Close()
 	defer l.Free()
 	target := cpu.NewTarget(m, pool, 0)

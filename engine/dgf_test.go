@@ -8,8 +8,9 @@ import (
 
 	"dovetail/assets"
 	"dovetail/cpu"
+	"dovetail/device"
+	"dovetail/dgf"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
 	"dovetail/models/tokenizer"
@@ -24,7 +25,7 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev := gpu.NewHost(2)
+	dev := device.NewHost(2)
 	for _, gc := range cases {
 		// One case of each model runs every tree shape and both drafts;
 		// the others one of each.
@@ -37,7 +38,7 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 		target := cpu.NewTarget(m, pool, 0)
 		plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
 		for _, blocks := range blockCounts {
-			d, err := gpu.NewDraft(dev, draft.ForTarget(m.Config, blocks, 0), m)
+			d, err := dgf.NewDraft(dev, draft.ForTarget(m.Config, blocks, 0), m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 // ranks downloaded logits itself.
 type logitsOnly struct{ engine.FeatureModel }
 
-// A draft that ranks its own logits on the device (gpu.Sequence's
+// A draft that ranks its own logits on the device (dgf.Sequence's
 // ForwardTop and ExtendTop) drafts the very trees that ranking downloaded
 // logits on the host gives: the same rounds, acceptances and output, with
 // the embedded model's trained draft, sharpened as for greedy decoding.
@@ -84,7 +85,7 @@ func TestDGFRankedTreesEqualLogitTrees(t *testing.T) {
 	var outs [2][]int
 	var stats [2]engine.Stats
 	for i, ranked := range []bool{true, false} {
-		d, err := gpu.NewDraft(gpu.NewHost(2), ck.Config, m)
+		d, err := dgf.NewDraft(device.NewHost(2), ck.Config, m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func TestDGFRankedTreesEqualLogitTrees(t *testing.T) {
 
 // rowCounter counts the positions a draft's Forward and ForwardTop run.
 type rowCounter struct {
-	*gpu.Sequence
+	*dgf.Sequence
 	rows int
 }
 
@@ -139,7 +140,7 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := gpu.NewDraft(gpu.NewHost(2), ck.Config, m)
+	d, err := dgf.NewDraft(device.NewHost(2), ck.Config, m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"dovetail/app/runner/store"
+	"dovetail/device"
+	"dovetail/dgf"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // greedyTargetSharpness sharpens the target's distribution that a draft
-// adapting for greedy decoding learns (gpu.TrainConfig.TargetSharpness):
+// adapting for greedy decoding learns (train.TrainConfig.TargetSharpness):
 // greedy verification accepts the target's argmax, so a sharper target
 // teaches what is accepted (docs/measurements, "A sharpened target").
 const greedyTargetSharpness = 2
@@ -32,10 +34,10 @@ const greedySharpness = 2
 // adaptation loop, and the files the adapted draft and the text memory are
 // saved to.
 type adaptive struct {
-	live     *gpu.Live
-	learner  *gpu.Learner
+	live     *dgf.Live
+	learner  *train.Learner
 	adapter  *engine.Adapter
-	seqs     []*gpu.Sequence
+	seqs     []*dgf.Sequence
 	drafters []*engine.AdaptiveDrafter
 	mode     engine.AdaptMode
 
@@ -60,7 +62,7 @@ var errStopped = errors.New("stopped")
 // 0), adapting as a says on trainDev, with a sequence for each of slots;
 // it owns d from now on. where names the draft's origin. Between its
 // long steps it gives up with errStopped once stopped (nil: never) says so.
-func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, where string, m *Model, trainDev gpu.Device, ctx, slots int,
+func startAdaptive(stopped func() bool, d *dgf.Draft, ck *draft.Checkpoint, where string, m *Model, trainDev device.Device, ctx, slots int,
 	greedy bool, a Adapt, st *store.Store, notify func(Notice)) (*adaptive, error) {
 	if stopped == nil {
 		stopped = func() bool { return false }
@@ -81,12 +83,12 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	}
 	if err != nil {
 		d.Free()
-		if errors.Is(err, gpu.ErrStopped) {
+		if errors.Is(err, dgf.ErrStopped) {
 			return nil, errStopped
 		}
 		return nil, fmt.Errorf("draft %s: %w", where, err)
 	}
-	ad := &adaptive{live: gpu.NewLive(d, version), mode: a.Mode, fp: m.Fingerprint, targetName: m.Name, notify: notify,
+	ad := &adaptive{live: dgf.NewLive(d, version), mode: a.Mode, fp: m.Fingerprint, targetName: m.Name, notify: notify,
 		store: st, save: a.Save && st != nil, saveEvery: a.SaveEvery, savedVer: version, lastSave: time.Now(), startedAs: where}
 	if ck != nil && ck.Meta[store.MetaStartedAs] != "" {
 		ad.startedAs = ck.Meta[store.MetaStartedAs]
@@ -97,7 +99,7 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	}
 	c := a.Engine
 	c.Mode = a.Mode
-	c.IdleThread = a.Idle && gpu.OnHost(trainDev)
+	c.IdleThread = a.Idle && device.OnHost(trainDev)
 	if stopped() {
 		ad.live.Close()
 		return nil, errStopped
@@ -110,7 +112,7 @@ func startAdaptive(stopped func() bool, d *gpu.Draft, ck *draft.Checkpoint, wher
 	runtime.GC()
 	// The learner sets its shadow and trainer up when the first training
 	// run starts: a session may never have enough text for one.
-	ad.learner = gpu.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth)
+	ad.learner = train.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth)
 	if ad.adapter, err = engine.NewAdapter(ad.learner, d.C.Hidden, c, ad.published); err != nil {
 		ad.learner.Free()
 		ad.live.Close()
@@ -137,8 +139,8 @@ func learnRows(c engine.AdaptConfig) int { return max(c.Batch*c.Window, c.Reques
 func learnLen(c engine.AdaptConfig) int  { return max(c.Window, c.RequestWindow) }
 
 // trainConfig is the trainer's recipe for a.
-func trainConfig(a Adapt, greedy bool) gpu.TrainConfig {
-	tc := gpu.DefaultTrainConfig()
+func trainConfig(a Adapt, greedy bool) train.TrainConfig {
+	tc := train.DefaultTrainConfig()
 	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll, tc.AnchorWeight = a.LR, 0, 1, a.Unroll, a.Anchor
 	if a.Mode != engine.AdaptPerRequest {
 		tc.AnchorWeight = 0

@@ -10,8 +10,10 @@ import (
 
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
+	"dovetail/dgf"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/models/draft"
 )
 
@@ -54,18 +56,18 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	}
 	cfg := draftShape(m, st)
 	progress(Step{"a draft step on the CPU", 1, total})
-	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, gpu.NewHost(threads)); err != nil {
+	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, device.NewHost(threads)); err != nil {
 		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
 	}
 	if gpus {
 		progress(Step{"a draft step on the GPU", 2, total})
-		if dev, err := gpu.NewCUDA(0); err == nil {
+		if dev, err := cuda.Open(0); err == nil {
 			c.DraftStep["cuda:0"], err = timeDraftStep(m, cfg, dev)
 			dev.Close()
 			if err != nil {
 				return c, fmt.Errorf("calibrating %s's draft on the GPU: %w", m.Name, err)
 			}
-		} else if !errors.Is(err, gpu.ErrNoCUDA) {
+		} else if !errors.Is(err, cuda.ErrNoDevice) {
 			return c, fmt.Errorf("calibrating on the GPU: %w", err)
 		}
 	}
@@ -140,8 +142,8 @@ var calibrationTree = engine.TreeParams{TopK: 10, Depth: 4, Tokens: 16}
 // the median of five trees of calibrationTree after 32 positions, per
 // level, as the planner counts draft time. The weights do not matter to
 // the time; the device frees what it allocated.
-func timeDraftStep(m *Model, cfg draft.Config, dev gpu.Device) (time.Duration, error) {
-	d, err := gpu.NewDraft(dev, cfg, m.Llama)
+func timeDraftStep(m *Model, cfg draft.Config, dev device.Device) (time.Duration, error) {
+	d, err := dgf.NewDraft(dev, cfg, m.Llama)
 	if err != nil {
 		return 0, err
 	}

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"dovetail/gpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
 	"dovetail/models/draft"
 )
 
@@ -45,7 +46,7 @@ func parseDevice(spec string) (kind string, ordinal int, err error) {
 // streams of their own, so that training never queues in front of
 // drafting; on the CPU, host devices of their own threads.
 type draftDevices struct {
-	drafter, trainer gpu.Device // trainer nil: no adaptation
+	drafter, trainer device.Device // trainer nil: no adaptation
 }
 
 func (d draftDevices) close() {
@@ -60,18 +61,18 @@ func (d draftDevices) close() {
 // openGPU opens the GPU spec names for a draft: under auto the first one,
 // or nil when there is none (a notice when one failed to start); under
 // cuda[:N] that one, or an error; under cpu none.
-func openGPU(spec string, notify func(Notice)) (gpu.Device, error) {
+func openGPU(spec string, notify func(Notice)) (device.Device, error) {
 	kind, ordinal, err := parseDevice(spec)
 	if err != nil || kind == "cpu" {
 		return nil, err
 	}
-	d, err := gpu.NewCUDA(ordinal)
+	d, err := cuda.Open(ordinal)
 	switch {
 	case err == nil:
 		return d, nil
 	case kind == "cuda":
 		return nil, fmt.Errorf("device %s: %w", spec, err)
-	case !errors.Is(err, gpu.ErrNoCUDA):
+	case !errors.Is(err, cuda.ErrNoDevice):
 		notify(Notice{Warning: true, Text: fmt.Sprintf("drafting on the CPU: the GPU did not start: %v", err)})
 	}
 	return nil, nil
@@ -80,20 +81,20 @@ func openGPU(spec string, notify func(Notice)) (gpu.Device, error) {
 // TrainDevice opens where a draft of shape c trains offline (distill): as
 // spec says, auto choosing a CUDA GPU when there is one and the draft is
 // large enough to gain from it; on the CPU with threads threads.
-func TrainDevice(spec string, c draft.Config, threads int, notify func(Notice)) (gpu.Device, error) {
+func TrainDevice(spec string, c draft.Config, threads int, notify func(Notice)) (device.Device, error) {
 	kind, _, err := parseDevice(spec)
 	if err != nil {
 		return nil, err
 	}
 	if kind == "cpu" || kind == "auto" && c.Hidden*c.Vocab < gpuMinHead {
-		return gpu.NewHost(threads), nil
+		return device.NewHost(threads), nil
 	}
 	d, err := openGPU(spec, notify)
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
-		return gpu.NewHost(threads), nil
+		return device.NewHost(threads), nil
 	}
 	return d, nil
 }

@@ -9,9 +9,12 @@ import (
 
 	"dovetail/assets"
 	"dovetail/cpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
+	"dovetail/dgf"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // DraftInfo says which drafter runs and how.
@@ -193,7 +196,7 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 		cfg = ck.Config
 	}
 	kind, ordinal, _ := parseDevice(o.Device)
-	var gdev gpu.Device
+	var gdev device.Device
 	if large := cfg.Hidden*cfg.Vocab >= gpuMinHead; large || kind == "cuda" {
 		var err error
 		if gdev, err = openGPU(o.Device, r.notify); err != nil {
@@ -204,7 +207,7 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: kind == "cuda", onCPU: kind == "cpu", needLearn: ck == nil}
 	if o.Adapt.Mode != engine.AdaptOff {
 		c := o.Adapt.Engine
-		q.learn = &gpu.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
+		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
 	}
 	if gdev != nil {
 		free, _ := gdev.MemInfo()
@@ -242,7 +245,7 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 // openPlaced opens the devices of a placement: gdev (opened, or nil) for
 // drafting on the GPU, a second stream of it for training there, host
 // devices otherwise. gdev is closed when unused.
-func openPlaced(p draftPlace, gdev gpu.Device, ordinal, draftThreads, trainThreads int) (draftDevices, error) {
+func openPlaced(p draftPlace, gdev device.Device, ordinal, draftThreads, trainThreads int) (draftDevices, error) {
 	var devs draftDevices
 	if p.draftGPU {
 		devs.drafter = gdev
@@ -250,19 +253,19 @@ func openPlaced(p draftPlace, gdev gpu.Device, ordinal, draftThreads, trainThrea
 		if gdev != nil {
 			gdev.Close()
 		}
-		devs.drafter = gpu.NewHost(draftThreads)
+		devs.drafter = device.NewHost(draftThreads)
 	}
 	switch {
 	case !p.learn:
 	case p.trainGPU:
-		t, err := gpu.NewCUDA(ordinal)
+		t, err := cuda.Open(ordinal)
 		if err != nil {
 			devs.close()
 			return devs, err
 		}
 		devs.trainer = t
 	default:
-		devs.trainer = gpu.NewHost(trainThreads)
+		devs.trainer = device.NewHost(trainThreads)
 	}
 	return devs, nil
 }
@@ -276,7 +279,7 @@ func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *
 // once stopped (nil: never) says so.
 func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapt bool) error {
 	o := r.opts
-	dr, err := gpu.NewDraft(devs.drafter, cfg, r.model.Llama)
+	dr, err := dgf.NewDraft(devs.drafter, cfg, r.model.Llama)
 	if err != nil {
 		devs.close()
 		return fmt.Errorf("draft %s: %w", where, err)
@@ -312,7 +315,7 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 		return fmt.Errorf("draft %s: %w", where, err)
 	}
 	dr.DropFloat() // it never trains
-	var seqs []*gpu.Sequence
+	var seqs []*dgf.Sequence
 	for range r.slots {
 		seq := dr.NewSequence(r.ctx)
 		seqs = append(seqs, seq)

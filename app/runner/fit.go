@@ -10,8 +10,9 @@ import (
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/models/draft"
+	"dovetail/offload"
+	"dovetail/train"
 )
 
 // Placement is where a model's work runs.
@@ -120,7 +121,7 @@ func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.R
 	}
 	a := DefaultAdapt()
 	q := draftRequest{base: b, cfg: cfg, m: m.Llama, ctx: p.Ctx, seqs: 1, hostBytes: a.Engine.HostBytes(), needLearn: ck == nil,
-		learn: &gpu.Learn{Config: trainConfig(a, true), MaxRows: learnRows(a.Engine), MaxLen: learnLen(a.Engine), EvalDepth: learnDepth}}
+		learn: &train.Learn{Config: trainConfig(a, true), MaxRows: learnRows(a.Engine), MaxLen: learnLen(a.Engine), EvalDepth: learnDepth}}
 	why := "no NVIDIA GPU"
 	if len(machine.GPUs) > 0 {
 		g := machine.GPUs[0]
@@ -161,7 +162,7 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 		return
 	}
 	g, L := machine.GPUs[0], m.Config().Layers
-	if err := gpu.CanOffload(m.Llama); err != nil {
+	if err := offload.Check(m.Llama); err != nil {
 		f.Reason = fmt.Sprintf("the target on the CPU (%v); %s", err, f.Reason)
 		return
 	}

@@ -14,8 +14,9 @@ import (
 // and clicks into runner options.
 var frontEnds = []string{"cli", "server", "desktop", "dovetail", "dovetail-desktop"}
 
-// Front ends import no device package (dovetail/cpu, dovetail/gpu or
-// below them), tests included: devices are the runner's.
+// Front ends import no device package (the CPU target, the devices, and
+// the model code that runs on them, or below them), tests included:
+// devices are the runner's.
 func TestFrontEndsImportNoDevice(t *testing.T) {
 	checked := 0
 	for _, fe := range frontEnds {
@@ -41,8 +42,11 @@ func TestFrontEndsImportNoDevice(t *testing.T) {
 	}
 }
 
+// devicePackages are the packages that open or run on a device.
+var devicePackages = []string{"dovetail/cpu", "dovetail/device", "dovetail/block", "dovetail/offload", "dovetail/dgf", "dovetail/train"}
+
 func isDevice(path string) bool {
-	for _, p := range []string{"dovetail/cpu", "dovetail/gpu"} {
+	for _, p := range devicePackages {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
 		}
@@ -66,8 +70,10 @@ func imports(t *testing.T, file string) []string {
 
 // The rule's own check sees what it must: a device import is caught.
 func TestIsDevice(t *testing.T) {
-	for p, want := range map[string]bool{"dovetail/cpu": true, "dovetail/cpu/kernels": true, "dovetail/gpu": true,
-		"dovetail/cpus": false, "dovetail/engine": false, "dovetail/app/runner": false} {
+	for p, want := range map[string]bool{"dovetail/cpu": true, "dovetail/cpu/kernels": true, "dovetail/device": true,
+		"dovetail/device/cuda": true, "dovetail/dgf": true, "dovetail/train": true, "dovetail/offload": true,
+		"dovetail/block": true, "dovetail/cpus": false, "dovetail/engine": false, "dovetail/app/runner": false,
+		"dovetail/models/draft": false} {
 		if isDevice(p) != want {
 			t.Errorf("isDevice(%q) = %v", p, !want)
 		}

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"dovetail/cpu"
-	"dovetail/gpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
 	"dovetail/models"
+	"dovetail/offload"
 )
 
 // GPULayersAuto is the Options.GPULayers that lets the placement choose.
@@ -59,7 +61,7 @@ func ParseGPULayers(s string) (int, error) {
 func gpuLayersFit(m *models.Llama, ctx, seqs int, avail uint64) (int, uint64) {
 	L := m.Config.Layers
 	for k := L; k > 0; k-- {
-		b, err := gpu.MeasureLayers(m, L-k, ctx, seqs, true)
+		b, err := offload.Measure(m, L-k, ctx, seqs, true)
 		if err == nil && b <= avail {
 			return k, b
 		}
@@ -78,13 +80,13 @@ func gpuAvail(free uint64, b Budget) uint64 {
 	return free - used
 }
 
-// offload is the target's layers on a device, and the device.
-type offload struct {
-	dev    gpu.Device
-	layers *gpu.Layers
+// gpuLayers is the target's layers on a device, and the device.
+type gpuLayers struct {
+	dev    device.Device
+	layers *offload.Layers
 }
 
-func (o *offload) close() {
+func (o *gpuLayers) close() {
 	if o == nil {
 		return
 	}
@@ -93,7 +95,7 @@ func (o *offload) close() {
 }
 
 // cpuSide is what cpu.Fast is told of the offloaded layers (nil: none).
-func (o *offload) cpuSide() *cpu.Offload {
+func (o *gpuLayers) cpuSide() *cpu.Offload {
 	if o == nil {
 		return nil
 	}
@@ -112,7 +114,7 @@ func (o *offload) cpuSide() *cpu.Offload {
 // gpuMinLayerBytes), fewer when the device runs out. It
 // returns nil when none go, with a one-line notice when some were asked
 // for and cannot.
-func (r *Runner) placeLayers(seqs int) (*offload, error) {
+func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 	want, m := r.opts.GPULayers, r.model.Llama
 	if want == 0 {
 		return nil, nil
@@ -122,7 +124,7 @@ func (r *Runner) placeLayers(seqs int) (*offload, error) {
 			r.notify(Notice{Warning: true, Text: fmt.Sprintf(format, a...)})
 		}
 	}
-	if err := gpu.CanOffload(m); err != nil {
+	if err := offload.Check(m); err != nil {
 		warn("--gpu-layers %d: %v: every layer runs on the CPU", want, err)
 		return nil, nil
 	}
@@ -131,7 +133,7 @@ func (r *Runner) placeLayers(seqs int) (*offload, error) {
 	}
 	dev, err := r.layerDevice()
 	switch {
-	case errors.Is(err, gpu.ErrNoCUDA):
+	case errors.Is(err, cuda.ErrNoDevice):
 		warn("--gpu-layers %d: no NVIDIA GPU here: every layer runs on the CPU", want)
 		return nil, nil
 	case err != nil:
@@ -149,23 +151,23 @@ func (r *Runner) placeLayers(seqs int) (*offload, error) {
 	k := fit
 	if want > 0 {
 		k = min(want, L)
-		if onHost := gpu.OnHost(dev); k > fit && !onHost {
+		if onHost := device.OnHost(dev); k > fit && !onHost {
 			warn("--gpu-layers %d: %d of %d layers fit in the %s free on %s: the other %d run on the CPU",
 				want, fit, L, HumanBytes(free), dev.Name(), L-fit)
 			k = fit
 		}
 	}
 	for ; k > 0; k /= 2 {
-		layers, err := gpu.NewLayers(dev, m, L-k)
+		layers, err := offload.New(dev, m, L-k)
 		if err == nil {
-			bytes, _ := gpu.MeasureLayers(m, L-k, r.ctx, seqs, !gpu.OnHost(dev))
+			bytes, _ := offload.Measure(m, L-k, r.ctx, seqs, !device.OnHost(dev))
 			r.budget.add("target layers", dev.Name(), bytes)
-			if !gpu.OnHost(dev) {
+			if !device.OnHost(dev) {
 				r.leaveFile(L - k)
 			}
-			return &offload{dev: dev, layers: layers}, nil
+			return &gpuLayers{dev: dev, layers: layers}, nil
 		}
-		var de *gpu.DeviceError
+		var de *device.Error
 		if !errors.As(err, &de) {
 			dev.Close()
 			return nil, err
@@ -178,7 +180,7 @@ func (r *Runner) placeLayers(seqs int) (*offload, error) {
 
 // layerDevice opens the GPU the layers go to: the one --device names, or
 // the first; none under --device cpu.
-func (r *Runner) layerDevice() (gpu.Device, error) {
+func (r *Runner) layerDevice() (device.Device, error) {
 	if r.opts.layerDevice != nil {
 		return r.opts.layerDevice()
 	}
@@ -186,7 +188,7 @@ func (r *Runner) layerDevice() (gpu.Device, error) {
 	if err != nil || kind == "cpu" {
 		return nil, err
 	}
-	return gpu.NewCUDA(ordinal)
+	return cuda.Open(ordinal)
 }
 
 // leaveFile takes the matrices of layers [from, L) and the LM head, which

@@ -9,16 +9,18 @@ import (
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
+	"dovetail/device"
+	"dovetail/device/cuda"
 	"dovetail/engine"
-	"dovetail/gpu"
 	"dovetail/internal/golden"
+	"dovetail/offload"
 	"dovetail/quant"
 )
 
 // onHost sends offloaded layers to the host device's layer path: a GPU's
 // part of the target, tested without one.
 func onHost(o *Options) {
-	o.layerDevice = func() (gpu.Device, error) { return gpu.NewHost(1), nil }
+	o.layerDevice = func() (device.Device, error) { return device.NewHost(1), nil }
 }
 
 // layerPlaces are where a test's offloaded layers go: the host device's
@@ -26,7 +28,7 @@ func onHost(o *Options) {
 // --gpu-layers opens on a user's machine.
 func layerPlaces(t *testing.T) map[string]func(*Options) {
 	places := map[string]func(*Options){"host": onHost}
-	if d, err := gpu.NewCUDA(0); err == nil {
+	if d, err := cuda.Open(0); err == nil {
 		d.Close()
 		places["cuda"] = func(o *Options) { o.Device = "auto" }
 	}
@@ -91,7 +93,7 @@ func TestOffloadSpeculative(t *testing.T) {
 // --gpu-layers without a GPU says so in one line and runs every layer on
 // the CPU; auto says nothing; 0 asks for nothing.
 func TestOffloadWithoutGPU(t *testing.T) {
-	if d, err := gpu.NewCUDA(0); err == nil {
+	if d, err := cuda.Open(0); err == nil {
 		d.Close()
 		t.Skip("this machine has a GPU")
 	}
@@ -168,7 +170,7 @@ func TestOffloadAuto7B(t *testing.T) {
 		types map[string]quant.Type
 	}{{"llama-2-7b.Q4_0.gguf", map[string]quant.Type{"weight": quant.Q4_0}}, {"llama-2-7b.Q4_K_M.gguf", q4km}} {
 		m := shapeModel(t, c.file, H, 32, 32, 32, F, V, ctx, c.types)
-		if one, _ := gpu.MeasureLayers(m.Llama, 31, ctx, 1, true); one != fixed+perLayer {
+		if one, _ := offload.Measure(m.Llama, 31, ctx, 1, true); one != fixed+perLayer {
 			t.Fatalf("%s: one layer with the head takes %d bytes, by hand %d", c.file, one, fixed+perLayer)
 		}
 		for _, card := range []struct {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"dovetail/app/runner/store"
+	"dovetail/device"
 	"dovetail/engine"
-	"dovetail/gpu"
 )
 
 // Options say how a model runs. Start from DefaultOptions: a front end
@@ -61,7 +61,7 @@ type Options struct {
 
 	// layerDevice, in tests, is the device offloaded layers go to in place
 	// of a GPU (the host device's layer path).
-	layerDevice func() (gpu.Device, error)
+	layerDevice func() (device.Device, error)
 }
 
 // DefaultOptions are what `dovetail run` does without flags.

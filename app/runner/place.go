@@ -3,9 +3,10 @@ package runner
 import (
 	"fmt"
 
-	"dovetail/gpu"
+	"dovetail/device"
 	"dovetail/models"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // gpuRoom is a GPU a draft may go to: its name and free memory.
@@ -28,7 +29,7 @@ type draftRequest struct {
 	m     *models.Llama
 	ctx   int
 	seqs  int
-	learn *gpu.Learn // nil: the draft does not adapt
+	learn *train.Learn // nil: the draft does not adapt
 	// hostBytes is what adaptation holds in host memory besides the
 	// trainer (the record ring, the text memory).
 	hostBytes uint64
@@ -57,11 +58,11 @@ func placeDraft(q draftRequest) (draftPlace, bool, error) {
 		if (t.learn && q.learn == nil) || (!t.learn && q.needLearn) {
 			continue
 		}
-		var l *gpu.Learn
+		var l *train.Learn
 		if t.learn {
 			l = q.learn
 		}
-		fp, err := gpu.Measure(q.cfg, q.m, t.draftGPU, q.ctx, q.seqs, l, t.trainGPU)
+		fp, err := train.Measure(q.cfg, q.m, q.ctx, q.seqs, l, device.NewCounter(t.draftGPU), device.NewCounter(t.trainGPU))
 		if err != nil {
 			return draftPlace{}, false, err
 		}

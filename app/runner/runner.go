@@ -28,7 +28,7 @@ type Runner struct {
 	per    int // threads per slot
 	budget Budget
 	fast   *cpu.Fast
-	off    *offload // the target's layers on a GPU, or nil
+	off    *gpuLayers // the target's layers on a GPU, or nil
 	// release gives back the heap limit's share this runner holds.
 	release func()
 	slots   []*Slot
@@ -347,7 +347,7 @@ func (r *Runner) openTarget(slots int) error {
 		return err
 	}
 	r.off = off
-	r.fast = cpu.NewFastOffload(r.model.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx, off.cpuSide())
+	r.fast = cpu.NewFastWith(r.model.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx, cpu.Options{Offload: off.cpuSide()})
 	for _, s := range r.slots {
 		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
 		if err := s.target.Err(); err != nil {

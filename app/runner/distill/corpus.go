@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"dovetail/cpu"
-	"dovetail/gpu"
+	"dovetail/models/draft"
 )
 
 // tokenizer is what the corpus is split with.
@@ -116,7 +116,7 @@ func (d *corpusData) stepsFor(epochs float64, batch, seqLen int, seed uint64) in
 
 // produce sends the windows of segments in order, with the target's
 // features, skipping the first skip windows.
-func (d *corpusData) produce(ctx context.Context, target *cpu.Target, order []int, seqLen, skip int, out chan<- gpu.Window) error {
+func (d *corpusData) produce(ctx context.Context, target *cpu.Target, order []int, seqLen, skip int, out chan<- draft.Window) error {
 	for _, si := range order {
 		seg := d.segs[si]
 		ws := windowsOf(len(seg), seqLen)
@@ -129,7 +129,7 @@ func (d *corpusData) produce(ctx context.Context, target *cpu.Target, order []in
 			return err
 		}
 		for _, w := range ws[skip:] {
-			win := gpu.Window{Tokens: seg[w[0]:w[1]], Features: feats[w[0]:w[1]]}
+			win := draft.Window{Tokens: seg[w[0]:w[1]], Features: feats[w[0]:w[1]]}
 			select {
 			case out <- win:
 			case <-ctx.Done():
@@ -160,8 +160,8 @@ func segmentFeatures(target *cpu.Target, seg []int) ([][]float32, error) {
 
 // evalWindows computes the held-out windows with features, up to about
 // limit positions.
-func (d *corpusData) evalWindows(target *cpu.Target, seqLen, limit int) ([]gpu.Window, error) {
-	var out []gpu.Window
+func (d *corpusData) evalWindows(target *cpu.Target, seqLen, limit int) ([]draft.Window, error) {
+	var out []draft.Window
 	n := 0
 	for _, si := range d.eval {
 		if n >= limit {
@@ -173,7 +173,7 @@ func (d *corpusData) evalWindows(target *cpu.Target, seqLen, limit int) ([]gpu.W
 			return nil, err
 		}
 		for _, w := range windowsOf(len(seg), seqLen) {
-			out = append(out, gpu.Window{Tokens: seg[w[0]:w[1]], Features: feats[w[0]:w[1]]})
+			out = append(out, draft.Window{Tokens: seg[w[0]:w[1]], Features: feats[w[0]:w[1]]})
 			n += w[1] - w[0] - 1
 		}
 	}

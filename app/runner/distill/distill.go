@@ -15,8 +15,9 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
-	"dovetail/gpu"
+	"dovetail/dgf"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // Options say what to distill and how.
@@ -107,7 +108,7 @@ type Result struct {
 	Path      string // the draft written
 	Installed string // where it was installed ("" without Install)
 	Replaced  bool   // the install kept an earlier draft restorable
-	Eval      *gpu.Metrics
+	Eval      *train.Metrics
 }
 
 // ErrUsage marks errors in how Run was asked (a resume checkpoint made
@@ -202,12 +203,12 @@ func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
 		return Result{}, err
 	}
 	defer dev.Close()
-	d, err := gpu.NewDraft(dev, cfg, m.Llama)
+	d, err := dgf.NewDraft(dev, cfg, m.Llama)
 	if err != nil {
 		return Result{}, err
 	}
 	defer d.Free()
-	tc := gpu.DefaultTrainConfig()
+	tc := train.DefaultTrainConfig()
 	tc.LR, tc.Warmup, tc.TotalSteps, tc.Unroll, tc.Noise, tc.Seed = o.LR, o.Warmup, total, o.Unroll, o.Noise, uint64(o.Seed)
 	tc.ProbWeight, tc.FeatureWeight = o.CEWeight, o.FeatWeight
 	st := &runState{}
@@ -230,7 +231,7 @@ func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
 	if resumeCk == nil {
 		d.Init(uint64(o.Seed))
 	}
-	tr, err := gpu.NewTrainer(d, tc, o.Batch, o.SeqLen)
+	tr, err := train.NewTrainer(d, tc, o.Batch, o.SeqLen)
 	if err != nil {
 		return Result{}, err
 	}
@@ -279,7 +280,7 @@ func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
 
 // save writes the draft so far; until the final save, with what training
 // needs to continue in the resume checkpoint beside it.
-func (r *run) save(d *gpu.Draft, tr *gpu.Trainer, st *runState, final bool, res *Result) error {
+func (r *run) save(d *dgf.Draft, tr *train.Trainer, st *runState, final bool, res *Result) error {
 	o, m := r.o, r.m
 	ck := d.Checkpoint(m.Fingerprint, m.Name)
 	ck.Meta["settings"] = o.settings(r.total)

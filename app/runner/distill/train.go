@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"dovetail/gpu"
+	"dovetail/dgf"
 	"dovetail/models/draft"
+	"dovetail/train"
 )
 
 // evaluate runs the held-out windows in batches and averages by position.
-func evaluate(tr *gpu.Trainer, ws []gpu.Window, batch int) (gpu.Metrics, error) {
-	var sum gpu.Metrics
+func evaluate(tr *train.Trainer, ws []draft.Window, batch int) (train.Metrics, error) {
+	var sum train.Metrics
 	for lo := 0; lo < len(ws); {
 		hi, n := lo, 0
 		for hi < len(ws) && n+len(ws[hi].Tokens)-1 <= batch {
@@ -61,7 +62,7 @@ func (s *runState) save(ck *draft.Checkpoint) {
 	ck.Meta["resume.positions"] = strconv.Itoa(s.positions)
 }
 
-func (s *runState) resume(ck *draft.Checkpoint, d *gpu.Draft, fp, name, settings string) error {
+func (s *runState) resume(ck *draft.Checkpoint, d *dgf.Draft, fp, name, settings string) error {
 	if err := ck.CheckTarget(fp, name); err != nil {
 		return fmt.Errorf("resume checkpoint: %w (use --fresh to start over)", err)
 	}
@@ -86,7 +87,7 @@ func (s *runState) resume(ck *draft.Checkpoint, d *gpu.Draft, fp, name, settings
 // train runs optimizer steps until total, streaming windows with the
 // target's features from a producer goroutine. It returns
 // context.Canceled when interrupted (at a step boundary).
-func (s *runState) train(ctx context.Context, r *run, tr *gpu.Trainer, data *corpusData, total int, save func(bool) error) error {
+func (s *runState) train(ctx context.Context, r *run, tr *train.Trainer, data *corpusData, total int, save func(bool) error) error {
 	f, target := r.o, r.target
 	bar := Progress{Phase: "train", Total: total, Done: s.step}
 	var emaLoss, emaTop1 float64
@@ -95,14 +96,14 @@ func (s *runState) train(ctx context.Context, r *run, tr *gpu.Trainer, data *cor
 	lastSave := time.Now()
 	for s.step < total {
 		order := data.order(s.epoch, uint64(f.Seed))
-		wins := make(chan gpu.Window, 32)
+		wins := make(chan draft.Window, 32)
 		pctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
 			errc <- data.produce(pctx, target, order, f.SeqLen, s.consumed, wins)
 			close(wins)
 		}()
-		var batch []gpu.Window
+		var batch []draft.Window
 		n := 0
 		step := func() error {
 			t0 := time.Now()

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"dovetail/cpu"
-	"dovetail/gpu"
+	"dovetail/device/cuda"
 	"dovetail/internal/sysmem"
 )
 
@@ -108,7 +108,7 @@ func Run(o Options) Report {
 		}
 	}
 	o.Progress("GPUs")
-	version, gpus, err := gpu.ProbeCUDA(o.Measure)
+	version, gpus, err := cuda.Probe(o.Measure)
 	if version > 0 {
 		r.Driver = fmt.Sprintf("%d.%d", version/1000, version%1000/10)
 	}
@@ -120,7 +120,7 @@ func Run(o Options) Report {
 	return r
 }
 
-func fromInfo(g gpu.Info, root string) GPU {
+func fromInfo(g cuda.Info, root string) GPU {
 	out := GPU{Name: g.Name, ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeMajor, g.ComputeMinor),
 		VRAMTotalBytes: g.TotalBytes, VRAMFreeBytes: g.FreeBytes, PCIBusID: g.PCIBusID,
 		H2DGBs: g.H2DGBs, D2HGBs: g.D2HGBs, LatencyUs: float64(g.Latency.Nanoseconds()) / 1e3}
@@ -135,10 +135,10 @@ func noGPU(err error) Finding {
 	switch {
 	case err == nil:
 		return Finding{"no NVIDIA GPU", consequence}
-	case errors.Is(err, gpu.ErrNoCUDA) && strings.Contains(err.Error(), "libcuda.so.1 not found"):
+	case errors.Is(err, cuda.ErrNoDevice) && strings.Contains(err.Error(), "libcuda.so.1 not found"):
 		return Finding{"no NVIDIA driver (libcuda.so.1 not found)", consequence}
-	case errors.Is(err, gpu.ErrNoCUDA):
-		return Finding{"no NVIDIA GPU (" + strings.TrimPrefix(err.Error(), gpu.ErrNoCUDA.Error()+": ") + ")", consequence}
+	case errors.Is(err, cuda.ErrNoDevice):
+		return Finding{"no NVIDIA GPU (" + strings.TrimPrefix(err.Error(), cuda.ErrNoDevice.Error()+": ") + ")", consequence}
 	}
 	return Finding{"the NVIDIA GPU did not answer (" + err.Error() + ")", consequence}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"dovetail/gpu"
+	"dovetail/device/cuda"
 )
 
 func TestPCIeGen(t *testing.T) {
@@ -25,7 +25,7 @@ func TestReadLink(t *testing.T) {
 	if l != (link{gen: 4, width: 8, maxGen: 4, maxWidth: 16}) {
 		t.Errorf("link %+v", l)
 	}
-	g := fromInfo(gpu.Info{Name: "NVIDIA GeForce RTX 3060", ComputeMajor: 8, ComputeMinor: 6, TotalBytes: 12 << 30,
+	g := fromInfo(cuda.Info{Name: "NVIDIA GeForce RTX 3060", ComputeMajor: 8, ComputeMinor: 6, TotalBytes: 12 << 30,
 		FreeBytes: 11 << 30, PCIBusID: "0000:01:00.0"}, "testdata/gpu-machine")
 	if g.ComputeCapability != "8.6" || g.PCIeGen != 4 || g.PCIeWidth != 8 || g.PCIeMaxWidth != 16 {
 		t.Errorf("GPU %+v", g)
@@ -59,7 +59,7 @@ func TestFindings(t *testing.T) {
 		not  []string
 	}{
 		{"an old CPU without a GPU driver", Report{CPU: CPU{ISA: []string{"SSE4.2", "AVX"}, Kernels: "generic"}},
-			fmt.Errorf("%w: libcuda.so.1 not found", gpu.ErrNoCUDA), []string{"no AVX2: the generic kernels run", "driver", "the draft runs on the CPU"}, nil},
+			fmt.Errorf("%w: libcuda.so.1 not found", cuda.ErrNoDevice), []string{"no AVX2: the generic kernels run", "driver", "the draft runs on the CPU"}, nil},
 		{"AVX2 and a GPU", Report{CPU: CPU{ISA: avx2, Kernels: "avx2"}, GPUs: []GPU{gpu3060}}, nil,
 			[]string{"no AVX-512: the AVX2 kernels run"}, []string{"draft runs on the CPU", "PCIe"}},
 		{"AVX2 with AVX-VNNI", Report{CPU: CPU{ISA: avx2, Kernels: "avxvnni"}, GPUs: []GPU{gpu3060}}, nil,

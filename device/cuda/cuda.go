@@ -1,0 +1,516 @@
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"dovetail/device"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// kernelsPTX is kernels.cu compiled by `make ptx`.
+//
+//go:embed kernels.ptx
+var kernelsPTX string
+
+// cudaCtx is what the devices of one GPU share: the primary context (the
+// one cuBLAS uses too) and the loaded kernels.
+type cudaCtx struct {
+	l       *cuLib
+	ordinal int
+	ctx     uintptr
+	name    string
+	fn      map[string]uintptr
+	blas    *blasLib
+}
+
+var (
+	cudaCtxMu sync.Mutex
+	cudaCtxs  = map[int]*cudaCtx{}
+)
+
+// cudaKernels are the kernels' names in kernels.cu.
+var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
+	"concat", "gate", "gate_backward", "rope", "rmsnorm", "rmsnorm_backward_x", "rmsnorm_backward_w",
+	"smoothl1", "soft_cross_entropy", "attention", "attention_backward", "sum", "adamw", "topk"}
+
+func openCtx(ordinal int) (*cudaCtx, error) {
+	cudaCtxMu.Lock()
+	defer cudaCtxMu.Unlock()
+	if c := cudaCtxs[ordinal]; c != nil {
+		return c, nil
+	}
+	l, err := driver()
+	if err != nil {
+		return nil, err
+	}
+	var count int32
+	if err := l.check("cuDeviceGetCount", l.call(l.deviceGetCount, uintptr(unsafe.Pointer(&count)))); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDevice, err)
+	}
+	if ordinal < 0 || ordinal >= int(count) {
+		if count == 0 {
+			return nil, fmt.Errorf("%w: the driver sees no GPU", ErrNoDevice)
+		}
+		return nil, fmt.Errorf("CUDA device %d does not exist: there are %d", ordinal, count)
+	}
+	var dev int32
+	if err := l.check("cuDeviceGet", l.call(l.deviceGet, uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))); err != nil {
+		return nil, err
+	}
+	name := make([]byte, 256)
+	l.call(l.deviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(dev))
+	c := &cudaCtx{l: l, ordinal: ordinal, name: goString(&name[0]), fn: map[string]uintptr{}}
+	if err := l.check("cuDevicePrimaryCtxRetain", l.call(l.primaryCtxRetain, uintptr(unsafe.Pointer(&c.ctx)), uintptr(dev))); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	l.must("cuCtxSetCurrent", l.call(l.ctxSetCurrent, c.ctx))
+	ptx := append([]byte(kernelsPTX), 0)
+	var mod uintptr
+	if err := l.check("cuModuleLoadData", l.call(l.moduleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&ptx[0])))); err != nil {
+		return nil, fmt.Errorf("loading the CUDA kernels on %s: %w", c.name, err)
+	}
+	for _, k := range cudaKernels {
+		var f uintptr
+		kn := append([]byte(k), 0)
+		if err := l.check("cuModuleGetFunction "+k, l.call(l.moduleGetFunction, uintptr(unsafe.Pointer(&f)), mod, uintptr(unsafe.Pointer(&kn[0])))); err != nil {
+			return nil, err
+		}
+		c.fn[k] = f
+	}
+	c.blas = loadBLAS()
+	cudaCtxs[ordinal] = c
+	return c, nil
+}
+
+// cudaDev is a Device on a CUDA GPU. Each cudaDev has its own stream (and
+// cuBLAS handle): operations run asynchronously in call order, and a
+// Download waits for them. Two cudaDevs of one GPU (the drafter's and the
+// trainer's) run concurrently; buffers must not be shared between them
+// (Draft.CopyWeights passes through the host between devices).
+type cudaDev struct {
+	c      *cudaCtx
+	l      *cuLib
+	stream uintptr
+	handle uintptr // cuBLAS, 0 without it
+
+	op   sync.Mutex // one operation at a time: they share the scratch and the argument block
+	args *launchArgs
+	pin  runtime.Pinner
+
+	scratch [3]cudaBuf // kernel arguments from the host; float work; partial sums
+	stage   []byte     // pinned host memory that uploads go through
+	staged  int        // bytes of stage in use since the stream last synchronized
+	partial []float64
+	topHost []uint32 // TopK's ids and log-probabilities, as downloaded
+}
+
+// launchArgs is cuLaunchKernel's argument array: ptr[i] points at val[i].
+// It is pinned, so the driver may read the Go memory.
+type launchArgs struct {
+	val [16]uint64
+	ptr [16]unsafe.Pointer
+	one [2]float32 // 1 and 0: cuBLAS's alpha and beta
+}
+
+// Open opens GPU ordinal as a Device with a stream of its own. The error
+// wraps ErrNoDevice when there is no driver or no GPU.
+func Open(ordinal int) (device.Device, error) {
+	c, err := openCtx(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &cudaDev{c: c, l: c.l, args: &launchArgs{}}
+	d.pin.Pin(d.args)
+	for i := range d.args.ptr {
+		d.args.ptr[i] = unsafe.Pointer(&d.args.val[i])
+	}
+	d.args.one = [2]float32{1, 0}
+	d.enter()
+	defer d.leave()
+	const nonBlocking = 1
+	if err := d.l.check("cuStreamCreate", d.l.call(d.l.streamCreate, uintptr(unsafe.Pointer(&d.stream)), nonBlocking)); err != nil {
+		return nil, err
+	}
+	var stage unsafe.Pointer
+	if err := d.l.check("cuMemAllocHost", d.l.call(d.l.memAllocHost, uintptr(unsafe.Pointer(&stage)), stageBytes)); err != nil {
+		return nil, err
+	}
+	d.stage = unsafe.Slice((*byte)(stage), stageBytes)
+	if b := c.blas; b != nil {
+		if r := d.l.call(b.create, uintptr(unsafe.Pointer(&d.handle))); r != 0 {
+			return nil, fmt.Errorf("cublasCreate (%s): status %d", b.path, r)
+		}
+		d.l.call(b.setStream, d.handle, d.stream)
+	}
+	runtime.SetFinalizer(d, func(d *cudaDev) { d.pin.Unpin() })
+	return d, nil
+}
+
+// SharesMemory reports whether o is a device of the same GPU (another
+// stream): see device.SameMemory.
+func (d *cudaDev) SharesMemory(o device.Device) bool {
+	c, ok := o.(*cudaDev)
+	return ok && c.c == d.c
+}
+
+// KeepsFloat32: a CUDA device keeps every frozen matrix as float32
+// (device.KeepsFloat32).
+func (d *cudaDev) KeepsFloat32(int) bool { return true }
+
+// enter starts an operation: it waits for the device's other users (a
+// learner publishing into the drafter's device, say), and makes the
+// context current on this goroutine's thread, which it stays on until
+// leave: the driver's current context is per thread. Operations do not
+// nest: what runs inside calls the unexported helpers.
+func (d *cudaDev) enter() {
+	d.op.Lock()
+	runtime.LockOSThread()
+	d.l.must("cuCtxSetCurrent", d.l.call(d.l.ctxSetCurrent, d.c.ctx))
+}
+
+func (d *cudaDev) leave() {
+	runtime.UnlockOSThread()
+	d.op.Unlock()
+}
+
+func (d *cudaDev) Name() string {
+	mm := "cuBLAS"
+	if d.handle == 0 {
+		mm = "built-in matmul, no cuBLAS"
+	}
+	return fmt.Sprintf("cuda:%d (%s, %s)", d.c.ordinal, d.c.name, mm)
+}
+
+// MemInfo returns the GPU's free and total memory in bytes.
+func (d *cudaDev) MemInfo() (free, total uint64) {
+	d.enter()
+	defer d.leave()
+	d.l.must("cuMemGetInfo", d.l.call(d.l.memGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
+	return free, total
+}
+
+// Close waits for the stream's work, then destroys the cuBLAS handle and
+// the stream and frees the scratch buffers and the pinned stage. The
+// context and kernels stay: other devices of the GPU share them. Closing
+// twice does nothing.
+func (d *cudaDev) Close() {
+	if d.stream == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.sync()
+	for i := range d.scratch {
+		if d.scratch[i].p != 0 {
+			d.l.call(d.l.memFree, uintptr(d.scratch[i].p))
+			d.scratch[i] = cudaBuf{}
+		}
+	}
+	if d.handle != 0 {
+		d.l.call(d.c.blas.destroy, d.handle)
+		d.handle = 0
+	}
+	if d.stage != nil {
+		d.l.call(d.l.memFreeHost, uintptr(unsafe.Pointer(unsafe.SliceData(d.stage))))
+		d.stage = nil
+	}
+	d.l.call(d.l.streamDestroy, d.stream)
+	d.stream = 0
+	d.pin.Unpin()
+}
+
+// cudaBuf is n float32 values at device address p.
+type cudaBuf struct {
+	p    uint64
+	n    int
+	view bool
+}
+
+func (b *cudaBuf) Len() int { return b.n }
+
+func (d *cudaDev) b(x device.Buffer) *cudaBuf {
+	cb, ok := x.(*cudaBuf)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %T is not a buffer of a CUDA device", x))
+	}
+	return cb
+}
+
+// ptr is x's device address, 0 for a nil buffer.
+func (d *cudaDev) ptr(x device.Buffer) uint64 {
+	if x == nil {
+		return 0
+	}
+	return d.b(x).p
+}
+
+func (d *cudaDev) alloc(bytes int) uint64 {
+	var p uint64
+	if bytes == 0 {
+		bytes = 4
+	}
+	d.l.must(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), d.l.call(d.l.memAlloc, uintptr(unsafe.Pointer(&p)), uintptr(bytes)))
+	return p
+}
+
+func (d *cudaDev) Alloc(n int) device.Buffer {
+	d.enter()
+	defer d.leave()
+	p := d.alloc(4 * n)
+	d.l.must("cuMemsetD32Async", d.l.call(d.l.memsetD32, uintptr(p), 0, uintptr(n), d.stream))
+	return &cudaBuf{p: p, n: n}
+}
+
+func (d *cudaDev) Free(x device.Buffer) {
+	if x == nil {
+		return
+	}
+	b := d.b(x)
+	if b.view || b.p == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	// Work queued on the stream may still read it.
+	d.sync()
+	d.l.must("cuMemFree", d.l.call(d.l.memFree, uintptr(b.p)))
+	b.p, b.n = 0, 0
+}
+
+func (d *cudaDev) View(x device.Buffer, off, n int) device.Buffer {
+	b := d.b(x)
+	if off < 0 || n < 0 || off+n > b.n {
+		panic(fmt.Sprintf("cuda: view [%d, %d) of a buffer of %d values", off, off+n, b.n))
+	}
+	return &cudaBuf{p: b.p + 4*uint64(off), n: n, view: true}
+}
+
+func (d *cudaDev) sync() {
+	d.l.must("cuStreamSynchronize", d.l.call(d.l.streamSynchronize, d.stream))
+	d.staged = 0
+}
+
+// stageBytes is the pinned staging memory of a device: a tree level's
+// uploads (features, tokens, positions, a mask) fit many times over.
+const stageBytes = 1 << 20
+
+// upload copies bytes from host memory at src to p. Small copies go
+// through the pinned stage and run asynchronously: a copy from pageable
+// memory would first wait for all the stream's work, every time. A slice
+// of the stage is reused only after the stream has synchronized (every
+// download does), when its copy has surely landed. Larger copies go from
+// pageable memory, which the driver stages before returning.
+func (d *cudaDev) upload(p uint64, src unsafe.Pointer, bytes int) {
+	if bytes == 0 {
+		return
+	}
+	if bytes > stageBytes/4 {
+		d.l.must("cuMemcpyHtoDAsync", d.l.call(d.l.memcpyHtoD, uintptr(p), uintptr(src), uintptr(bytes), d.stream))
+		return
+	}
+	if d.staged+bytes > stageBytes {
+		d.sync()
+	}
+	dst := d.stage[d.staged : d.staged+bytes]
+	copy(dst, unsafe.Slice((*byte)(src), bytes))
+	d.staged = (d.staged + bytes + 255) &^ 255
+	d.l.must("cuMemcpyHtoDAsync", d.l.call(d.l.memcpyHtoD, uintptr(p), uintptr(unsafe.Pointer(&dst[0])), uintptr(bytes), d.stream))
+}
+
+func (d *cudaDev) Upload(dst device.Buffer, src []float32) {
+	b := d.b(dst)
+	if len(src) > b.n {
+		panic(fmt.Sprintf("cuda: upload of %d values into a buffer of %d", len(src), b.n))
+	}
+	if len(src) == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.upload(b.p, unsafe.Pointer(&src[0]), 4*len(src))
+	runtime.KeepAlive(src)
+}
+
+func (d *cudaDev) download(dst unsafe.Pointer, p uint64, bytes int) {
+	if bytes == 0 {
+		return
+	}
+	d.l.must("cuMemcpyDtoHAsync", d.l.call(d.l.memcpyDtoH, uintptr(dst), uintptr(p), uintptr(bytes), d.stream))
+	d.sync()
+}
+
+func (d *cudaDev) Download(dst []float32, src device.Buffer) {
+	b := d.b(src)
+	if len(dst) > b.n {
+		panic(fmt.Sprintf("cuda: download of %d values from a buffer of %d", len(dst), b.n))
+	}
+	if len(dst) == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.download(unsafe.Pointer(&dst[0]), b.p, 4*len(dst))
+	runtime.KeepAlive(dst)
+}
+
+func (d *cudaDev) Zero(x device.Buffer) {
+	b := d.b(x)
+	if b.n == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.l.must("cuMemsetD32Async", d.l.call(d.l.memsetD32, uintptr(b.p), 0, uintptr(b.n), d.stream))
+}
+
+func (d *cudaDev) Copy(dst, src device.Buffer) {
+	db, sb := d.b(dst), d.b(src)
+	if db.n != sb.n {
+		panic(fmt.Sprintf("cuda: copy of %d values into %d", sb.n, db.n))
+	}
+	if db.n == 0 {
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(db.p), uintptr(sb.p), uintptr(4*db.n), d.stream))
+}
+
+// scratchBytes returns scratch slot i with at least bytes of room. Work
+// queued earlier may still use the old memory, so growing waits for it.
+func (d *cudaDev) scratchBytes(i, bytes int) uint64 {
+	s := &d.scratch[i]
+	if s.n < bytes {
+		if s.p != 0 {
+			d.sync()
+			d.l.must("cuMemFree", d.l.call(d.l.memFree, uintptr(s.p)))
+		}
+		s.n = max(bytes, 2*s.n, 1024)
+		s.p = d.alloc(s.n)
+	}
+	return s.p
+}
+
+// hostArgs uploads a kernel's small host-side arguments (positions,
+// tokens, a mask) into scratch slot 0 and returns their device address.
+func hostArgs[T int32 | uint8](d *cudaDev, v []T) uint64 {
+	if len(v) == 0 {
+		return 0
+	}
+	bytes := len(v) * int(unsafe.Sizeof(v[0]))
+	p := d.scratchBytes(0, bytes)
+	d.upload(p, unsafe.Pointer(&v[0]), bytes)
+	runtime.KeepAlive(v)
+	return p
+}
+
+func int32s(v []int) []int32 {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
+// arg kinds for launch: device pointers and 64-bit values go as they are,
+// int and float as their 32 bits.
+type i32 int32
+type f32 float32
+
+func (d *cudaDev) launch(kernel string, grid, block [3]int, shared int, args ...any) {
+	fn := d.c.fn[kernel]
+	a := d.args
+	for i, x := range args {
+		switch v := x.(type) {
+		case uint64:
+			a.val[i] = v
+		case int:
+			a.val[i] = uint64(v) // a long in the kernel
+		case i32:
+			a.val[i] = uint64(uint32(v))
+		case f32:
+			a.val[i] = uint64(math.Float32bits(float32(v)))
+		default:
+			panic(fmt.Sprintf("cuda: launch %s: argument %d of type %T", kernel, i, x))
+		}
+	}
+	d.l.must("cuLaunchKernel "+kernel, d.l.call(d.l.launchKernel, fn,
+		uintptr(grid[0]), uintptr(max(1, grid[1])), uintptr(max(1, grid[2])),
+		uintptr(block[0]), uintptr(max(1, block[1])), uintptr(max(1, block[2])),
+		uintptr(shared), d.stream, uintptr(unsafe.Pointer(&a.ptr[0])), 0))
+}
+
+const cudaBS = 256
+
+// elems launches kernel over n elements, a thread each.
+func (d *cudaDev) elems(kernel string, n int, args ...any) {
+	if n == 0 {
+		return
+	}
+	d.launch(kernel, [3]int{(n + cudaBS - 1) / cudaBS}, [3]int{cudaBS}, 0, args...)
+}
+
+// rows launches kernel with a block per row.
+func (d *cudaDev) rows(kernel string, n, shared int, args ...any) {
+	if n == 0 {
+		return
+	}
+	d.launch(kernel, [3]int{n}, [3]int{cudaBS}, shared, args...)
+}
+
+// cudaMat is a frozen matrix, held on the GPU as float32: the products
+// then go to cuBLAS like every other. A quantized matrix takes four bytes
+// a value there: 262 MB for a 32000 × 2048 LM head.
+type cudaMat struct {
+	rows, cols int
+	buf        cudaBuf
+}
+
+func (m *cudaMat) Rows() int { return m.rows }
+func (m *cudaMat) Cols() int { return m.cols }
+
+func (d *cudaDev) UploadMatrix(t *models.Tensor) (device.Matrix, error) {
+	if !quant.CanDequantize(t.Type) {
+		return nil, fmt.Errorf("tensor %s: type %v cannot be dequantized", t.Name, t.Type)
+	}
+	if rb, err := t.Type.RowSize(t.Cols); err != nil || rb != t.RowBytes || len(t.Data) < t.Rows*t.RowBytes {
+		return nil, fmt.Errorf("tensor %s: %d bytes for %d rows of %d %v values", t.Name, len(t.Data), t.Rows, t.Cols, t.Type)
+	}
+	b := d.Alloc(t.Rows * t.Cols).(*cudaBuf)
+	// A few megabytes at a time: the whole matrix as floats never sits in
+	// host memory.
+	chunk := max(1, (4<<20)/max(1, t.Cols))
+	tmp := make([]float32, min(chunk, t.Rows)*t.Cols)
+	for lo := 0; lo < t.Rows; lo += chunk {
+		hi := min(lo+chunk, t.Rows)
+		for r := lo; r < hi; r++ {
+			if err := quant.DequantizeRow(t.Type, tmp[(r-lo)*t.Cols:(r-lo+1)*t.Cols], t.Row(r)); err != nil {
+				d.Free(b)
+				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+		}
+		d.Upload(d.View(b, lo*t.Cols, (hi-lo)*t.Cols), tmp[:(hi-lo)*t.Cols])
+	}
+	// Other streams of the GPU read the matrix too (sameMemory): the copy
+	// must have landed before anyone's kernel can.
+	d.enter()
+	d.sync()
+	d.leave()
+	return &cudaMat{rows: t.Rows, cols: t.Cols, buf: *b}, nil
+}
+
+func (d *cudaDev) mat(m device.Matrix) *cudaMat {
+	cm, ok := m.(*cudaMat)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %T is not a matrix of a CUDA device", m))
+	}
+	return cm
+}

@@ -1,0 +1,63 @@
+package device
+
+// What model code asks of a device beyond its operations: whether two
+// devices share memory, how it keeps frozen matrices, and what it holds.
+// Each is an optional method of the implementations, asked through the
+// functions below, so that a Device of another package (device/cuda) can
+// answer too.
+
+// SameMemory reports whether a and b reach the same memory: the same
+// device, or two devices (streams) of one GPU. A matrix uploaded to one
+// can then be used by the other.
+func SameMemory(a, b Device) bool {
+	if a == b {
+		return true
+	}
+	s, ok := a.(interface{ SharesMemory(Device) bool })
+	return ok && s.SharesMemory(b)
+}
+
+// KeepsFloat32 reports whether d holds a frozen matrix of n values as
+// float32 whatever its stored format: a GPU (its kernels read float32)
+// and the host for small matrices. A Q8_0 copy of such a matrix would
+// only round its weights.
+func KeepsFloat32(d Device, n int) bool {
+	k, ok := d.(interface{ KeepsFloat32(n int) bool })
+	return ok && k.KeepsFloat32(n)
+}
+
+// Hold counts n bytes (negative: gives them back) that d keeps of its own
+// beyond its buffers, where d counts what it holds (the host device and a
+// Counter): a draft's Q8_0 copies of its matrices, say.
+func Hold(d Device, n int) {
+	if h, ok := d.(interface{ hold(n int) }); ok {
+		h.hold(n)
+	}
+}
+
+// Held is the bytes d holds (buffers, matrices it keeps in its own form,
+// what Hold counted), where d counts them: the host device and a Counter;
+// 0 elsewhere.
+func Held(d Device) uint64 {
+	if h, ok := d.(interface{ Held() uint64 }); ok {
+		return h.Held()
+	}
+	return 0
+}
+
+// Counting reports whether d only counts (a Counter): it holds no values,
+// and reading one gives nothing.
+func Counting(d Device) bool {
+	_, ok := d.(*Counter)
+	return ok
+}
+
+// AllocMoment allocates n values of an optimizer's moments on dev: in
+// dev's compact form if it has one (bfloat16 on the host), else a float32
+// buffer. AdamWUpdate, Zero, Upload, Download and Free take it.
+func AllocMoment(dev Device, n int) Buffer {
+	if a, ok := dev.(interface{ AllocMoment(n int) Buffer }); ok {
+		return a.AllocMoment(n)
+	}
+	return dev.Alloc(n)
+}

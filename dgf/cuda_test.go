@@ -1,0 +1,106 @@
+package dgf
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"dovetail/device/cuda"
+	"dovetail/device/cuda/cudatest"
+	"dovetail/dgf/dgftest"
+)
+
+// A draft on CUDA drafts as on the host from the same weights: a prefix,
+// then two levels of a tree (train's TestCUDATrainingMatchesHost trains
+// them side by side).
+func TestCUDADraftMatchesHost(t *testing.T) {
+	dev := cudatest.Device(t)
+	const tol = 1e-3
+	c := dgftest.TinyConfig
+	ref := newDraft32(t, c, 17)
+	d, err := ref.Clone(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free()
+	rng := rand.New(rand.NewPCG(17, 17))
+	w := dgftest.RandWindow(rng, 12, c.Hidden, c.Vocab, 1)
+	sd, sr := d.NewSequence(0), ref.NewSequence(0)
+	defer sd.Free()
+	defer sr.Free()
+	lg, pr, err := sd.Forward(w.Features[:12], w.Tokens[1:13])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lgR, prR, err := sr.Forward(w.Features[:12], w.Tokens[1:13])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgftest.CloseTo(t, "prefix logits", lg, lgR, tol)
+	dgftest.CloseTo(t, "prefix feature", pr, prR, tol)
+	// Both sequences read the host's predictions as the nodes' features,
+	// so that their inputs are the same.
+	preds := [][]float32{slices.Clone(prR)}
+	for level, parents := range [][]int{{-1, -1, -1}, {0, 0, 2, 1}} {
+		var feats [][]float32
+		var toks []int
+		for _, par := range parents {
+			feats = append(feats, preds[par+1])
+			toks = append(toks, rng.IntN(c.Vocab))
+		}
+		lgs, prs, err := sd.Extend(feats, toks, parents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lgsR, prsR, err := sr.Extend(feats, toks, parents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range parents {
+			dgftest.CloseTo(t, fmt.Sprintf("level %d node %d logits", level, i), lgs[i], lgsR[i], tol)
+			dgftest.CloseTo(t, fmt.Sprintf("level %d node %d feature", level, i), prs[i], prsR[i], tol)
+			if level == 0 {
+				preds = append(preds, slices.Clone(prsR[i]))
+			}
+		}
+	}
+}
+
+// A clone onto another stream of the same GPU (the trainer's device)
+// shares the frozen embeddings and LM head instead of uploading them
+// again, and drafts as the original does.
+func TestCUDACloneSharesFrozen(t *testing.T) {
+	dev := cudatest.Device(t)
+	other, err := cuda.Open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDraft32(t, dgftest.TinyConfig, 5).Clone(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free()
+	c, err := d.Clone(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	if c.Head != d.Head || c.Embd != d.Embd {
+		t.Error("the clone holds its own copies of the frozen matrices")
+	}
+	w := dgftest.RandWindow(rand.New(rand.NewPCG(5, 5)), 8, dgftest.TinyConfig.Hidden, dgftest.TinyConfig.Vocab, 1)
+	sd, sc := d.NewSequence(0), c.NewSequence(0)
+	defer sd.Free()
+	defer sc.Free()
+	lg, _, err := sd.Forward(w.Features[:8], w.Tokens[1:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg = slices.Clone(lg)
+	lgC, _, err := sc.Forward(w.Features[:8], w.Tokens[1:9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgftest.CloseTo(t, "clone's logits", lgC, lg, 1e-6)
+}
