@@ -23,7 +23,7 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 26
+const abiVersion = 27
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
@@ -300,8 +300,6 @@ func (l *cLib) set(level string, amx bool) *Set {
 		}
 		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K, quant.F16: l.packF16, quant.BF16: l.packBF16, quant.IQ4_NL: l.packIQ4_NL, quant.Q4_1: l.packQ4_1, quant.Q5_1: l.packQ5_1}
 		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q5_0: l.mmPackedQ5_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K, quant.IQ4_XS: l.mmPackedIQ4_XS, quant.Q3_K: l.mmPackedQ3_K, quant.Q2_K: l.mmPackedQ2_K, quant.F16: l.mmPackedF16, quant.BF16: l.mmPackedBF16, quant.IQ4_NL: l.mmPackedIQ4_NL, quant.Q4_1: l.mmPackedQ4_1, quant.Q5_1: l.mmPackedQ5_1}
-		// The thread pool's job types (threads.c).
-		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9, quant.F16: 11, quant.BF16: 12, quant.IQ4_NL: 13, quant.Q4_1: 14, quant.Q5_1: 15}
 		packing = packImpl{
 			rows:   int(rows),
 			layout: packLayout(level, int(rows)),
@@ -332,7 +330,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 				}
 				return &threadsImpl{
 					matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int) {
-						call(l.poolMatMul, h, poolType[t], p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
+						call(l.poolMatMul, h, uintptr(t), mmFn[t], p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
 							uintptr(n), uintptr(cols), amxArg, uintptr(grain))
 						runtime.KeepAlive(out)
 						runtime.KeepAlive(pw)
