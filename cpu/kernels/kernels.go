@@ -56,6 +56,10 @@
 //     it reach C would turn it into memory corruption.
 //   - Attention supports head dimensions up to MaxHeadDim, so that the C side
 //     can keep the f16-rounded query on its stack.
+//
+// README.md is a guide to the C side: its files, tiles and packed layouts,
+// the thread pool, and how to add a kernel (one line of the kernel table,
+// table.go).
 package kernels
 
 import (
