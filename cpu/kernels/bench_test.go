@@ -33,9 +33,8 @@ var benchShapes = []benchShape{
 }
 
 func BenchmarkMatMul(b *testing.B) {
-	types := []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32}
-	for _, t := range types {
+	for _, k := range table {
+		t := k.t
 		for _, s := range sets(b) {
 			for _, sh := range benchShapes {
 				if sh.cold && (t == quant.BF16 || t == quant.F32) {
@@ -100,7 +99,11 @@ func benchMatMul(b *testing.B, s *Set, t quant.Type, sh benchShape, n int) {
 //
 //	go test -run '^$' -bench MatMulPacked -benchtime 20x ./cpu/kernels/
 func BenchmarkMatMulPacked(b *testing.B) {
-	for _, t := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
+	for _, k := range table {
+		t := k.t
+		if k.layouts != packable {
+			continue
+		}
 		for _, s := range sets(b) {
 			if s.PackRows == 0 {
 				continue

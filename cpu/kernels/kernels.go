@@ -56,6 +56,10 @@
 //     it reach C would turn it into memory corruption.
 //   - Attention supports head dimensions up to MaxHeadDim, so that the C side
 //     can keep the f16-rounded query on its stack.
+//
+// README.md is a guide to the C side: its files, tiles and packed layouts,
+// the thread pool, and how to add a kernel (one line of the kernel table,
+// table.go).
 package kernels
 
 import (
@@ -118,9 +122,10 @@ type Set struct {
 	PackRows int
 	// Pack copies rows [0, rows) of a matrix (MatMul's w and rowBytes) into
 	// this level's packed layout, or returns nil if the level multiplies
-	// type t from the GGUF layout; then use MatMul. Q8_0, Q4_0, Q4_1, Q5_0,
-	// Q5_1, IQ4_NL, Q2_K to Q6_K, IQ4_XS, F16 and BF16 (rows of whole
-	// blocks of 32) pack at AVX-512 and AVX2.
+	// type t from the GGUF layout; then use MatMul. The types the kernel
+	// table marks packed (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K to
+	// Q6_K, IQ4_XS, F16 and BF16; rows of whole blocks of 32) pack at
+	// AVX-512 and AVX2.
 	Pack func(t quant.Type, w []byte, rowBytes, rows, cols int) *Packed
 	// PackEach is Pack calling done(lo, hi) as soon as rows [lo, hi) of w
 	// are packed (a few MB at a time), so that a caller can release those
@@ -193,37 +198,6 @@ type impl struct {
 	// attentionSweep sets the bytes attention may sweep (see
 	// attentionSweep); nil where attention does not.
 	attentionSweep func(bytes int64)
-}
-
-// native reports whether the C kernels implement MatMul for t.
-func native(t quant.Type) bool {
-	switch t {
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ4_NL, quant.IQ4_XS,
-		quant.IQ1_S, quant.IQ1_M, quant.F16, quant.BF16, quant.F32:
-		return true
-	}
-	return false
-}
-
-// ActivationType is the form activations take for weights of type t, as in
-// llama.cpp (its vec_dot_type, but Q8_0 where it takes Q8_1 for Q4_1 and
-// Q5_1: see quant.DotQ4_1Q8_0): Q8_0 for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1 and IQ4_NL, Q8_K for
-// Q2_K to Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S and IQ4_XS, f16 for
-// F16, bf16 for BF16, and float32 for F32 and every other type.
-func ActivationType(t quant.Type) quant.Type {
-	switch t {
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL:
-		return quant.Q8_0
-	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M:
-		return quant.Q8_K
-	case quant.F16:
-		return quant.F16
-	case quant.BF16:
-		return quant.BF16
-	}
-	return quant.F32
 }
 
 // ActivationBytes is the size in bytes of n activation values (whole rows

@@ -82,6 +82,87 @@ func randFloats(r *rand.Rand, n int, scale float64) []float32 {
 
 func putF16(b []byte, v float32) { binary.LittleEndian.PutUint16(b, quant.F32ToF16(v)) }
 
+// typeTest is what the tests must know of a type of the kernel table (see
+// typeTests).
+type typeTest struct {
+	// scales are the byte offsets of a block's f16 scales (and minimums):
+	// randWeights puts small finite values there, the rest of a block
+	// being random bytes, and TestMatMulPackedExtremes 0.01.
+	scales []int
+	// terms is how many float32 terms a dot of 256 values adds in its
+	// longest chain (see chain): 8 for a term a block of 32, 16 for one
+	// per 16 values, the k-quants' 16 and their super-block's two offset
+	// terms, 256 for floats.
+	terms int
+	// exact: every level adds each super-block's exact integer sum into
+	// the result as the Go reference does (iq.h), so its results are the
+	// reference's bit for bit.
+	exact bool
+}
+
+// typeTests has a line for every type of the kernel table, its test line:
+// the tests and benchmarks that cover every type take the types from the
+// table and what they need to know of each from here.
+var typeTests = map[quant.Type]typeTest{
+	quant.Q8_0:   {scales: []int{0}, terms: 8},
+	quant.Q4_0:   {scales: []int{0}, terms: 8},
+	quant.Q5_0:   {scales: []int{0}, terms: 8},
+	quant.Q4_1:   {scales: []int{0, 2}, terms: 16}, // a term for the values and one for the minimum
+	quant.Q5_1:   {scales: []int{0, 2}, terms: 16},
+	quant.IQ4_NL: {scales: []int{0}, terms: 8},
+	quant.Q2_K:   {scales: []int{80, 82}, terms: 18},
+	quant.Q3_K:   {scales: []int{108}, terms: 18},
+	quant.Q4_K:   {scales: []int{0, 2}, terms: 18},
+	quant.Q5_K:   {scales: []int{0, 2}, terms: 18},
+	quant.Q6_K:   {scales: []int{208}, terms: 18},
+	quant.IQ4_XS: {scales: []int{0}, terms: 8},
+	quant.IQ3_S:  {scales: []int{0}, terms: 8, exact: true},
+	// The other i-quants have a scale per 16 values at most.
+	quant.IQ3_XXS: {scales: []int{0}, terms: 16, exact: true},
+	quant.IQ2_XXS: {scales: []int{0}, terms: 16, exact: true},
+	quant.IQ2_XS:  {scales: []int{0}, terms: 16, exact: true},
+	quant.IQ2_S:   {scales: []int{0}, terms: 16, exact: true},
+	quant.IQ1_S:   {scales: []int{0}, terms: 16, exact: true},
+	quant.IQ1_M:   {terms: 16, exact: true}, // its scale is in four nibbles: see randWeights
+	quant.F16:     {terms: 256},
+	quant.BF16:    {terms: 256},
+	quant.F32:     {terms: 256},
+}
+
+// TestKernelTable checks the kernel table against the tests' lines and
+// quant's block sizes.
+func TestKernelTable(t *testing.T) {
+	for _, k := range table {
+		if _, ok := typeTests[k.t]; !ok {
+			t.Errorf("%v: in the kernel table without a line in typeTests", k.t)
+		}
+		// An activation row must be whole blocks of its form wherever the
+		// weight row is whole blocks.
+		if !k.t.Known() || k.t.BlockSize()%k.act.BlockSize() != 0 {
+			t.Errorf("%v: activations %v do not fit its blocks", k.t, k.act)
+		}
+		switch k.act {
+		case quant.Q8_0, quant.Q8_K, quant.F16, quant.BF16, quant.F32: // what Activations makes
+		default:
+			t.Errorf("%v: activations %v, which Activations does not make", k.t, k.act)
+		}
+	}
+	for typ := range typeTests {
+		if kernelOf(typ) == nil {
+			t.Errorf("%v: a line in typeTests but none in the kernel table", typ)
+		}
+	}
+}
+
+// typicalCols is a row width for the tests of every type: 7 blocks of 32,
+// or 3 super-blocks of 256.
+func typicalCols(t quant.Type) int {
+	if t.BlockSize() == quant.QKK {
+		return 3 * quant.QKK
+	}
+	return 7 * quant.QK
+}
+
 // randWeights fills rows of rowBytes with weights of type t: even rows are
 // quantized from random floats (realistic scales) if quantize is set, the
 // others are random bytes
@@ -100,28 +181,18 @@ func randWeights(r *rand.Rand, t quant.Type, rows, cols, rowBytes int, dst []byt
 		for i := range w {
 			w[i] = byte(r.Uint32())
 		}
-		bs := t.TypeSize()
+		bs, scales := t.TypeSize(), typeTests[t].scales
 		for b := 0; b < len(w); b += bs {
 			blk := w[b : b+bs]
+			for _, o := range scales {
+				putF16(blk[o:], float32(r.NormFloat64()*0.01))
+			}
 			switch t {
-			case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS,
-				quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ1_S:
-				putF16(blk, float32(r.NormFloat64()*0.01))
 			case quant.IQ1_M: // the f16 scale in the top nibbles of the four scale words
 				h := quant.F32ToF16(float32(r.NormFloat64() * 0.01))
 				for k := range 4 {
 					blk[49+2*k] = blk[49+2*k]&0x0f | byte(h>>(4*k)&0xf)<<4
 				}
-			case quant.Q4_K, quant.Q5_K, quant.Q4_1, quant.Q5_1:
-				putF16(blk, float32(r.NormFloat64()*0.01))
-				putF16(blk[2:], float32(r.NormFloat64()*0.01))
-			case quant.Q2_K:
-				putF16(blk[80:], float32(r.NormFloat64()*0.01))
-				putF16(blk[82:], float32(r.NormFloat64()*0.01))
-			case quant.Q3_K:
-				putF16(blk[108:], float32(r.NormFloat64()*0.01))
-			case quant.Q6_K:
-				putF16(blk[208:], float32(r.NormFloat64()*0.01))
 			case quant.F16:
 				putF16(blk, float32(r.NormFloat64()))
 			case quant.BF16:
@@ -239,17 +310,11 @@ func magnitude(t quant.Type, w, a []byte, cols int) float64 {
 
 // chain is the length of the longest chain of float32 additions a dot of
 // cols values may take: one term per block for Q8_0/Q4_0, per 16-value
-// sub-block (plus the offset terms) for the k-quants, per value for floats.
+// sub-block (plus the offset terms) for the k-quants, per value for floats
+// (typeTests' terms; per value for a type without a line).
 func chain(t quant.Type, cols int) int {
-	switch t {
-	case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S:
-		return cols / 32
-	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M: // a scale per 16 values at most
-		return cols / 16
-	case quant.Q4_1, quant.Q5_1: // a term for the values and one for the offset
-		return 2 * cols / 32
-	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K:
-		return cols/16 + 2*cols/256
+	if tt, ok := typeTests[t]; ok {
+		return cols * tt.terms / 256
 	}
 	return cols
 }
@@ -274,27 +339,14 @@ type mmCase struct {
 
 func matmulCases() []mmCase {
 	var cs []mmCase
-	for _, t := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.IQ4_NL, quant.F16, quant.BF16, quant.F32} {
-		cs = append(cs, mmCase{t, 37, 32 * 7, 5, 37}, mmCase{t, 37, 32 * 7, 1, 30})
-	}
-	for _, t := range []quant.Type{quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ3_S, quant.IQ4_XS,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M} {
-		cs = append(cs, mmCase{t, 37, 256 * 3, 5, 37}, mmCase{t, 37, 256 * 3, 1, 30})
+	for _, k := range table {
+		cols := typicalCols(k.t)
+		cs = append(cs, mmCase{k.t, 37, cols, 5, 37}, mmCase{k.t, 37, cols, 1, 30})
 	}
 	return cs
 }
 
 const sentinel = -12345.5
-
-// exactIQ reports whether t's kernels add each super-block's exact integer
-// sum into the result as the Go reference does (iq.h): bit for bit.
-func exactIQ(t quant.Type) bool {
-	switch t {
-	case quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M:
-		return true
-	}
-	return false
-}
 
 func runMatMul(t *testing.T, c mmCase, ns []int, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, uint64(c.t)))
@@ -334,7 +386,7 @@ func runMatMul(t *testing.T, c mmCase, ns []int, seed uint64) {
 					}
 					mag := magnitude(c.t, w[row*rowBytes:], act[j*actRowBytes:], c.cols)
 					tol := tolerance(c.t, c.cols, mag)
-					if exactIQ(c.t) {
+					if typeTests[c.t].exact {
 						tol = 0 // the same float steps as the Go reference, at every level and n
 					}
 					if d := math.Abs(float64(got[i]) - float64(want[i])); !(d <= tol) && bad < 5 {
@@ -565,8 +617,8 @@ func TestSiLUMul(t *testing.T) {
 func TestActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	x := randFloats(r, 3*256, 2)
-	for _, wt := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.IQ3_S,
-		quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS, quant.IQ1_S, quant.IQ1_M, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS, quant.F16, quant.BF16, quant.F32} {
+	for _, k := range table {
+		wt := k.t
 		want := append([]byte(nil), goSet.Activations(wt, make([]byte, ActivationBytes(wt, len(x))), x)...)
 		if len(want) != ActivationBytes(wt, len(x)) {
 			t.Fatalf("%v: %d bytes, ActivationBytes says %d", wt, len(want), ActivationBytes(wt, len(x)))

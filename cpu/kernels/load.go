@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -23,119 +24,67 @@ import (
 // abiVersion must equal DT_ABI_VERSION in common.h: a library built from
 // other sources than this package's Go code is refused rather than called
 // with arguments it reads differently.
-const abiVersion = 26
+const abiVersion = 27
 
 // cLib holds the entry points of one loaded library. Every C function takes
 // integer-class arguments only (floats travel as their bits), because
 // purego.SyscallN passes integer registers and calling through it avoids the
 // reflection and allocation of purego.RegisterFunc on every call.
+//
+// A field's tag names its C function; the weight types' kernels are
+// resolved from the kernel table (table.go) into arrays indexed by type.
 type cLib struct {
-	quantizeQ8_0, quantizeQ8_K, toF16          uintptr
-	mmQ8_0, mmQ4_0, mmQ4_K, mmQ5_K, mmQ6_K     uintptr
-	mmIQ4_NL, mmIQ4_XS, mmQ5_0, mmQ4_1, mmQ5_1 uintptr
-	mmQ2_K, mmQ3_K, mmIQ3_S, mmIQ3_XXS         uintptr
-	mmIQ2_XXS, mmIQ2_XS, mmIQ2_S               uintptr
-	mmIQ1_S, mmIQ1_M                           uintptr
-	mmF16, mmBF16, mmF32                       uintptr
-	rmsnorm, siluMul, attention, abiProbe      uintptr
-	packRows, packQ8_0, packQ4_0, packQ5_0     uintptr
-	packIQ4_NL, mmPackedIQ4_NL                 uintptr
-	packQ4_1, mmPackedQ4_1                     uintptr
-	packQ5_1, mmPackedQ5_1                     uintptr
-	packBF16, packedScratchless                uintptr
-	mmPackedQ8_0, mmPackedQ4_0, mmPackedQ5_0   uintptr
-	amxInit                                    uintptr
-	packQ4_K, packQ5_K, packQ6_K               uintptr
-	mmPackedQ4_K, mmPackedQ5_K, mmPackedQ6_K   uintptr
-	packIQ4_XS, mmPackedIQ4_XS                 uintptr
-	packQ3_K, mmPackedQ3_K                     uintptr
-	packQ2_K, mmPackedQ2_K                     uintptr
-	packF16, mmPackedF16, mmPackedBF16         uintptr
-	poolNew, poolFree, poolMatMul              uintptr
-	poolMatMulRows                             uintptr
-	poolAttention, rope                        uintptr
-	streamRead, attentionSweep                 uintptr
+	abiProbe          uintptr `c:"dt_abi_version"`
+	quantizeQ8_0      uintptr `c:"dt_quantize_q8_0"`
+	quantizeQ8_K      uintptr `c:"dt_quantize_q8_k"`
+	toF16             uintptr `c:"dt_to_f16"`
+	rmsnorm           uintptr `c:"dt_rmsnorm"`
+	siluMul           uintptr `c:"dt_silu_mul"`
+	rope              uintptr `c:"dt_rope"`
+	attention         uintptr `c:"dt_attention"`
+	attentionSweep    uintptr `c:"dt_attention_sweep"`
+	streamRead        uintptr `c:"dt_stream_read"`
+	packRows          uintptr `c:"dt_pack_rows"`
+	packedScratchless uintptr `c:"dt_packed_scratchless"`
+	amxInit           uintptr `c:"dt_amx_init"`
+	poolNew           uintptr `c:"dt_pool_new"`
+	poolFree          uintptr `c:"dt_pool_free"`
+	poolMatMul        uintptr `c:"dt_pool_matmul_packed"`
+	poolMatMulRows    uintptr `c:"dt_pool_matmul"`
+	poolAttention     uintptr `c:"dt_pool_attention"`
+
+	// matmul[t] is dt_matmul_<t> for every type of the kernel table;
+	// pack[t] and matmulPacked[t] are dt_pack_<t> and
+	// dt_matmul_packed_<t> for the packed ones. 0 elsewhere.
+	matmul, pack, matmulPacked [typeSlots]uintptr
 }
 
-// symbols maps each exported C function to its slot. A library lacking any
-// of them is refused as a whole, before anything calls it.
-func (l *cLib) symbols() []struct {
+// symbol is an exported C function and the slot its address goes to.
+type symbol struct {
 	name string
 	addr *uintptr
-} {
-	return []struct {
-		name string
-		addr *uintptr
-	}{
-		{"dt_abi_version", &l.abiProbe},
-		{"dt_quantize_q8_0", &l.quantizeQ8_0},
-		{"dt_quantize_q8_k", &l.quantizeQ8_K},
-		{"dt_to_f16", &l.toF16},
-		{"dt_matmul_q8_0", &l.mmQ8_0},
-		{"dt_matmul_q4_0", &l.mmQ4_0},
-		{"dt_matmul_q4_k", &l.mmQ4_K},
-		{"dt_matmul_q5_k", &l.mmQ5_K},
-		{"dt_matmul_q6_k", &l.mmQ6_K},
-		{"dt_matmul_iq4_nl", &l.mmIQ4_NL},
-		{"dt_matmul_iq4_xs", &l.mmIQ4_XS},
-		{"dt_matmul_q5_0", &l.mmQ5_0},
-		{"dt_matmul_q4_1", &l.mmQ4_1},
-		{"dt_matmul_q5_1", &l.mmQ5_1},
-		{"dt_matmul_q2_k", &l.mmQ2_K},
-		{"dt_matmul_q3_k", &l.mmQ3_K},
-		{"dt_matmul_iq3_s", &l.mmIQ3_S},
-		{"dt_matmul_iq3_xxs", &l.mmIQ3_XXS},
-		{"dt_matmul_iq2_xxs", &l.mmIQ2_XXS},
-		{"dt_matmul_iq2_xs", &l.mmIQ2_XS},
-		{"dt_matmul_iq2_s", &l.mmIQ2_S},
-		{"dt_matmul_iq1_s", &l.mmIQ1_S},
-		{"dt_matmul_iq1_m", &l.mmIQ1_M},
-		{"dt_matmul_f16", &l.mmF16},
-		{"dt_matmul_bf16", &l.mmBF16},
-		{"dt_matmul_f32", &l.mmF32},
-		{"dt_rmsnorm", &l.rmsnorm},
-		{"dt_silu_mul", &l.siluMul},
-		{"dt_rope", &l.rope},
-		{"dt_attention", &l.attention},
-		{"dt_attention_sweep", &l.attentionSweep},
-		{"dt_pack_rows", &l.packRows},
-		{"dt_pack_q8_0", &l.packQ8_0},
-		{"dt_pack_q4_0", &l.packQ4_0},
-		{"dt_matmul_packed_q8_0", &l.mmPackedQ8_0},
-		{"dt_matmul_packed_q4_0", &l.mmPackedQ4_0},
-		{"dt_pack_q5_0", &l.packQ5_0},
-		{"dt_pack_iq4_nl", &l.packIQ4_NL},
-		{"dt_matmul_packed_iq4_nl", &l.mmPackedIQ4_NL},
-		{"dt_pack_q4_1", &l.packQ4_1},
-		{"dt_matmul_packed_q4_1", &l.mmPackedQ4_1},
-		{"dt_pack_q5_1", &l.packQ5_1},
-		{"dt_pack_bf16", &l.packBF16},
-		{"dt_packed_scratchless", &l.packedScratchless},
-		{"dt_matmul_packed_q5_1", &l.mmPackedQ5_1},
-		{"dt_matmul_packed_q5_0", &l.mmPackedQ5_0},
-		{"dt_pack_q4_k", &l.packQ4_K},
-		{"dt_pack_f16", &l.packF16},
-		{"dt_matmul_packed_f16", &l.mmPackedF16},
-		{"dt_matmul_packed_bf16", &l.mmPackedBF16},
-		{"dt_pack_q5_k", &l.packQ5_K},
-		{"dt_matmul_packed_q4_k", &l.mmPackedQ4_K},
-		{"dt_matmul_packed_q5_k", &l.mmPackedQ5_K},
-		{"dt_pack_q6_k", &l.packQ6_K},
-		{"dt_matmul_packed_q6_k", &l.mmPackedQ6_K},
-		{"dt_pack_iq4_xs", &l.packIQ4_XS},
-		{"dt_matmul_packed_iq4_xs", &l.mmPackedIQ4_XS},
-		{"dt_pack_q3_k", &l.packQ3_K},
-		{"dt_matmul_packed_q3_k", &l.mmPackedQ3_K},
-		{"dt_pack_q2_k", &l.packQ2_K},
-		{"dt_matmul_packed_q2_k", &l.mmPackedQ2_K},
-		{"dt_amx_init", &l.amxInit},
-		{"dt_pool_new", &l.poolNew},
-		{"dt_pool_free", &l.poolFree},
-		{"dt_pool_matmul_packed", &l.poolMatMul},
-		{"dt_pool_matmul", &l.poolMatMulRows},
-		{"dt_pool_attention", &l.poolAttention},
-		{"dt_stream_read", &l.streamRead},
+}
+
+// symbols lists every function a library must export: cLib's tagged
+// fields, then the kernel table's. A library lacking any of them is
+// refused as a whole, before anything calls it.
+func (l *cLib) symbols() []symbol {
+	var out []symbol
+	v := reflect.ValueOf(l).Elem()
+	for i := range v.NumField() {
+		if name := v.Type().Field(i).Tag.Get("c"); name != "" {
+			out = append(out, symbol{name, (*uintptr)(unsafe.Pointer(v.Field(i).UnsafeAddr()))})
+		}
 	}
+	for _, k := range table {
+		name := cName(k.t)
+		out = append(out, symbol{"dt_matmul_" + name, &l.matmul[k.t]})
+		if k.layouts == packable {
+			out = append(out, symbol{"dt_pack_" + name, &l.pack[k.t]},
+				symbol{"dt_matmul_packed_" + name, &l.matmulPacked[k.t]})
+		}
+	}
+	return out
 }
 
 // loadLevel writes a level's library to the cache and opens it.
@@ -280,79 +229,8 @@ func call(fn uintptr, args ...uintptr) {
 
 // set wraps the library's functions in a Set.
 func (l *cLib) set(level string, amx bool) *Set {
-	mm := map[quant.Type]uintptr{
-		quant.Q8_0: l.mmQ8_0, quant.Q4_0: l.mmQ4_0, quant.Q4_K: l.mmQ4_K, quant.Q5_K: l.mmQ5_K, quant.Q6_K: l.mmQ6_K,
-		quant.IQ4_NL: l.mmIQ4_NL, quant.IQ4_XS: l.mmIQ4_XS, quant.Q5_0: l.mmQ5_0, quant.Q4_1: l.mmQ4_1, quant.Q5_1: l.mmQ5_1,
-		quant.Q2_K: l.mmQ2_K, quant.Q3_K: l.mmQ3_K, quant.IQ3_S: l.mmIQ3_S, quant.IQ3_XXS: l.mmIQ3_XXS,
-		quant.IQ2_XXS: l.mmIQ2_XXS, quant.IQ2_XS: l.mmIQ2_XS, quant.IQ2_S: l.mmIQ2_S,
-		quant.IQ1_S: l.mmIQ1_S, quant.IQ1_M: l.mmIQ1_M,
-		quant.F16: l.mmF16, quant.BF16: l.mmBF16, quant.F32: l.mmF32,
-	}
-	var mmTab [quant.BF16 + 1]uintptr // indexed by type: no map lookup per call
-	for t, fn := range mm {
-		mmTab[t] = fn
-	}
-	var packing packImpl
-	if rows, _, _ := purego.SyscallN(l.packRows); rows > 0 {
-		amxArg := uintptr(0)
-		if amx {
-			amxArg = 1
-		}
-		packFn := map[quant.Type]uintptr{quant.Q8_0: l.packQ8_0, quant.Q4_0: l.packQ4_0, quant.Q5_0: l.packQ5_0, quant.Q4_K: l.packQ4_K, quant.Q5_K: l.packQ5_K, quant.Q6_K: l.packQ6_K, quant.IQ4_XS: l.packIQ4_XS, quant.Q3_K: l.packQ3_K, quant.Q2_K: l.packQ2_K, quant.F16: l.packF16, quant.BF16: l.packBF16, quant.IQ4_NL: l.packIQ4_NL, quant.Q4_1: l.packQ4_1, quant.Q5_1: l.packQ5_1}
-		mmFn := map[quant.Type]uintptr{quant.Q8_0: l.mmPackedQ8_0, quant.Q4_0: l.mmPackedQ4_0, quant.Q5_0: l.mmPackedQ5_0, quant.Q4_K: l.mmPackedQ4_K, quant.Q5_K: l.mmPackedQ5_K, quant.Q6_K: l.mmPackedQ6_K, quant.IQ4_XS: l.mmPackedIQ4_XS, quant.Q3_K: l.mmPackedQ3_K, quant.Q2_K: l.mmPackedQ2_K, quant.F16: l.mmPackedF16, quant.BF16: l.mmPackedBF16, quant.IQ4_NL: l.mmPackedIQ4_NL, quant.Q4_1: l.mmPackedQ4_1, quant.Q5_1: l.mmPackedQ5_1}
-		// The thread pool's job types (threads.c).
-		poolType := map[quant.Type]uintptr{quant.Q8_0: 0, quant.Q4_0: 1, quant.Q5_0: 10, quant.Q4_K: 3, quant.Q5_K: 4, quant.Q6_K: 5, quant.IQ4_XS: 7, quant.Q3_K: 8, quant.Q2_K: 9, quant.F16: 11, quant.BF16: 12, quant.IQ4_NL: 13, quant.Q4_1: 14, quant.Q5_1: 15}
-		packing = packImpl{
-			rows:   int(rows),
-			layout: packLayout(level, int(rows)),
-			packs:  func(t quant.Type) bool { return packFn[t] != 0 },
-			pack: func(t quant.Type, dst, w []byte, rowBytes, rows, cols int) {
-				call(packFn[t], p(dst), p(w), uintptr(rowBytes), uintptr(rows), uintptr(cols))
-				runtime.KeepAlive(dst)
-				runtime.KeepAlive(w)
-			},
-			matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int) {
-				call(mmFn[t], p(out), uintptr(ldo), p(pw), uintptr(rows), uintptr(lo), uintptr(hi), p(act),
-					uintptr(actRowBytes), uintptr(n), uintptr(cols), amxArg)
-				runtime.KeepAlive(out)
-				runtime.KeepAlive(pw)
-				runtime.KeepAlive(act)
-			},
-			scratchless: func(on bool) {
-				v := uintptr(0)
-				if on {
-					v = 1
-				}
-				purego.SyscallN(l.packedScratchless, v)
-			},
-			threads: func(n int) *threadsImpl {
-				h, _, _ := purego.SyscallN(l.poolNew, uintptr(n))
-				if h == 0 {
-					return nil
-				}
-				return &threadsImpl{
-					matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int) {
-						call(l.poolMatMul, h, poolType[t], p(out), uintptr(ldo), p(pw), uintptr(rows), p(act), uintptr(actRowBytes),
-							uintptr(n), uintptr(cols), amxArg, uintptr(grain))
-						runtime.KeepAlive(out)
-						runtime.KeepAlive(pw)
-						runtime.KeepAlive(act)
-					},
-					plain: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, rows int, act []byte, actRowBytes, n, cols, grain int) {
-						call(l.poolMatMulRows, h, mmTab[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(rows), p(act),
-							uintptr(actRowBytes), uintptr(n), uintptr(cols), uintptr(grain))
-						runtime.KeepAlive(out)
-						runtime.KeepAlive(w)
-						runtime.KeepAlive(act)
-					},
-					attention: attentionCall(l.poolAttention, h),
-					free:      func() { purego.SyscallN(l.poolFree, h) },
-				}
-			},
-		}
-	}
 	return newSet(level, impl{
-		packing: packing,
+		packing: l.packing(level, amx),
 		quantizeQ8_0: func(dst []byte, x []float32) {
 			call(l.quantizeQ8_0, p(dst), p(x), uintptr(len(x)))
 			runtime.KeepAlive(dst)
@@ -369,7 +247,7 @@ func (l *cLib) set(level string, amx bool) *Set {
 			runtime.KeepAlive(x)
 		},
 		matmul: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) {
-			call(mmTab[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(lo), uintptr(hi), p(act),
+			call(l.matmul[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(lo), uintptr(hi), p(act),
 				uintptr(actRowBytes), uintptr(n), uintptr(cols))
 			runtime.KeepAlive(out)
 			runtime.KeepAlive(w)
@@ -407,6 +285,74 @@ func (l *cLib) set(level string, amx bool) *Set {
 			purego.SyscallN(l.attentionSweep, uintptr(bytes))
 		},
 	})
+}
+
+// packing wraps the library's packed products, or returns the zero
+// packImpl where the level packs nothing (dt_pack_rows 0).
+func (l *cLib) packing(level string, amx bool) packImpl {
+	rows, _, _ := purego.SyscallN(l.packRows)
+	if rows == 0 {
+		return packImpl{}
+	}
+	amxArg := uintptr(0)
+	if amx {
+		amxArg = 1
+	}
+	return packImpl{
+		rows:   int(rows),
+		layout: packLayout(level, int(rows)),
+		packs:  func(t quant.Type) bool { return int(t) < len(l.pack) && l.pack[t] != 0 },
+		pack: func(t quant.Type, dst, w []byte, rowBytes, rows, cols int) {
+			call(l.pack[t], p(dst), p(w), uintptr(rowBytes), uintptr(rows), uintptr(cols))
+			runtime.KeepAlive(dst)
+			runtime.KeepAlive(w)
+		},
+		matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows, lo, hi int, act []byte, actRowBytes, n, cols int) {
+			call(l.matmulPacked[t], p(out), uintptr(ldo), p(pw), uintptr(rows), uintptr(lo), uintptr(hi), p(act),
+				uintptr(actRowBytes), uintptr(n), uintptr(cols), amxArg)
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(pw)
+			runtime.KeepAlive(act)
+		},
+		scratchless: func(on bool) {
+			v := uintptr(0)
+			if on {
+				v = 1
+			}
+			purego.SyscallN(l.packedScratchless, v)
+		},
+		threads: func(n int) *threadsImpl { return l.threads(n, amxArg) },
+	}
+}
+
+// threads starts a C thread pool of n threads and wraps its products, or
+// returns nil where the level has none.
+func (l *cLib) threads(n int, amxArg uintptr) *threadsImpl {
+	h, _, _ := purego.SyscallN(l.poolNew, uintptr(n))
+	if h == 0 {
+		return nil
+	}
+	return &threadsImpl{
+		// The pool is given the type (for the products over Q8_0
+		// activations, which it prepares itself) and the type's packed
+		// product (for the others, which it calls).
+		matmul: func(t quant.Type, out []float32, ldo int, pw []byte, rows int, act []byte, actRowBytes, n, cols, grain int) {
+			call(l.poolMatMul, h, uintptr(t), l.matmulPacked[t], p(out), uintptr(ldo), p(pw), uintptr(rows), p(act),
+				uintptr(actRowBytes), uintptr(n), uintptr(cols), amxArg, uintptr(grain))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(pw)
+			runtime.KeepAlive(act)
+		},
+		plain: func(t quant.Type, out []float32, ldo int, w []byte, rowBytes, rows int, act []byte, actRowBytes, n, cols, grain int) {
+			call(l.poolMatMulRows, h, l.matmul[t], p(out), uintptr(ldo), p(w), uintptr(rowBytes), uintptr(rows), p(act),
+				uintptr(actRowBytes), uintptr(n), uintptr(cols), uintptr(grain))
+			runtime.KeepAlive(out)
+			runtime.KeepAlive(w)
+			runtime.KeepAlive(act)
+		},
+		attention: attentionCall(l.poolAttention, h),
+		free:      func() { purego.SyscallN(l.poolFree, h) },
+	}
 }
 
 // attentionCall calls dt_attention, or, given a pool handle,

@@ -26,6 +26,25 @@ func packingSets(t *testing.T) []*Set {
 	return out
 }
 
+// packedCase is a shape of a packed product to test.
+type packedCase struct {
+	t          quant.Type
+	rows, cols int
+}
+
+// packedCases are a shape for every packed type of the kernel table, and
+// extra that cross the products' limits: a partial row group, the
+// 4096-column piece, rows too wide for a table of 64 activation rows.
+func packedCases(extra []packedCase) []packedCase {
+	var cs []packedCase
+	for _, k := range table {
+		if k.layouts == packable {
+			cs = append(cs, packedCase{k.t, 37, typicalCols(k.t)})
+		}
+	}
+	return append(cs, extra...)
+}
+
 // TestMatMulPacked checks packed products against the Go reference (within
 // float tolerance) on shapes that leave a partial row group, cross the
 // 4096-column piece and are too wide for a whole chunk of rows, and checks that a row's result does not depend on how
@@ -33,22 +52,19 @@ func packingSets(t *testing.T) []*Set {
 // what keeps verifying a tree bit for bit equal to decoding its nodes.
 func TestMatMulPacked(t *testing.T) {
 	ss := packingSets(t)
-	for _, c := range []struct {
-		t          quant.Type
-		rows, cols int
-	}{
-		{quant.Q8_0, 37, 32 * 7}, {quant.Q4_0, 37, 32 * 7}, {quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
-		{quant.Q5_0, 37, 32 * 7}, {quant.Q5_0, 1, 64}, {quant.Q5_0, 19, 32 * 600},
-		{quant.IQ4_NL, 37, 32 * 7}, {quant.IQ4_NL, 1, 64}, {quant.IQ4_NL, 19, 32 * 600},
-		{quant.Q4_1, 37, 32 * 7}, {quant.Q4_1, 1, 64}, {quant.Q4_1, 19, 32 * 600},
-		{quant.Q5_1, 37, 32 * 7}, {quant.Q5_1, 1, 64}, {quant.Q5_1, 19, 32 * 600},
+	for _, c := range packedCases([]packedCase{
+		{quant.Q8_0, 16, 32}, {quant.Q4_0, 1, 64},
+		{quant.Q5_0, 1, 64}, {quant.Q5_0, 19, 32 * 600},
+		{quant.IQ4_NL, 1, 64}, {quant.IQ4_NL, 19, 32 * 600},
+		{quant.Q4_1, 1, 64}, {quant.Q4_1, 19, 32 * 600},
+		{quant.Q5_1, 1, 64}, {quant.Q5_1, 19, 32 * 600},
 		{quant.Q8_0, 35, 32 * 131}, {quant.Q4_0, 19, 32 * 129},
 		// Rows too wide for a table of 64 activation rows: chunks of 48,
 		// 16 and 15 rows.
 		{quant.Q4_0, 19, 32 * 600}, {quant.Q8_0, 17, 32 * 1100}, {quant.Q4_0, 3, 32 * 2100},
-		{quant.Q4_K, 37, 256 * 3}, {quant.Q5_K, 37, 256 * 3}, {quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 37, 256 * 3}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 37, 256 * 3}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 37, 256 * 3}, {quant.Q3_K, 3, 256}, {quant.Q2_K, 37, 256 * 3}, {quant.Q2_K, 18, 256},
-		{quant.F16, 37, 32 * 7}, {quant.F16, 1, 64}, {quant.BF16, 37, 32 * 24}, {quant.BF16, 69, 32},
-	} {
+		{quant.Q4_K, 1, 256}, {quant.Q5_K, 19, 256 * 17}, {quant.Q6_K, 5, 256}, {quant.IQ4_XS, 17, 256}, {quant.Q3_K, 3, 256}, {quant.Q2_K, 18, 256},
+		{quant.F16, 1, 64}, {quant.BF16, 37, 32 * 24}, {quant.BF16, 69, 32},
+	}) {
 		r := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.cols)))
 		wsz, _ := c.t.RowSize(c.cols)
 		asz, _ := ActivationType(c.t).RowSize(c.cols)
@@ -122,7 +138,11 @@ func TestMatMulPacked(t *testing.T) {
 // one activation row and several.
 func TestMatMulPackedScratchless(t *testing.T) {
 	for _, s := range packingSets(t) {
-		for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
+		for _, k := range table {
+			if k.layouts != packable || k.act != quant.Q8_0 {
+				continue
+			}
+			typ := k.t
 			const rows, cols, n = 19, 32 * 130, 5
 			r := rand.New(rand.NewPCG(uint64(typ), 9))
 			wsz, _ := typ.RowSize(cols)
@@ -189,10 +209,12 @@ func TestThreads(t *testing.T) {
 			t.Logf("%s: no C threads here", s.Name)
 			continue
 		}
-		for _, c := range []struct {
-			t          quant.Type
-			rows, cols int
-		}{{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28}, {quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512}, {quant.Q2_K, 17, 256}, {quant.F16, 70, 96}, {quant.BF16, 9, 256}, {quant.Q4_1, 37, 32 * 9}, {quant.Q5_1, 21, 64}, {quant.IQ4_NL, 19, 96}} {
+		for _, c := range packedCases([]packedCase{
+			{quant.Q8_0, 99, 96}, {quant.Q4_0, 37, 32 * 9}, {quant.Q4_0, 37, 32 * 600}, {quant.Q8_0, 5, 64}, {quant.Q5_0, 37, 32 * 28},
+			{quant.Q4_K, 99, 512}, {quant.Q5_K, 37, 256}, {quant.Q6_K, 21, 512}, {quant.IQ4_XS, 33, 256}, {quant.Q3_K, 40, 512},
+			{quant.Q2_K, 17, 256}, {quant.F16, 70, 96}, {quant.BF16, 9, 256}, {quant.Q4_1, 37, 32 * 9}, {quant.Q5_1, 21, 64},
+			{quant.IQ4_NL, 19, 96},
+		}) {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 7))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)
@@ -218,11 +240,13 @@ func TestThreads(t *testing.T) {
 				}
 			}
 		}
-		// Products in the GGUF layout, on the same threads.
-		for _, c := range []struct {
-			t          quant.Type
-			rows, cols int
-		}{{quant.IQ4_XS, 99, 512}, {quant.Q3_K, 37, 256}, {quant.F16, 21, 96}, {quant.Q4_K, 5, 256}} {
+		// Products in the GGUF layout, on the same threads: every type of
+		// the kernel table, and a few more shapes.
+		plain := []packedCase{{quant.IQ4_XS, 99, 512}, {quant.Q3_K, 37, 256}, {quant.F16, 21, 96}, {quant.Q4_K, 5, 256}}
+		for _, k := range table {
+			plain = append(plain, packedCase{k.t, 37, typicalCols(k.t)})
+		}
+		for _, c := range plain {
 			r := rand.New(rand.NewPCG(uint64(c.rows), 8))
 			wsz, _ := c.t.RowSize(c.cols)
 			asz, _ := ActivationType(c.t).RowSize(c.cols)
@@ -428,12 +452,15 @@ func TestPackEach(t *testing.T) {
 // in 16 bits are then at their bound, where one vector too many before
 // widening wraps (random values stay far below it).
 func TestMatMulPackedExtremes(t *testing.T) {
-	// Where each type's block holds f16 scales (the rest is quants and
-	// integer scales, all bits set: their largest values).
-	f16At := map[quant.Type][]int{quant.Q8_0: {0}, quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208},
-		quant.Q2_K: {80, 82}, quant.Q3_K: {108}, quant.IQ4_XS: {0}, quant.IQ4_NL: {0}, quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2}}
 	const rows, n = 19, 5
-	for typ, at := range f16At {
+	for _, k := range table {
+		// The block's f16 scales are set to 0.01, the rest (quants and
+		// integer scales) has all bits set: their largest values. Floats
+		// have no integer sums.
+		typ, at := k.t, typeTests[k.t].scales
+		if k.layouts != packable || len(at) == 0 {
+			continue
+		}
 		cols := 2 * typ.BlockSize()
 		rb, _ := typ.RowSize(cols)
 		w := make([]byte, rows*rb)

@@ -75,65 +75,27 @@ func refQuantizeQ8_0(dst []byte, x []float32) {
 func refMatMul(t quant.Type, out []float32, ldo int, w []byte, rowBytes, lo, hi int, act []byte, actRowBytes, n, cols int) {
 	wsz, _ := t.RowSize(cols)
 	asz, _ := ActivationType(t).RowSize(cols)
+	dot := refDot(t)
 	for r := lo; r < hi; r++ {
 		row := w[r*rowBytes : r*rowBytes+wsz]
 		for j := range n {
-			a := act[j*actRowBytes : j*actRowBytes+asz]
-			var v float32
-			switch t {
-			case quant.Q8_0:
-				v = quant.DotQ8_0(row, a, cols)
-			case quant.Q4_0:
-				v = quant.DotQ4_0Q8_0(row, a, cols)
-			case quant.Q4_K:
-				v = quant.DotQ4_KQ8_K(row, a, cols)
-			case quant.Q5_K:
-				v = quant.DotQ5_KQ8_K(row, a, cols)
-			case quant.Q6_K:
-				v = quant.DotQ6_KQ8_K(row, a, cols)
-			case quant.Q2_K:
-				v = quant.DotQ2_KQ8_K(row, a, cols)
-			case quant.Q3_K:
-				v = quant.DotQ3_KQ8_K(row, a, cols)
-			case quant.Q5_0:
-				v = quant.DotQ5_0Q8_0(row, a, cols)
-			case quant.Q4_1:
-				v = quant.DotQ4_1Q8_0(row, a, cols)
-			case quant.Q5_1:
-				v = quant.DotQ5_1Q8_0(row, a, cols)
-			case quant.IQ3_S:
-				v = quant.DotIQ3_SQ8_K(row, a, cols)
-			case quant.IQ3_XXS:
-				v = quant.DotIQ3_XXSQ8_K(row, a, cols)
-			case quant.IQ2_XXS:
-				v = quant.DotIQ2_XXSQ8_K(row, a, cols)
-			case quant.IQ2_XS:
-				v = quant.DotIQ2_XSQ8_K(row, a, cols)
-			case quant.IQ2_S:
-				v = quant.DotIQ2_SQ8_K(row, a, cols)
-			case quant.IQ1_S:
-				v = quant.DotIQ1_SQ8_K(row, a, cols)
-			case quant.IQ1_M:
-				v = quant.DotIQ1_MQ8_K(row, a, cols)
-			case quant.IQ4_NL:
-				v = quant.DotIQ4_NLQ8_0(row, a, cols)
-			case quant.IQ4_XS:
-				v = quant.DotIQ4_XSQ8_K(row, a, cols)
-			case quant.F16:
-				v = dotF16(row, a)
-			case quant.BF16:
-				v = dotBF16(row, a)
-			default:
-				v = quant.DotRow(t, row, f32s(a))
-			}
-			out[j*ldo+r] = v
+			out[j*ldo+r] = dot(row, act[j*actRowBytes:j*actRowBytes+asz], cols)
 		}
 	}
 }
 
+// refDot is the Go reference for t's dot products: the kernel table's, or
+// for a type without C kernels quant's over float32 activations.
+func refDot(t quant.Type) func(w, act []byte, cols int) float32 {
+	if k := kernelOf(t); k != nil {
+		return k.ref
+	}
+	return func(w, act []byte, _ int) float32 { return quant.DotRow(t, w, f32s(act)) }
+}
+
 // dotF16 is DotRow for F16 weights with f16 activations: the products of
 // the widened values are exact in float64, summed in order, rounded once.
-func dotF16(w, x []byte) float32 {
+func dotF16(w, x []byte, _ int) float32 {
 	var acc float64
 	for i := 0; i+1 < len(w); i += 2 {
 		a := quant.F16ToF32(uint16(w[i]) | uint16(w[i+1])<<8)
@@ -143,7 +105,7 @@ func dotF16(w, x []byte) float32 {
 	return float32(acc)
 }
 
-func dotBF16(w, x []byte) float32 {
+func dotBF16(w, x []byte, _ int) float32 {
 	var acc float64
 	for i := 0; i+1 < len(w); i += 2 {
 		a := quant.BF16ToF32(uint16(w[i]) | uint16(w[i+1])<<8)
@@ -152,6 +114,9 @@ func dotBF16(w, x []byte) float32 {
 	}
 	return float32(acc)
 }
+
+// dotF32 is DotRow for F32 weights with float32 activations.
+func dotF32(w, x []byte, _ int) float32 { return quant.DotRow(quant.F32, w, f32s(x)) }
 
 // f32s views little-endian float32 bytes as floats; every platform Dovetail
 // runs on is little-endian and allows unaligned loads.

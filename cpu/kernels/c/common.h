@@ -20,7 +20,7 @@
 #endif
 
 // DT_ABI_VERSION must equal abiVersion in load.go.
-#define DT_ABI_VERSION 26
+#define DT_ABI_VERSION 27
 
 // DT_ATT_ROWS is how many rows attention computes together: its scratch
 // holds that many rows of scores (kernels.AttentionRows in Go).

@@ -104,8 +104,8 @@ DT_INLINE const uint8_t *row_or_zero(const uint8_t *w, int64_t rb, int64_t r, in
 #if defined(PK_LEVEL)
 
 // pk_kind is what the products over Q8_0 activations need of their
-// weight type (pk_args.type 0: Q8_0, 1: Q4_0, PK_TYPE_Q5_0, _IQ4_NL,
-// _Q4_1, _Q5_1): a GGUF block's bytes, a packed group's block's, what the
+// weight type (pk_args.type PK_TYPE_Q8_0, _Q4_0, _Q5_0, _IQ4_NL, _Q4_1,
+// _Q5_1): a GGUF block's bytes, a packed group's block's, what the
 // unsigned weights are offset by (AVX2 keeps Q8_0's signed: 0), a block
 // standing for the rows past the last (scale 0, so their lanes compute 0;
 // a Q4_0 zero row's nibbles are 8, q = 0, so its block dot is the
@@ -130,8 +130,8 @@ static const pk_kind *pk_kind_of(int64_t type) {
 	                     q41 = {Q4_1_SIZE, PK_Q4_1, 0, zero8, 2, 4, 0, 1},
 	                     q51 = {Q5_1_SIZE, PK_Q5_1, 0, zero8, 2, 8, 4, 1};
 	switch (type) {
-	case 0: return &q8;
-	case 1: return &q4;
+	case PK_TYPE_Q8_0: return &q8;
+	case PK_TYPE_Q4_0: return &q4;
 	case PK_TYPE_IQ4_NL: return &nl;
 	case PK_TYPE_Q4_1: return &q41;
 	case PK_TYPE_Q5_1: return &q51;
@@ -146,8 +146,8 @@ static const pk_kind *pk_kind_of(int64_t type) {
 static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_t rows, int64_t cols) {
 	const pk_kind *kind = pk_kind_of(type);
 #if !defined(DT_AVX512)
-	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == 0 ? 8 : 4, kind->heads, kind->vo, kind->qh,
-	        type == 0 && PK_Q8_OFF ? 0x80 : 0, kind->zero);
+	p2_pack(dst, w, rb, rows, cols, kind->block, kind->packed, type == PK_TYPE_Q8_0 ? 8 : 4, kind->heads, kind->vo, kind->qh,
+	        type == PK_TYPE_Q8_0 && PK_Q8_OFF ? 0x80 : 0, kind->zero);
 #else
 	const int64_t bs = kind->block, pb = kind->packed, vo = 32 * kind->heads;
 	const int64_t nb = cols / QK, groups = (rows + PK_ROWS - 1) / PK_ROWS;
@@ -160,13 +160,13 @@ static void pk_pack(int type, uint8_t *dst, const uint8_t *w, int64_t rb, int64_
 				for (int h = 0; h < kind->heads; h++) memcpy(d + 32 * h + 2 * i, x[i] + 2 * h, 2);
 			}
 			__m512i W[8];
-			if (type == 0) {
+			if (type == PK_TYPE_Q8_0) {
 				transpose32(x, 2, W);
 				for (int k = 0; k < 8; k++) W[k] = _mm512_xor_si512(W[k], _mm512_set1_epi8((char)0x80));
 			} else {
 				transpose16(x, kind->vo, W);
 			}
-			for (int k = 0; k < (type == 0 ? 8 : 4); k++) _mm512_storeu_si512(d + vo + 64 * k, W[k]);
+			for (int k = 0; k < (type == PK_TYPE_Q8_0 ? 8 : 4); k++) _mm512_storeu_si512(d + vo + 64 * k, W[k]);
 			if (kind->qh)
 				for (int i = 0; i < PK_ROWS; i++) memcpy(d + vo + 256 + 4 * i, x[i] + kind->qh, 4);
 		}
@@ -479,7 +479,7 @@ static void pk_chunk(const pk_args *a, int64_t c, int64_t *jb, int64_t *jn) {
 // pk_amx tells whether a product's activation tiles of AMX_MIN_ROWS rows
 // or more go to AMX (AVX-512 code): its A tiles need chunks of whole tiles.
 static int pk_amx(const pk_args *a) {
-	return a->amx && (a->type == 0 || a->type == 1) && a->n >= AMX_MIN_ROWS && pk_rows(a) >= 16;
+	return a->amx && (a->type == PK_TYPE_Q8_0 || a->type == PK_TYPE_Q4_0) && a->n >= AMX_MIN_ROWS && pk_rows(a) >= 16;
 }
 #endif
 
@@ -536,8 +536,8 @@ void pk_end(const pk_args *a) {
 #if defined(DT_AVX512)
 static pk_fn const *pk_tiles(int64_t type) {
 	switch (type) {
-	case 0: return pq8_0_tile_fns;
-	case 1: return pq4_0_tile_fns;
+	case PK_TYPE_Q8_0: return pq8_0_tile_fns;
+	case PK_TYPE_Q4_0: return pq4_0_tile_fns;
 	case PK_TYPE_IQ4_NL: return pqnl_tile_fns;
 	case PK_TYPE_Q4_1: return pq4_1_tile_fns;
 	case PK_TYPE_Q5_1: return pq5_1_tile_fns;
@@ -547,8 +547,8 @@ static pk_fn const *pk_tiles(int64_t type) {
 #else
 static p2_fn const *pk_tiles(int64_t type) {
 	switch (type) {
-	case 0: return p2_tiles_0;
-	case 1: return p2_tiles_1;
+	case PK_TYPE_Q8_0: return p2_tiles_0;
+	case PK_TYPE_Q4_0: return p2_tiles_1;
 	case PK_TYPE_IQ4_NL: return p2_tiles_3;
 	case PK_TYPE_Q4_1: return p2_tiles_4;
 	case PK_TYPE_Q5_1: return p2_tiles_5;
@@ -567,7 +567,7 @@ void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, in
 #if defined(DT_AVX512)
 	const int use_amx = pk_amx(a);
 	pk_fn const *fns = pk_tiles(a->type);
-	amx_fn const *amx = a->type == 1 ? amx_q4_0_fns : amx_q8_0_fns;
+	amx_fn const *amx = a->type == PK_TYPE_Q4_0 ? amx_q4_0_fns : amx_q8_0_fns;
 	const q8a *atab = (const q8a *)((const uint8_t *)scratch + PK_TILES_BYTES);
 	const uint8_t *apad = (const uint8_t *)scratch + PK_TILES_BYTES + PK_TAB_BYTES;
 #else
@@ -600,7 +600,7 @@ void pk_groups(const pk_args *a, int64_t c, const void *scratch, int64_t glo, in
 static int pk_value(int64_t type, const uint8_t *pb, int i, int v) {
 	const pk_kind *k = pk_kind_of(type);
 	const uint8_t *vs = pb + 2 * PK_ROWS * k->heads;
-	if (type == 0) return (int8_t)(vs[4 * PK_ROWS * (v / 4) + 4 * i + v % 4] ^ (PK_Q8_OFF ? 0x80 : 0));
+	if (type == PK_TYPE_Q8_0) return (int8_t)(vs[4 * PK_ROWS * (v / 4) + 4 * i + v % 4] ^ (PK_Q8_OFF ? 0x80 : 0));
 	const uint8_t byte = vs[4 * PK_ROWS * (v % 16 / 4) + 4 * i + v % 4];
 	int q = v < 16 ? byte & 15 : byte >> 4;
 	if (k->qh) q += (int)(ld32(vs + 16 * PK_ROWS + 4 * i) >> v & 1) << 4;
@@ -719,8 +719,8 @@ void pk_run(const pk_args *a) {
 		    (void)cols, (void)amx;                                                                               \
 	}
 #endif
-PK_ENTRIES(q8_0, 0)
-PK_ENTRIES(q4_0, 1)
+PK_ENTRIES(q8_0, PK_TYPE_Q8_0)
+PK_ENTRIES(q4_0, PK_TYPE_Q4_0)
 PK_ENTRIES(q5_0, PK_TYPE_Q5_0)
 PK_ENTRIES(iq4_nl, PK_TYPE_IQ4_NL)
 PK_ENTRIES(q4_1, PK_TYPE_Q4_1)

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 typedef struct {
-	int64_t type; // 0: Q8_0, 1: Q4_0, 3: Q4_K, 4: Q5_K, 5: Q6_K, 6: GGUF layout, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 10: Q5_0, 11: F16, 12: BF16, 13: IQ4_NL, 14: Q4_1, 15: Q5_1 (threads.c)
+	int64_t type; // the weight type: its ggml id (quant.Type in Go), which Go passes
 	float *out;
 	int64_t ldo;
 	const uint8_t *pw;
@@ -17,15 +17,22 @@ typedef struct {
 	int64_t arb, n, cols, amx;
 } pk_args;
 
-#define PK_TYPE_Q5_0 10
-#define PK_TYPE_IQ4_NL 13
-#define PK_TYPE_Q4_1 14
-#define PK_TYPE_Q5_1 15
+// The ggml ids of the types whose products packed.c prepares (ggml's enum
+// ggml_type: fixed, as GGUF files store them).
+#define PK_TYPE_Q4_0 2
+#define PK_TYPE_Q4_1 3
+#define PK_TYPE_Q5_0 6
+#define PK_TYPE_Q5_1 7
+#define PK_TYPE_Q8_0 8
+#define PK_TYPE_IQ4_NL 20
 
 // pk_q8 tells the products over Q8_0 activations, which share packed.c's
-// preparation: Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1.
+// preparation: Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1. The pool prepares a
+// chunk of their activations once for all its threads; the other packed
+// types need no preparation.
 static inline int pk_q8(int64_t type) {
-	return type == 0 || type == 1 || type == PK_TYPE_Q5_0 || type == PK_TYPE_IQ4_NL || type == PK_TYPE_Q4_1 || type == PK_TYPE_Q5_1;
+	return type == PK_TYPE_Q8_0 || type == PK_TYPE_Q4_0 || type == PK_TYPE_Q5_0 || type == PK_TYPE_IQ4_NL ||
+	       type == PK_TYPE_Q4_1 || type == PK_TYPE_Q5_1;
 }
 
 // pk_run runs a whole product of one of pk_q8's types on the calling

@@ -25,33 +25,29 @@
 #define DT_THREADS 1
 #endif
 
-// dt_matmul_fn is the signature of every dt_matmul_<type>.
+// dt_matmul_fn is the signature of every dt_matmul_<type>, dt_packed_fn
+// that of every dt_matmul_packed_<type>: Go passes the pool the one a
+// product needs (its kernel table resolves them by name), so that the pool
+// knows no list of types.
 typedef void (*dt_matmul_fn)(float *out, int64_t ldo, const uint8_t *w, int64_t rb, int64_t lo, int64_t hi,
                              const uint8_t *act, int64_t arb, int64_t n, int64_t cols);
+typedef void (*dt_packed_fn)(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
+                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 
 void dt_attention_block(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past,
                         int64_t n, const uint8_t *mask, int64_t heads, int64_t kvheads, int64_t hd,
                         uint32_t scale_bits, int64_t jlo, int64_t jhi, int64_t hlo, int64_t hhi, float *s);
 
-void dt_matmul_packed_q4_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q5_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q6_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_iq4_xs(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                             const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q3_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_q2_k(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_f16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                          const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
-void dt_matmul_packed_bf16(float *out, int64_t ldo, const uint8_t *pw, int64_t rows, int64_t lo, int64_t hi,
-                           const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx);
 int64_t dt_pack_rows(void);
 
 #if defined(DT_THREADS)
+
+// The jobs of a pool: a chunk of a packed product over Q8_0 activations
+// (pk_q8), prepared in scratch, its row groups in pieces of grain; a
+// packed product that needs no preparation (pmm), its row groups in
+// pieces of grain; a product in the GGUF layout by one of the level's
+// dt_matmul_* (mm), its rows in pieces of grain rows; or attention.
+enum { JOB_PACKED_Q8, JOB_PACKED, JOB_ROWS, JOB_ATTENTION };
 
 // SPIN_ROUNDS of relax: a few hundred microseconds.
 #define SPIN_ROUNDS 20000
@@ -67,20 +63,17 @@ typedef struct {
 	_Atomic int32_t active; // pool threads in a job
 	_Atomic int64_t next;   // next piece
 	_Atomic int stop;
-	// The job: chunk of a packed product (type 0 and 1), prepared in
-	// scratch, its row groups in pieces of grain; or attention (type 2);
-	// or a packed k-quant or float product (3: Q4_K, 4: Q5_K, 5: Q6_K, 7: IQ4_XS, 8: Q3_K, 9: Q2_K, 11: F16, 12: BF16), which needs no
-	// preparation, its row groups in pieces of grain; or (6) a product in
-	// the GGUF layout by one of the level's dt_matmul_* (mm), its rows in
-	// pieces of grain rows.
-	int64_t type, pieces, grain, groups, chunk;
+	// The job (JOB_*), in pieces taken in turn.
+	int job;
+	int64_t pieces, grain, groups, chunk;
 	pk_args pk;
+	dt_packed_fn pmm;
 	dt_matmul_fn mm;
 	int64_t rb;
 	void *scratch;
 	float *out;
 	int64_t n;
-	// Or (type 2) attention of rows [jlo, jhi) in groups of DT_ATT_ROWS,
+	// Or (JOB_ATTENTION) attention of rows [jlo, jhi) in groups of DT_ATT_ROWS,
 	// each group's heads in hsplit pieces.
 	const float *q;
 	const uint16_t *kc, *vc;
@@ -110,9 +103,9 @@ static float *att_scratch(int64_t size) {
 static void run_pieces(dt_pool *p, int caller) {
 	float *s = 0;
 	pk_args pk = p->pk;
-	const int q8 = pk_q8(p->type); // the Q8_0-activation products
+	const int q8 = p->job == JOB_PACKED_Q8;
 	if (q8) pk_begin(&pk);
-	if (p->type == 2) {
+	if (p->job == JOB_ATTENTION) {
 		// A thread that cannot grow its scratch leaves the rows to the
 		// others; the caller then falls back on the job's scratch.
 		s = att_scratch(DT_ATT_ROWS * (p->past + p->n));
@@ -125,7 +118,7 @@ static void run_pieces(dt_pool *p, int caller) {
 			if (q8) pk_end(&pk);
 			return;
 		}
-		if (p->type == 2) {
+		if (p->job == JOB_ATTENTION) {
 			// Piece i: row group i/hsplit, the i%hsplit-th share of its heads.
 			const int64_t j = p->jlo + i / p->hsplit * DT_ATT_ROWS, k = i % p->hsplit;
 			dt_attention_block(p->out, p->q, p->kc, p->vc, p->past, p->n, p->mask, p->heads, p->kvheads, p->hd,
@@ -133,7 +126,7 @@ static void run_pieces(dt_pool *p, int caller) {
 			                   k * p->heads / p->hsplit, (k + 1) * p->heads / p->hsplit, s);
 			continue;
 		}
-		if (p->type == 6) {
+		if (p->job == JOB_ROWS) {
 			const int64_t lo = i * p->grain, hi = lo + p->grain < pk.rows ? lo + p->grain : pk.rows;
 			p->mm(pk.out, pk.ldo, pk.pw, p->rb, lo, hi, pk.act, pk.arb, pk.n, pk.cols);
 			continue;
@@ -141,14 +134,7 @@ static void run_pieces(dt_pool *p, int caller) {
 		const int64_t g0 = i * p->grain, g1 = g0 + p->grain < p->groups ? g0 + p->grain : p->groups;
 		if (!q8) {
 			const int64_t gr = dt_pack_rows(), hi = g1 * gr < pk.rows ? g1 * gr : pk.rows;
-			(pk.type == 3   ? dt_matmul_packed_q4_k
-			 : pk.type == 4 ? dt_matmul_packed_q5_k
-			 : pk.type == 5 ? dt_matmul_packed_q6_k
-			 : pk.type == 7 ? dt_matmul_packed_iq4_xs
-			 : pk.type == 8 ? dt_matmul_packed_q3_k
-			 : pk.type == 9 ? dt_matmul_packed_q2_k
-			 : pk.type == 11 ? dt_matmul_packed_f16
-			                 : dt_matmul_packed_bf16)(pk.out, pk.ldo, pk.pw, pk.rows, g0 * gr, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
+			p->pmm(pk.out, pk.ldo, pk.pw, pk.rows, g0 * gr, hi, pk.act, pk.arb, pk.n, pk.cols, 0);
 			continue;
 		}
 		pk_groups(&pk, p->chunk, p->scratch, g0, g1);
@@ -271,18 +257,20 @@ DT_API void dt_pool_free(void *pool) {
 #endif
 }
 
-// dt_pool_matmul_packed runs dt_matmul_packed_q8_0 (type 0), _q4_0 (type
-// 1), _q4_k (3), _q5_k (4), _q6_k (5), _iq4_xs (7), _q3_k (8), _q2_k (9), _q5_0 (10), _f16 (11), _bf16 (12), _iq4_nl (13), _q4_1 (14) or _q5_1 (15) over
-// all rows, in pieces of grain row groups
-// shared by the caller and the pool's threads.
-DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t ldo, const uint8_t *pw, int64_t rows,
-                                  const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx, int64_t grain) {
+// dt_pool_matmul_packed runs mm, the dt_matmul_packed_<type> of the
+// weights' type (its ggml id), over all rows, in pieces of grain row groups
+// shared by the caller and the pool's threads. The types over Q8_0
+// activations (pk_q8) have their activations prepared once for all threads
+// instead, and their row groups run by packed.c.
+DT_API void dt_pool_matmul_packed(void *pool, int64_t type, void *mm, float *out, int64_t ldo, const uint8_t *pw,
+                                  int64_t rows, const uint8_t *act, int64_t arb, int64_t n, int64_t cols, int64_t amx,
+                                  int64_t grain) {
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	if (!pk_q8(type)) { // 3, 4, 5, 7, 8, 9, 11, 12: no preparation
+	if (!pk_q8(type)) { // no preparation
 		const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, 0};
-		p->type = type, p->pk = a;
+		p->job = JOB_PACKED, p->pk = a, p->pmm = (dt_packed_fn)mm;
 		p->groups = (rows + dt_pack_rows() - 1) / dt_pack_rows();
 		p->grain = grain < 1 ? 1 : grain;
 		p->pieces = (p->groups + p->grain - 1) / p->grain;
@@ -299,7 +287,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 		return;
 	}
 	const pk_args a = {type, out, ldo, pw, rows, act, arb, n, cols, amx};
-	p->type = type, p->pk = a;
+	p->job = JOB_PACKED_Q8, p->pk = a;
 	p->groups = (rows + dt_pack_rows() - 1) / dt_pack_rows();
 	p->grain = grain < 1 ? 1 : grain;
 	p->pieces = (p->groups + p->grain - 1) / p->grain;
@@ -310,7 +298,7 @@ DT_API void dt_pool_matmul_packed(void *pool, int64_t type, float *out, int64_t 
 	}
 	pthread_mutex_unlock(&p->mu);
 #else
-	(void)pool, (void)type, (void)out, (void)ldo, (void)pw, (void)rows, (void)act, (void)arb, (void)n, (void)cols,
+	(void)pool, (void)type, (void)mm, (void)out, (void)ldo, (void)pw, (void)rows, (void)act, (void)arb, (void)n, (void)cols,
 	    (void)amx, (void)grain;
 #endif
 }
@@ -325,8 +313,8 @@ DT_API void dt_pool_matmul(void *pool, void *mm, float *out, int64_t ldo, const 
 #if defined(DT_THREADS)
 	dt_pool *p = pool;
 	pthread_mutex_lock(&p->mu);
-	const pk_args a = {6, out, ldo, w, rows, act, arb, n, cols, 0};
-	p->type = 6, p->pk = a, p->mm = (dt_matmul_fn)mm, p->rb = rb;
+	const pk_args a = {0, out, ldo, w, rows, act, arb, n, cols, 0}; // type unused: mm is the kernel
+	p->job = JOB_ROWS, p->pk = a, p->mm = (dt_matmul_fn)mm, p->rb = rb;
 	p->grain = grain < 1 ? 1 : grain;
 	p->pieces = (rows + p->grain - 1) / p->grain;
 	dispatch(p);
@@ -348,7 +336,7 @@ DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint
 	dt_pool *p = pool;
 	if (jhi <= jlo) return;
 	pthread_mutex_lock(&p->mu);
-	p->type = 2, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
+	p->job = JOB_ATTENTION, p->out = out, p->q = q, p->kc = kc, p->vc = vc, p->past = past, p->n = n, p->mask = mask;
 	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
 	// Row groups are pieces enough for a large tree; fewer are split by
 	// heads, a piece a thread: two a thread made a decode row's attention
