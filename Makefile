@@ -84,7 +84,7 @@ run: build
 # detector (needs cgo, which the kernels' C compiler provides).
 test: kernels
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine ./dgf ./train ./app/runner
+	CGO_ENABLED=1 $(GO) test -race -run 'Adapt|Live|Learner|Records|TextMemory|Drafter' ./engine/... ./dgf ./train ./app/runner
 	CGO_ENABLED=1 $(GO) test -race ./app/desktop
 
 bench: kernels

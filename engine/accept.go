@@ -1,5 +1,7 @@
 package engine
 
+import "dovetail/engine/tree"
+
 // acceptor walks a verified tree and decides which draft tokens the target
 // would have produced itself. Node 0 is the root; node i+1 is tree node i.
 type acceptor struct {
@@ -22,7 +24,7 @@ func newAcceptor(s *Sampler) *acceptor {
 // gives with the same seed, not only of the same distribution. (A draft
 // token x is thus accepted with probability p(x), as by recursive rejection
 // over point-mass proposals.)
-func (a *acceptor) accept(tree *Tree, logits [][]float32, history []int) (path []int, next int) {
+func (a *acceptor) accept(tree *tree.Tree, logits [][]float32, history []int) (path []int, next int) {
 	n := tree.Len() + 1
 	a.children = a.children[:0]
 	for i := 0; i < n; i++ {
@@ -43,7 +45,7 @@ func (a *acceptor) accept(tree *Tree, logits [][]float32, history []int) (path [
 	}
 }
 
-func (a *acceptor) child(v int, tree *Tree, tok int) int {
+func (a *acceptor) child(v int, tree *tree.Tree, tok int) int {
 	for _, c := range a.children[v] {
 		if tree.Tokens[c-1] == tok {
 			return c

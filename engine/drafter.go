@@ -1,11 +1,13 @@
 package engine
 
+import "dovetail/engine/tree"
+
 // Drafter proposes draft trees for the target to verify.
 type Drafter interface {
 	// Draft proposes a tree of continuations of ctx: every token so far,
 	// the last of which is the root (the target has not run it yet).
 	// It may return an empty tree.
-	Draft(ctx []int, p TreeParams) (*Tree, error)
+	Draft(ctx []int, p tree.Params) (*tree.Tree, error)
 	// Accepted reports the end of a round: the tokens the target
 	// committed, the root's and then those of the accepted nodes (a chain
 	// from a child of the root down), and the target's final hidden state
@@ -46,7 +48,7 @@ type BranchDrafter interface {
 // predicts pays instead of a plain decode step. Recall returns a tree
 // whose node i is the parent of node i+1, or an empty one.
 type Recaller interface {
-	Recall(ctx []int, p TreeParams) *Tree
+	Recall(ctx []int, p tree.Params) *tree.Tree
 }
 
 // CatchUpper is a Drafter that reads every committed position before it

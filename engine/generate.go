@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
 )
 
 // Request is one generation.
@@ -20,11 +23,11 @@ type Request struct {
 	// is the same as without it: token for token when greedy, in
 	// distribution when sampling.
 	Drafter Drafter
-	Tree    TreeParams
+	Tree    tree.Params
 	// Planner, when set, chooses the tree shape each round (Tree is then
 	// only its starting point) and turns speculation off while it would
 	// lose to plain decoding.
-	Planner *Planner
+	Planner *plan.Planner
 	// OnRound, when set, is called after each round's tokens were
 	// emitted: what a live view shows of speculation as it happens.
 	OnRound func(Round)
@@ -267,219 +270,4 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 		}
 	}
 	return st, speculate(ctx, t, req, s, e, tok, logits)
-}
-
-// speculate is the decode loop with a drafter. tok, already sampled from
-// the logits row, is the root of the first round.
-func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitter, tok int, row []float32) error {
-	st := e.st
-	acc := newAcceptor(s)
-	var nodes, parents []int
-	// A round's time outside the forward and the draft (work), for the
-	// planner: measured from one round's start to the next's.
-	var roundStart time.Time
-	var work time.Duration
-	// drafted: the last round was drafted by the drafter, which has then
-	// read every committed position but that round's accepted ones.
-	drafted := false
-	for {
-		if req.Planner != nil {
-			now := time.Now()
-			if !roundStart.IsZero() {
-				req.Planner.ObserveOverhead(now.Sub(roundStart) - work)
-			}
-			roundStart, work = now, 0
-		}
-		e.flush()
-		if done, err := e.push(tok, FromTarget, row); done || err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			st.StopReason = "cancelled"
-			return err
-		}
-		// tok is the root: emitted, not yet run by the target.
-		p := req.Tree
-		var tree *Tree // drafted below, unless recalled here
-		if req.Planner != nil {
-			var on bool
-			p, on = req.Planner.Plan()
-			// A remembered continuation alone, when it beats both plain
-			// decoding and the planned draft; not in a probe (a round the
-			// plan does not expect to win), which keeps the draft's
-			// acceptance measured.
-			if bar := req.Planner.Speedup(p); !on || bar > 1 {
-				var err error
-				if tree, err = recall(t, req, e.history, max(bar, 1)); err != nil {
-					return err
-				}
-			}
-			if !on && tree == nil {
-				// A round with no draft: only the root is committed, and a
-				// drafter reading features still gets the root's.
-				root, t0 := tok, time.Now()
-				logits, hidden, err := t.ForwardFeatures([]int{root})
-				if err != nil {
-					return err
-				}
-				tok, row = s.Sample(logits, e.history), logits
-				work = time.Since(t0)
-				req.Planner.ObserveTarget(1, work)
-				req.Drafter.Accepted([]int{root}, hidden)
-				st.PlainSteps++
-				drafted = false
-				continue
-			}
-		}
-		p.Tokens = min(p.Tokens, t.Context()-t.Len()-1)
-		recalled := tree != nil
-		var caught time.Duration
-		if !recalled && !drafted && p.Tokens > 0 {
-			var err error
-			if caught, err = catchUp(req, e.history); err != nil {
-				return err
-			}
-		}
-		t0 := time.Now()
-		if recalled {
-			st.Recalled++
-		} else {
-			tree = &Tree{}
-			if p.Tokens > 0 {
-				var err error
-				if tree, err = req.Drafter.Draft(e.history, p); err != nil {
-					return err
-				}
-				if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
-					return err
-				}
-			}
-		}
-		t1 := time.Now()
-		nodes = append(nodes[:0], tok)
-		parents = append(parents[:0], -1)
-		for i, par := range tree.Parents {
-			nodes = append(nodes, tree.Tokens[i])
-			parents = append(parents, par+1)
-		}
-		logits, hidden, err := t.Extend(nodes, parents)
-		if err != nil {
-			return err
-		}
-		path, next := acc.accept(tree, logits, e.history)
-		if req.Planner != nil {
-			req.Planner.ObserveTarget(len(nodes), time.Since(t1))
-			work = time.Since(t0) + caught
-		}
-		if err := t.Commit(path); err != nil {
-			return err
-		}
-		st.DraftTime += t1.Sub(t0) + caught
-		drafted = !recalled && p.Tokens > 0
-		st.VerifyTime += time.Since(t1)
-		st.Rounds++
-		st.Accepted += len(path) - 1
-		for len(st.DepthReached) < len(path)-1 {
-			st.DepthReached = append(st.DepthReached, 0)
-		}
-		committed := make([]int, len(path))
-		features := make([][]float32, len(path))
-		for i, v := range path {
-			committed[i], features[i] = nodes[v], hidden[v]
-			if i > 0 {
-				st.DepthReached[i-1]++
-			}
-		}
-		req.Drafter.Accepted(committed, features)
-		if bd, ok := req.Drafter.(BranchDrafter); ok {
-			bd.Verified(nodes, parents, hidden, path)
-		}
-		switch {
-		case req.Planner == nil:
-		case recalled:
-			req.Planner.ObserveRecall(tree.Len(), len(path)-1)
-		default:
-			depth := 0
-			for _, d := range tree.Depths {
-				depth = max(depth, d)
-			}
-			req.Planner.Observe(p, depth, len(path)-1, t1.Sub(t0))
-		}
-		for i, v := range path[1:] {
-			from := FromDraft
-			if recalled || tree.recalled(v-1) {
-				from = FromMemory
-			}
-			if done, err := e.push(nodes[v], from, logits[path[i]]); done || err != nil {
-				return err
-			}
-		}
-		tok, row = next, logits[path[len(path)-1]]
-	}
-}
-
-// catchUp has a CatchUpper read the positions committed since it last
-// drafted, before a round's drafting is timed, and tells the planner what
-// that took.
-func catchUp(req Request, history []int) (time.Duration, error) {
-	cu, ok := req.Drafter.(CatchUpper)
-	if !ok {
-		return 0, nil
-	}
-	t0 := time.Now()
-	n, err := cu.CatchUp(history)
-	d := time.Since(t0)
-	if err == nil && req.Planner != nil {
-		req.Planner.ObserveCatchUp(n, d)
-	}
-	return d, err
-}
-
-// recall is the chain a Recaller proposes, cut where the planner predicts
-// the most speed, or nil when there is none or no part of it would beat
-// the speedup bar (plain decoding's 1, or the planned draft's).
-func recall(t Target, req Request, history []int, bar float64) (*Tree, error) {
-	rc, ok := req.Drafter.(Recaller)
-	if !ok {
-		return nil, nil
-	}
-	p := req.Tree
-	if p.Tokens = min(p.Tokens, t.Context()-t.Len()-1); p.Tokens < 1 {
-		return nil, nil
-	}
-	tree := rc.Recall(history, p)
-	if err := checkDraft(tree, p.Tokens, t.Vocab()); err != nil {
-		return nil, err
-	}
-	for i, par := range tree.Parents {
-		if par != i-1 {
-			return nil, fmt.Errorf("drafter recalled a tree that is not a chain (node %d's parent is %d)", i, par)
-		}
-	}
-	k := req.Planner.RecallLength(tree.Len(), bar)
-	if k == 0 {
-		return nil, nil
-	}
-	// Parents first: a chain's first k nodes are a chain.
-	return &Tree{Tokens: tree.Tokens[:k], Parents: tree.Parents[:k], Depths: tree.Depths[:k], Scores: tree.Scores[:k]}, nil
-}
-
-// checkDraft refuses a malformed tree from a drafter: a bug there must
-// never turn into wrong output.
-func checkDraft(t *Tree, maxTokens, vocab int) error {
-	if t.Len() > maxTokens {
-		return fmt.Errorf("drafter returned %d nodes, more than the %d asked for", t.Len(), maxTokens)
-	}
-	if len(t.Parents) != t.Len() || len(t.Depths) != t.Len() {
-		return fmt.Errorf("drafter returned a tree with %d tokens, %d parents, %d depths", t.Len(), len(t.Parents), len(t.Depths))
-	}
-	for i, tok := range t.Tokens {
-		if tok < 0 || tok >= vocab {
-			return fmt.Errorf("drafter proposed token %d outside the vocabulary at node %d", tok, i)
-		}
-	}
-	if err := t.Check(); err != nil {
-		return fmt.Errorf("drafter returned a malformed tree: %w", err)
-	}
-	return nil
 }

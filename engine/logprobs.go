@@ -1,6 +1,9 @@
 package engine
 
-import "dovetail/internal/topk"
+import (
+	"dovetail/engine/tree"
+	"dovetail/internal/topk"
+)
 
 // Logprob is the target's log-probability of an emitted token — log
 // softmax of the logits at its position, the model's own distribution
@@ -8,7 +11,7 @@ import "dovetail/internal/topk"
 type Logprob struct {
 	Token   int
 	Logprob float64
-	Top     []Choice // most likely first; Request.TopLogprobs of them
+	Top     []tree.Choice // most likely first; Request.TopLogprobs of them
 }
 
 // logprobOf computes a token's Logprob from the logits row it was chosen

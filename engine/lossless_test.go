@@ -5,6 +5,10 @@ import (
 	"math"
 	"testing"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/tree"
+
 	"dovetail/cpu"
 	"dovetail/engine"
 )
@@ -87,13 +91,13 @@ func sampleFirst3(t *testing.T, target engine.Target, req engine.Request, n int)
 // target's distribution, though the draft model disagrees with it.
 func TestSpeculativeSamplingIsLosslessMarkov(t *testing.T) {
 	const n = 40000
-	target := newMarkov(12, 1, 2)
-	draft := newMarkov(12, 2, 2) // a different model: many rejections
+	target := enginetest.NewMarkov(12, 1, 2)
+	draft := enginetest.NewMarkov(12, 2, 2) // a different model: many rejections
 	prompt := []int{3, 5}
 	for _, params := range []engine.SamplerParams{{Temperature: 0.7, TopP: 0.9}, {Temperature: 1, TopP: 0.9}} {
 		exact := exactJoint(target, prompt, params, 3)
 		req := engine.Request{Prompt: prompt, MaxTokens: 3, Sampler: params,
-			Drafter: engine.NewModelDrafter(draft), Tree: engine.TreeParams{TopK: 3, Depth: 2, Tokens: 6}}
+			Drafter: drafters.NewModel(draft), Tree: tree.Params{TopK: 3, Depth: 2, Tokens: 6}}
 		counts := sampleFirst3(t, target, req, n)
 		d, bound := tv(exact, counts, n), tvBound(exact, n)
 		t.Logf("T=%.1f: %d outcomes, TV %.4f, bound %.4f", params.Temperature, len(exact), d, bound)
@@ -111,17 +115,17 @@ func TestSpeculativeSamplingIsLosslessMarkov(t *testing.T) {
 // 20,000 seeded samples per temperature, as the issue asks.
 func TestSpeculativeSamplingIsLosslessModel(t *testing.T) {
 	const n = 20000
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	dm := load(t, "stories260K-Q8_0-mixed.gguf")
+	dm := enginetest.Load(t, "stories260K-Q8_0-mixed.gguf")
 	defer dm.Close()
-	target := cpu.NewTarget(m, pool, 64)
-	draft := engine.NewModelDrafter(cpu.NewTarget(dm, pool, 64))
+	target := cpu.NewTarget(m, enginetest.Pool, 64)
+	draft := drafters.NewModel(cpu.NewTarget(dm, enginetest.Pool, 64))
 	prompt := []int{1, 317, 269, 274, 287} // "Lily and Tom went": 162 three-token continuations at T=0.7, top-p 0.9
 	for _, params := range []engine.SamplerParams{{Temperature: 0.7, TopP: 0.9}, {Temperature: 1, TopP: 0.9}} {
 		exact := exactJoint(target, prompt, params, 3)
 		req := engine.Request{Prompt: prompt, MaxTokens: 3, Sampler: params,
-			Drafter: draft, Tree: engine.TreeParams{TopK: 3, Depth: 2, Tokens: 6}}
+			Drafter: draft, Tree: tree.Params{TopK: 3, Depth: 2, Tokens: 6}}
 		counts := sampleFirst3(t, target, req, n)
 		d, bound := tv(exact, counts, n), tvBound(exact, n)
 		t.Logf("T=%.1f: %d outcomes, TV %.4f, bound %.4f", params.Temperature, len(exact), d, bound)
@@ -129,7 +133,7 @@ func TestSpeculativeSamplingIsLosslessModel(t *testing.T) {
 			t.Errorf("T=%.1f: total variation %.4f > %.4f: not the target's distribution", params.Temperature, d, bound)
 		}
 		// The test can fail: the draft model's distribution is measurably other.
-		if wrong := tv(exactJoint(cpu.NewTarget(dm, pool, 64), prompt, params, 3), counts, n); wrong < bound {
+		if wrong := tv(exactJoint(cpu.NewTarget(dm, enginetest.Pool, 64), prompt, params, 3), counts, n); wrong < bound {
 			t.Logf("T=%.1f: the Q8_0 twin's distribution is within %.4f (twins are close)", params.Temperature, wrong)
 		}
 	}

@@ -5,29 +5,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"dovetail/engine/plan"
 )
-
-// Profile is what a target costs on this machine: the numbers the cost
-// model T = (depth·T_D + T_V(γ)) / τ is made of.
-type Profile struct {
-	PrefillTokensPerSec float64
-	DecodeTokensPerSec  float64
-	// Decode is T_T, one ordinary decode step.
-	Decode time.Duration
-	// Verify[n] is T_V(n), one forward over n tree nodes.
-	Verify map[int]time.Duration
-}
-
-// VerifyRatio is T_V(n)/T_T.
-func (p Profile) VerifyRatio(n int) float64 {
-	return float64(p.Verify[n]) / float64(p.Decode)
-}
 
 // ProfileTarget measures t: prefill of prompt tokens, decode of steps
 // tokens, and verification of trees of each size in sizes (a chain: the
 // cost of a forward depends on the node count, not the tree's shape),
 // each the median of reps runs after the prompt. Tokens are random.
-func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (Profile, error) {
+func ProfileTarget(t Target, prompt, steps int, sizes []int, reps int) (plan.Profile, error) {
 	return ProfileTargetAt(t, 0, prompt, steps, sizes, reps)
 }
 
@@ -52,7 +38,7 @@ func FillContext(t Target, n int, rng *rand.Rand) error {
 // ProfileTargetAt is ProfileTarget after depth tokens of context, filled
 // first and not timed: attention's share grows with the context, and a
 // conversation's steps run deep in it.
-func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) (Profile, error) {
+func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) (plan.Profile, error) {
 	return profileTarget(t, depth, prompt, steps, sizes, reps, 0)
 }
 
@@ -60,15 +46,15 @@ func ProfileTargetAt(t Target, depth, prompt, steps int, sizes []int, reps int) 
 // reps once within has passed and minRounds are done: on a large model a
 // round of every size takes seconds, and a shared host's hiccups, which
 // the median of five rounds is there for, are milliseconds.
-func ProfileTargetWithin(t Target, prompt, steps int, sizes []int, reps int, within time.Duration) (Profile, error) {
+func ProfileTargetWithin(t Target, prompt, steps int, sizes []int, reps int, within time.Duration) (plan.Profile, error) {
 	return profileTarget(t, 0, prompt, steps, sizes, reps, within)
 }
 
 // minRounds is how many rounds ProfileTargetWithin runs whatever they take.
 const minRounds = 3
 
-func profileTarget(t Target, depth, prompt, steps int, sizes []int, reps int, within time.Duration) (Profile, error) {
-	p := Profile{Verify: map[int]time.Duration{}}
+func profileTarget(t Target, depth, prompt, steps int, sizes []int, reps int, within time.Duration) (plan.Profile, error) {
+	p := plan.Profile{Verify: map[int]time.Duration{}}
 	if reps < 1 || steps < 1 || prompt < 1 || depth < 0 {
 		return p, fmt.Errorf("profile needs at least one prompt token, decode step and repetition, and a depth of 0 or more (got %d, %d, %d, %d)", prompt, steps, reps, depth)
 	}

@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"dovetail/engine"
+	"dovetail/engine/enginetest"
 )
 
 func TestProfileTarget(t *testing.T) {
-	m := newMarkov(20, 1, 1)
-	m.ctx = 100
+	m := enginetest.NewMarkov(20, 1, 1)
+	m.Ctx = 100
 	p, err := engine.ProfileTarget(m, 16, 16, []int{1, 4, 16}, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +43,8 @@ func (l *lenAtExtend) Extend(tokens, parents []int) ([][]float32, [][]float32, e
 // A profile at a depth verifies after depth+prompt positions, and one
 // deeper than the context is refused.
 func TestProfileTargetAt(t *testing.T) {
-	m := newMarkov(20, 1, 1)
-	m.ctx = 200
+	m := enginetest.NewMarkov(20, 1, 1)
+	m.Ctx = 200
 	l := &lenAtExtend{Target: m}
 	if _, err := engine.ProfileTargetAt(l, 100, 16, 16, []int{1, 4}, 2); err != nil {
 		t.Fatal(err)
@@ -71,8 +72,8 @@ func TestProfileTargetWithin(t *testing.T) {
 		within time.Duration
 		rounds int
 	}{{time.Nanosecond, 3}, {time.Hour, 7}} {
-		m := newMarkov(20, 1, 1)
-		m.ctx = 100
+		m := enginetest.NewMarkov(20, 1, 1)
+		m.Ctx = 100
 		l := &lenAtExtend{Target: m}
 		if _, err := engine.ProfileTargetWithin(l, 16, 16, []int{1, 4}, 7, c.within); err != nil {
 			t.Fatal(err)

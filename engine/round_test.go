@@ -6,6 +6,10 @@ import (
 	"slices"
 	"testing"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/tree"
+
 	"dovetail/cpu"
 	"dovetail/engine"
 )
@@ -21,8 +25,8 @@ type oracle struct {
 	finished         int
 }
 
-func (o *oracle) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
-	t := &engine.Tree{}
+func (o *oracle) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
+	t := &tree.Tree{}
 	for i := 0; i < min(o.n, p.Tokens) && len(ctx)+i < len(o.want); i++ {
 		tok := o.want[len(ctx)+i]
 		if i == o.wrongAt {
@@ -45,18 +49,18 @@ func (o *oracle) Finish()                     { o.finished++ }
 // draft tokens, those the drafter marked as recalled from the memory as
 // such; Generate ends the drafter's sequence itself.
 func TestOnRoundSources(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	prompt := []int{1, 403, 407, 261, 378}
-	plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+	plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
 	o := &oracle{want: append(slices.Clone(prompt), plain...), n: 5, wrongAt: 4, memFrom: 2, vocab: m.Config.Vocab}
 
 	var got []int
 	var sources []engine.Source
 	rounds := 0
 	var last engine.Round
-	req := engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: o, Tree: engine.TreeParams{TopK: 1, Depth: 8, Tokens: 8},
+	req := engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: o, Tree: tree.Params{TopK: 1, Depth: 8, Tokens: 8},
 		OnRound: func(r engine.Round) {
 			if len(r.Tokens) != len(r.Sources) || len(r.Tokens) == 0 {
 				t.Fatalf("round %d: %d tokens, %d sources", rounds, len(r.Tokens), len(r.Sources))
@@ -75,7 +79,7 @@ func TestOnRoundSources(t *testing.T) {
 			last = r
 			last.Tokens, last.Sources = nil, nil
 		}}
-	out, st := generate(t, target, req)
+	out, st := enginetest.Generate(t, target, req)
 	if !slices.Equal(got, out) || !slices.Equal(out, plain) {
 		t.Fatalf("rounds reported %v\nemitted %v\nplain   %v", got, out, plain)
 	}
@@ -99,11 +103,11 @@ func TestOnRoundSources(t *testing.T) {
 
 // Without a drafter every token is the target's, one per round.
 func TestOnRoundPlain(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	n := 0
-	out, _ := generate(t, target, engine.Request{Prompt: []int{1, 403}, MaxTokens: 20, OnRound: func(r engine.Round) {
+	out, _ := enginetest.Generate(t, target, engine.Request{Prompt: []int{1, 403}, MaxTokens: 20, OnRound: func(r engine.Round) {
 		if len(r.Tokens) != 1 || r.Sources[0] != engine.FromTarget {
 			t.Errorf("plain round %v %v", r.Tokens, r.Sources)
 		}
@@ -119,21 +123,21 @@ func TestOnRoundPlain(t *testing.T) {
 // plain decoding reports, and the ones a fresh forward over the text
 // gives.
 func TestLogprobsWithSpeculation(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	prompt := []int{1, 403, 407, 261, 378}
 	for _, sp := range []engine.SamplerParams{{}, {Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: 7}} {
 		var plain []engine.Logprob
-		out, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
+		out, _ := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
 			OnLogprob: func(lp engine.Logprob) { plain = append(plain, lp) }})
 		if len(plain) != len(out) {
 			t.Fatalf("%d logprobs for %d tokens", len(plain), len(out))
 		}
-		for _, d := range []engine.Drafter{&garbage{rng: rand.New(rand.NewPCG(1, 2))}, &engine.NgramDrafter{}} {
+		for _, d := range []engine.Drafter{&garbage{rng: rand.New(rand.NewPCG(1, 2))}, &drafters.Ngram{}} {
 			var spec []engine.Logprob
-			out2, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
-				Drafter: d, Tree: engine.LaptopTree, OnLogprob: func(lp engine.Logprob) { spec = append(spec, lp) }})
+			out2, st := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: sp, TopLogprobs: 3,
+				Drafter: d, Tree: tree.Laptop, OnLogprob: func(lp engine.Logprob) { spec = append(spec, lp) }})
 			if !slices.Equal(out, out2) || len(spec) != len(plain) || st.Rounds == 0 {
 				t.Fatalf("%T: %d tokens, %d logprobs, %d rounds", d, len(out2), len(spec), st.Rounds)
 			}
@@ -145,7 +149,7 @@ func TestLogprobsWithSpeculation(t *testing.T) {
 			}
 		}
 		// A fresh forward over prompt and output: log softmax at each.
-		ref := cpu.NewTarget(m, pool, 0)
+		ref := cpu.NewTarget(m, enginetest.Pool, 0)
 		for i, tok := range out {
 			ctx := append(slices.Clone(prompt), out[:i]...)
 			ref.Truncate(0)

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -9,41 +8,21 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
+
 	"dovetail/cpu"
 	"dovetail/engine"
 	"dovetail/internal/golden"
-	"dovetail/models"
 )
-
-var pool = cpu.NewPool(2)
-
-func load(t testing.TB, name string) *models.Llama {
-	t.Helper()
-	m, err := models.LoadLlama(golden.ModelPath(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func generate(t testing.TB, target engine.Target, req engine.Request) ([]int, engine.Stats) {
-	t.Helper()
-	var out []int
-	st, err := engine.Generate(context.Background(), target, req, func(tok int) error {
-		out = append(out, tok)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, st
-}
 
 // garbage proposes random trees: speculation must stay exact, only slower.
 type garbage struct{ rng *rand.Rand }
 
-func (g *garbage) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
-	tr := &engine.Tree{}
+func (g *garbage) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
+	tr := &tree.Tree{}
 	for range p.Tokens {
 		parent, depth := -1, 1
 		if n := len(tr.Tokens); n > 0 && g.rng.IntN(2) == 0 {
@@ -85,19 +64,19 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shapes := []engine.TreeParams{engine.ServerTree, {TopK: 1, Depth: 0, Tokens: 1}}
+	shapes := []tree.Params{tree.Server, {TopK: 1, Depth: 0, Tokens: 1}}
 	// The reference forward runs tree nodes one by one, so the other
 	// shapes run on one file of each model.
-	extra := []engine.TreeParams{engine.LaptopTree, {TopK: 3, Depth: 2, Tokens: 60}}
+	extra := []tree.Params{tree.Laptop, {TopK: 3, Depth: 2, Tokens: 60}}
 	for _, gc := range cases {
 		name := filepath.Base(gc.Model)
-		m := load(t, name)
-		dm := load(t, twin(name))
-		target := cpu.NewTarget(m, pool, 0)
-		plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
+		m := enginetest.Load(t, name)
+		dm := enginetest.Load(t, twin(name))
+		target := cpu.NewTarget(m, enginetest.Pool, 0)
+		plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
 		drafters := map[string]engine.Drafter{
-			"ngram":   &engine.NgramDrafter{},
-			"model":   engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)),
+			"ngram":   &drafters.Ngram{},
+			"model":   drafters.NewModel(cpu.NewTarget(dm, enginetest.Pool, 0)),
 			"garbage": &garbage{rng: rand.New(rand.NewPCG(1, 2))},
 		}
 		for dname, d := range drafters {
@@ -106,7 +85,7 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 				ps = append(ps, extra...)
 			}
 			for _, p := range ps {
-				got, st := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40, Drafter: d, Tree: p})
+				got, st := enginetest.Generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40, Drafter: d, Tree: p})
 				if !slices.Equal(got, plain) {
 					t.Errorf("%s, %s drafter, %+v: speculative output differs from plain greedy\n got %v\nwant %v", gc.Name, dname, p, got, plain)
 				}
@@ -124,21 +103,21 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 // whatever the drafter and tree: the target draws each position's token as
 // plain decoding does, and the tree only decides how many it checks at once.
 func TestSpeculativeSamplingEqualsPlainWithSeed(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	dm := load(t, "stories260K-Q8_0-mixed.gguf")
+	dm := enginetest.Load(t, "stories260K-Q8_0-mixed.gguf")
 	defer dm.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	prompt := []int{1, 317, 269, 274, 287}
 	for _, params := range []engine.SamplerParams{{Temperature: 1, Seed: 3}, {Temperature: 0.8, TopP: 0.9, TopK: 40, Seed: 4}} {
-		plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params})
+		plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params})
 		drafters := map[string]engine.Drafter{
-			"model":   engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)),
+			"model":   drafters.NewModel(cpu.NewTarget(dm, enginetest.Pool, 0)),
 			"garbage": &garbage{rng: rand.New(rand.NewPCG(1, 2))},
 		}
 		for dname, d := range drafters {
-			for _, p := range []engine.TreeParams{engine.ServerTree, {TopK: 3, Depth: 2, Tokens: 6}} {
-				got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params, Drafter: d, Tree: p})
+			for _, p := range []tree.Params{tree.Server, {TopK: 3, Depth: 2, Tokens: 6}} {
+				got, st := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Sampler: params, Drafter: d, Tree: p})
 				if !slices.Equal(got, plain) {
 					t.Errorf("%+v, %s drafter, %+v: speculative output differs from plain sampling\n got %v\nwant %v", params, dname, p, got, plain)
 				}
@@ -156,12 +135,12 @@ func TestSpeculativeMatchesLlamaCpp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	dm := load(t, "stories260K-Q8_0-mixed.gguf")
+	dm := enginetest.Load(t, "stories260K-Q8_0-mixed.gguf")
 	defer dm.Close()
-	got, st := generate(t, cpu.NewTarget(m, pool, 0), engine.Request{Prompt: gc.PromptTokens, MaxTokens: len(gc.Steps),
-		Drafter: engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)), Tree: engine.ServerTree})
+	got, st := enginetest.Generate(t, cpu.NewTarget(m, enginetest.Pool, 0), engine.Request{Prompt: gc.PromptTokens, MaxTokens: len(gc.Steps),
+		Drafter: drafters.NewModel(cpu.NewTarget(dm, enginetest.Pool, 0)), Tree: tree.Server})
 	if !slices.Equal(got, gc.Tokens()) {
 		t.Errorf("got %v\nwant %v", got, gc.Tokens())
 	}
@@ -183,22 +162,22 @@ func fmtFloats(x []float64) string {
 // With the planner switching shapes and speculation on and off, greedy
 // output still equals plain decoding.
 func TestPlannerKeepsGreedyOutput(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	dm := load(t, "stories260K-Q4_0-mixed.gguf")
+	dm := enginetest.Load(t, "stories260K-Q4_0-mixed.gguf")
 	defer dm.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	prof, err := engine.ProfileTarget(target, 16, 16, []int{1, 2, 4, 8, 16, 32, 64}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	prompt := []int{1, 403, 407, 261, 380}
-	plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+	plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
 	for _, probe := range []int{1, 3, 1 << 30} {
-		pl := engine.NewPlanner(prof, 10)
+		pl := plan.New(prof, 10)
 		pl.ProbeEvery = probe
-		for _, d := range []engine.Drafter{engine.NewModelDrafter(cpu.NewTarget(dm, pool, 0)), &engine.NgramDrafter{}} {
-			got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.ServerTree, Planner: pl})
+		for _, d := range []engine.Drafter{drafters.NewModel(cpu.NewTarget(dm, enginetest.Pool, 0)), &drafters.Ngram{}} {
+			got, st := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: tree.Server, Planner: pl})
 			if !slices.Equal(got, plain) {
 				t.Errorf("probe %d, %T: output differs with the planner\n got %v\nwant %v", probe, d, got, plain)
 			}

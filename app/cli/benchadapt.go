@@ -10,11 +10,12 @@ import (
 	"strconv"
 	"strings"
 
+	"dovetail/engine/adapt"
+
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
 	"dovetail/assets"
-	"dovetail/engine"
 )
 
 type benchAdaptFlags struct {
@@ -74,9 +75,9 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	if err != nil {
 		return usageError{fmt.Errorf("bench adapt: %v", err)}
 	}
-	var modes []engine.AdaptMode
+	var modes []adapt.Mode
 	for _, m := range strings.Split(f.modes, ",") {
-		mode, err := engine.ParseAdaptMode(strings.TrimSpace(m))
+		mode, err := adapt.ParseMode(strings.TrimSpace(m))
 		if err != nil {
 			return usageError{fmt.Errorf("bench adapt: --mode: %v", err)}
 		}
@@ -88,7 +89,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 			return usageError{fmt.Errorf("bench adapt: --draft %q: want auto, dgf:PATH or scratch", s)}
 		}
 		for _, mode := range modes {
-			if specs[i] == "scratch" && mode == engine.AdaptOff {
+			if specs[i] == "scratch" && mode == adapt.Off {
 				return usageError{fmt.Errorf("bench adapt: a scratch draft without adaptation never learns anything: drop --mode off or --draft scratch")}
 			}
 		}

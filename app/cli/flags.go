@@ -7,11 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
-	"dovetail/engine"
 )
 
 // modelFlags are what run and serve share: the model, how it runs and how
@@ -21,7 +23,7 @@ type modelFlags struct {
 	threads int
 	ctx     int
 	draft   string
-	tree    engine.TreeParams
+	tree    tree.Params
 	plan    bool
 	layers  string
 	adapt   adaptFlags
@@ -33,9 +35,9 @@ func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads (at most the machine's logical CPUs)")
 	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
 	fl.StringVar(&f.draft, "draft", "auto", draftHelp)
-	fl.IntVar(&f.tree.TopK, "tree-k", engine.ServerTree.TopK, "draft tree: children per expanded node")
-	fl.IntVar(&f.tree.Depth, "tree-depth", engine.ServerTree.Depth, "draft tree: expansion rounds")
-	fl.IntVar(&f.tree.Tokens, "tree-tokens", engine.ServerTree.Tokens, "draft tree: most nodes verified per round (γ)")
+	fl.IntVar(&f.tree.TopK, "tree-k", tree.Server.TopK, "draft tree: children per expanded node")
+	fl.IntVar(&f.tree.Depth, "tree-depth", tree.Server.Depth, "draft tree: expansion rounds")
+	fl.IntVar(&f.tree.Tokens, "tree-tokens", tree.Server.Tokens, "draft tree: most nodes verified per round (γ)")
 	fl.BoolVar(&f.plan, "plan", true, "let the cost model choose the tree each round, and decode without drafting while drafting would be slower")
 	fl.StringVar(&f.layers, "gpu-layers", "auto", "the target's last layers (with its LM head) on the GPU: a number, 0 (none), or auto (as many as fit beside the draft)")
 	f.adapt.register(c)
@@ -113,7 +115,7 @@ func (f *adaptFlags) register(c *cobra.Command) {
 func (f *adaptFlags) settings() (runner.Adapt, error) {
 	a := runner.DefaultAdapt()
 	var err error
-	if a.Mode, err = engine.ParseAdaptMode(f.mode); err != nil {
+	if a.Mode, err = adapt.ParseMode(f.mode); err != nil {
 		return a, err
 	}
 	a.Engine.Duty, a.Threads, a.Save, a.SaveEvery, a.Idle = f.duty, f.threads, !f.noSave, f.saveTime, !f.noIdle

@@ -12,13 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"dovetail/engine/adapt"
+
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
 	"dovetail/app/server"
-	"dovetail/engine"
 )
 
 type serveFlags struct {
@@ -175,9 +176,9 @@ func keptOnDisk(w io.Writer, r *runner.Runner, o runner.Options) {
 
 // keptOnDiskBy says it for drafts adapting in mode, kept in st (nil:
 // nowhere).
-func keptOnDiskBy(w io.Writer, st *store.Store, mode engine.AdaptMode, o runner.Options) {
+func keptOnDiskBy(w io.Writer, st *store.Store, mode adapt.Mode, o runner.Options) {
 	switch {
-	case st == nil || mode == engine.AdaptOff || !o.Adapt.Save:
+	case st == nil || mode == adapt.Off || !o.Adapt.Save:
 		fmt.Fprintln(w, "keeping nothing of the requests on disk")
 	case o.Adapt.Engine.MemoryTokens > 0:
 		fmt.Fprintf(w, "keeping the adapted draft and a text memory of the requests (up to %d tokens of prompts and replies) in %s; --adapt-no-save keeps nothing, --adapt-memory 0 keeps no text\n",

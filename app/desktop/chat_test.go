@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"fyne.io/fyne/v2"
 	fynedesktop "fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
@@ -31,8 +34,8 @@ type oracle struct {
 	calls      int
 }
 
-func (o *oracle) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
-	t := &engine.Tree{}
+func (o *oracle) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
+	t := &tree.Tree{}
 	if len(ctx) > len(o.want) || !slices.Equal(ctx, o.want[:len(ctx)]) {
 		return t, nil
 	}
@@ -61,13 +64,13 @@ type gate struct {
 	once             bool
 }
 
-func (g *gate) Draft([]int, engine.TreeParams) (*engine.Tree, error) {
+func (g *gate) Draft([]int, tree.Params) (*tree.Tree, error) {
 	if !g.once {
 		g.once = true
 		close(g.entered)
 		<-g.release
 	}
-	return &engine.Tree{}, nil
+	return &tree.Tree{}, nil
 }
 func (*gate) Accepted([]int, [][]float32) {}
 func (*gate) Reset()                      {}
@@ -84,7 +87,7 @@ func plainReply(t *testing.T, text string) (string, []int, int) {
 	defer m.Close()
 	o := runner.DefaultOptions()
 	o.Draft, o.Store = "none", store.At(t.TempDir())
-	o.Adapt.Mode = engine.AdaptOff
+	o.Adapt.Mode = adapt.Off
 	r, err := runner.New(m, o)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/engine/adapt"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
@@ -16,7 +18,6 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"dovetail/app/runner"
-	"dovetail/engine"
 )
 
 // frameInterval bounds how often a streaming message is redrawn: tokens
@@ -644,7 +645,7 @@ func (c *chatView) updateStatus(st *MsgStats) {
 func trainerState(r *runner.Runner) string {
 	st, ok := r.Adaptation()
 	switch {
-	case !ok && r.Draft().Adapt != engine.AdaptOff:
+	case !ok && r.Draft().Adapt != adapt.Off:
 		return "a new draft starts when the model is idle"
 	case !ok:
 		return "not learning"

@@ -11,10 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/drafters"
+
 	"dovetail/app/runner/store"
 	"dovetail/device"
 	"dovetail/dgf"
-	"dovetail/engine"
 	"dovetail/models/draft"
 	"dovetail/train"
 )
@@ -36,10 +38,10 @@ const greedySharpness = 2
 type adaptive struct {
 	live     *dgf.Live
 	learner  *train.Learner
-	adapter  *engine.Adapter
+	adapter  *adapt.Adapter
 	seqs     []*dgf.Sequence
-	drafters []*engine.AdaptiveDrafter
-	mode     engine.AdaptMode
+	drafters []*adapt.Drafter
+	mode     adapt.Mode
 
 	store                     *store.Store
 	fp, targetName, startedAs string
@@ -113,7 +115,7 @@ func startAdaptive(stopped func() bool, d *dgf.Draft, ck *draft.Checkpoint, wher
 	// The learner sets its shadow and trainer up when the first training
 	// run starts: a session may never have enough text for one.
 	ad.learner = train.NewLearner(ad.live, trainDev, trainConfig(a, greedy), learnRows(c), learnLen(c), learnDepth)
-	if ad.adapter, err = engine.NewAdapter(ad.learner, d.C.Hidden, c, ad.published); err != nil {
+	if ad.adapter, err = adapt.NewAdapter(ad.learner, d.C.Hidden, c, ad.published); err != nil {
 		ad.learner.Free()
 		ad.live.Close()
 		return nil, err
@@ -135,14 +137,14 @@ func startAdaptive(stopped func() bool, d *dgf.Draft, ck *draft.Checkpoint, wher
 const learnDepth = 4
 
 // learnRows and learnLen shape the trainer's batches for c.
-func learnRows(c engine.AdaptConfig) int { return max(c.Batch*c.Window, c.RequestWindow) }
-func learnLen(c engine.AdaptConfig) int  { return max(c.Window, c.RequestWindow) }
+func learnRows(c adapt.Config) int { return max(c.Batch*c.Window, c.RequestWindow) }
+func learnLen(c adapt.Config) int  { return max(c.Window, c.RequestWindow) }
 
 // trainConfig is the trainer's recipe for a.
 func trainConfig(a Adapt, greedy bool) train.TrainConfig {
 	tc := train.DefaultTrainConfig()
 	tc.LR, tc.Warmup, tc.ProbWeight, tc.Unroll, tc.AnchorWeight = a.LR, 0, 1, a.Unroll, a.Anchor
-	if a.Mode != engine.AdaptPerRequest {
+	if a.Mode != adapt.PerRequest {
 		tc.AnchorWeight = 0
 	}
 	if greedy {
@@ -171,11 +173,11 @@ func (a *adaptive) saveMemoryEvery() {
 
 // newDrafter is a drafter of one more sequence (a slot) of the live draft,
 // feeding the same adaptation.
-func (a *adaptive) newDrafter(ctx int, greedy bool) *engine.AdaptiveDrafter {
+func (a *adaptive) newDrafter(ctx int, greedy bool) *adapt.Drafter {
 	seq := a.live.NewSequence(ctx)
-	seq.KeepCache = a.mode == engine.AdaptPerRequest
+	seq.KeepCache = a.mode == adapt.PerRequest
 	a.seqs = append(a.seqs, seq)
-	dd := engine.NewDGFDrafter(seq)
+	dd := drafters.NewDGF(seq)
 	if greedy {
 		dd.Sharpness = greedySharpness
 	}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/store"
-	"dovetail/engine"
 	"dovetail/models/draft"
 )
 
@@ -33,9 +35,9 @@ func adaptUntilPublished(t *testing.T, r *Runner) {
 func TestAdaptedDraftRoundTrip(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, engine.LaptopTree
+	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, tree.Laptop
 	r := start(t, m, o)
-	if info := r.Draft(); info.Name != "dgf:untrained" || info.Adapt != engine.AdaptBackground {
+	if info := r.Draft(); info.Name != "dgf:untrained" || info.Adapt != adapt.Background {
 		t.Fatalf("a target without a draft drafts with %+v", info)
 	}
 	adaptUntilPublished(t, r)
@@ -102,7 +104,7 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, engine.LaptopTree
+	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, tree.Laptop
 	st := o.Store
 	path := st.DraftPath(m.Fingerprint)
 	// A real draft for this target with one byte flipped in its tensors.
@@ -140,7 +142,7 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	}
 	data, err := os.ReadFile(st.MemoryPath(m.Fingerprint))
 	if err == nil {
-		_, _, err = engine.ParseMemory(data, m.Config().Vocab)
+		_, _, err = adapt.ParseMemory(data, m.Config().Vocab)
 	}
 	if err != nil {
 		t.Fatalf("no loadable text memory saved over the damaged one: %v", err)
@@ -174,7 +176,7 @@ func hasNotice(ns []Notice, text string) bool {
 func TestAdaptNoSave(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Adapt, o.Plan, o.Tree = quickAdapt(), false, engine.LaptopTree
+	o.Adapt, o.Plan, o.Tree = quickAdapt(), false, tree.Laptop
 	o.Adapt.Save = false
 	r := start(t, m, o)
 	adaptUntilPublished(t, r)
@@ -191,7 +193,7 @@ func TestAdaptNoSave(t *testing.T) {
 func TestAdaptControls(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, engine.LaptopTree
+	o.Adapt, o.Plan, o.Greedy, o.Tree = quickAdapt(), false, true, tree.Laptop
 	r := start(t, m, o)
 	adaptUntilPublished(t, r)
 	if err := r.Close(); err != nil {

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/device"
@@ -136,7 +139,7 @@ func draftShape(m *Model, st *store.Store) draft.Config {
 }
 
 // calibrationTree is the tree a draft step is timed in.
-var calibrationTree = engine.TreeParams{TopK: 10, Depth: 4, Tokens: 16}
+var calibrationTree = tree.Params{TopK: 10, Depth: 4, Tokens: 16}
 
 // timeDraftStep times a step of an untrained draft of shape cfg on dev:
 // the median of five trees of calibrationTree after 32 positions, per
@@ -153,7 +156,7 @@ func timeDraftStep(m *Model, cfg draft.Config, dev device.Device) (time.Duration
 	}
 	seq := d.NewSequence(256)
 	defer seq.Free()
-	dd := engine.NewDGFDrafter(seq)
+	dd := drafters.NewDGF(seq)
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 32
 	ctx := make([]int, n+1)

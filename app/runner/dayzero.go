@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"dovetail/engine"
+	"dovetail/engine/adapt"
 	"dovetail/internal/osthread"
 	"dovetail/models/draft"
 )
@@ -31,10 +31,10 @@ type dayZero struct {
 // startDayZero starts the draft of d (placed on devs) in the background.
 // d's info says now what it will be; the runner takes its drafters when
 // they are built.
-func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, where string, adapt bool) {
+func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, where string, adapting bool) {
 	z := &dayZero{ready: make(chan struct{})}
 	d.info = DraftInfo{Name: "dgf:untrained", Device: devs.drafter.Name(), Adapt: r.opts.Adapt.Mode}
-	if adapt && devs.trainer != nil {
+	if adapting && devs.trainer != nil {
 		d.info.Trainer = devs.trainer.Name()
 	}
 	d.dayZero = z
@@ -50,12 +50,12 @@ func (r *Runner) startDayZero(d *drafting, devs draftDevices, cfg draft.Config, 
 		z.began = time.Now()
 		z.mu.Unlock()
 		built := &drafting{}
-		if err := r.startDGFUnless(z.stopped, built, devs, cfg, nil, where, adapt); err != nil {
+		if err := r.startDGFUnless(z.stopped, built, devs, cfg, nil, where, adapting); err != nil {
 			if errors.Is(err, errStopped) {
 				return
 			}
 			r.mu.Lock()
-			d.info = DraftInfo{Name: "none", Adapt: engine.AdaptOff}
+			d.info = DraftInfo{Name: "none", Adapt: adapt.Off}
 			r.mu.Unlock()
 			r.notify(Notice{Warning: true, Text: fmt.Sprintf("drafting off: the new draft did not start: %v", err)})
 			return

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"dovetail/engine"
 )
 
@@ -20,13 +23,13 @@ func TestDayZeroDrafterStartsBehind(t *testing.T) {
 	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 40)
 
 	o = options(t)
-	o.Plan, o.Greedy, o.Slots, o.Tree = false, true, 2, engine.LaptopTree
+	o.Plan, o.Greedy, o.Slots, o.Tree = false, true, 2, tree.Laptop
 	r, err := New(m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if info := r.Draft(); info.Name != "dgf:untrained" || info.Adapt != engine.AdaptBackground || info.Trainer == "" {
+	if info := r.Draft(); info.Name != "dgf:untrained" || info.Adapt != adapt.Background || info.Trainer == "" {
 		t.Fatalf("while starting: %+v", info)
 	}
 	r.PauseLearning(true) // asked before the draft is there

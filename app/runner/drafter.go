@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"strings"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/drafters"
+
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/device"
@@ -25,7 +28,7 @@ type DraftInfo struct {
 	Device string // where a DGF draft runs ("" for other drafters)
 	// Trainer is where an adapting draft's trainer runs ("": none).
 	Trainer string
-	Adapt   engine.AdaptMode
+	Adapt   adapt.Mode
 }
 
 // drafting is what the runner built for drafting: a drafter per slot and
@@ -52,7 +55,7 @@ func (d *drafting) close() error {
 // not fit at all is not used: both with a notice.
 func (r *Runner) openDrafting() (*drafting, error) {
 	o := r.opts
-	d := &drafting{info: DraftInfo{Name: "none", Adapt: engine.AdaptOff}}
+	d := &drafting{info: DraftInfo{Name: "none", Adapt: adapt.Off}}
 	if o.NewDrafter != nil {
 		d.info.Name = "custom"
 		// A drafter that holds something (an io.Closer) is closed with the
@@ -83,7 +86,7 @@ func (r *Runner) openDrafting() (*drafting, error) {
 	case "ngram":
 		d.info.Name = "ngram"
 		for range r.slots {
-			d.drafters = append(d.drafters, &engine.NgramDrafter{})
+			d.drafters = append(d.drafters, &drafters.Ngram{})
 		}
 		return d, nil
 	case "model":
@@ -95,9 +98,9 @@ func (r *Runner) openDrafting() (*drafting, error) {
 	}
 	mode := o.Adapt.Mode
 	switch {
-	case ck == nil && kind == "scratch" && mode == engine.AdaptOff:
+	case ck == nil && kind == "scratch" && mode == adapt.Off:
 		return nil, errors.New("a new draft (scratch) learns only with adaptation on")
-	case ck == nil && kind != "scratch" && mode != engine.AdaptBackground:
+	case ck == nil && kind != "scratch" && mode != adapt.Background:
 		return d, nil // auto, and nothing to draft with
 	}
 	return d, r.openDGF(d, ck, where)
@@ -124,7 +127,7 @@ func (r *Runner) openModelDrafter(d *drafting, path string) error {
 	r.budget = b
 	f := cpu.NewFast(dm.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx)
 	for _, s := range r.slots {
-		d.drafters = append(d.drafters, engine.NewModelDrafter(cpu.NewTargetWith(f.WithPool(s.pool))))
+		d.drafters = append(d.drafters, drafters.NewModel(cpu.NewTargetWith(f.WithPool(s.pool))))
 	}
 	d.info.Name = "model:" + path
 	d.closers = append(d.closers, dm.Close)
@@ -205,7 +208,7 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 	}
 	q := draftRequest{base: r.budget, cfg: cfg, m: r.model.Llama, ctx: r.ctx, seqs: len(r.slots),
 		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: kind == "cuda", onCPU: kind == "cpu", needLearn: ck == nil}
-	if o.Adapt.Mode != engine.AdaptOff {
+	if o.Adapt.Mode != adapt.Off {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
 	}
@@ -271,13 +274,13 @@ func openPlaced(p draftPlace, gdev device.Device, ordinal, draftThreads, trainTh
 }
 
 // startDGF allocates the draft and its sequences (and its adaptation).
-func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapt bool) error {
-	return r.startDGFUnless(nil, d, devs, cfg, ck, where, adapt)
+func (r *Runner) startDGF(d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapting bool) error {
+	return r.startDGFUnless(nil, d, devs, cfg, ck, where, adapting)
 }
 
 // startDGFUnless is startDGF, giving up with errStopped between its steps
 // once stopped (nil: never) says so.
-func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapt bool) error {
+func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevices, cfg draft.Config, ck *draft.Checkpoint, where string, adapting bool) error {
 	o := r.opts
 	dr, err := dgf.NewDraft(devs.drafter, cfg, r.model.Llama)
 	if err != nil {
@@ -291,8 +294,8 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 			return fmt.Errorf("draft %s: %w", where, err)
 		}
 	}
-	d.info = DraftInfo{Name: "dgf:" + where, Device: devs.drafter.Name(), Adapt: engine.AdaptOff}
-	if adapt {
+	d.info = DraftInfo{Name: "dgf:" + where, Device: devs.drafter.Name(), Adapt: adapt.Off}
+	if adapting {
 		a := o.Adapt
 		ad, err := startAdaptive(stopped, dr, ck, where, r.model, devs.trainer, r.ctx, len(r.slots), o.Greedy, a, r.store, r.notify)
 		if err != nil {
@@ -319,7 +322,7 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 	for range r.slots {
 		seq := dr.NewSequence(r.ctx)
 		seqs = append(seqs, seq)
-		dd := engine.NewDGFDrafter(seq)
+		dd := drafters.NewDGF(seq)
 		if o.Greedy {
 			dd.Sharpness = greedySharpness
 		}

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"slices"
 
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
+
 	"gonum.org/v1/gonum/stat"
 
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
-	"dovetail/engine"
 	"dovetail/models/draft"
 	"dovetail/offload"
 	"dovetail/train"
@@ -19,11 +21,11 @@ import (
 type Placement struct {
 	Threads int `json:"threads"`
 	// DraftDevice and TrainerDevice are "cpu", a GPU's name, or "none".
-	DraftDevice   string            `json:"draft_device"`
-	TrainerDevice string            `json:"trainer_device"`
-	GPULayers     int               `json:"gpu_layers"`
-	Ctx           int               `json:"ctx"`
-	Tree          engine.TreeParams `json:"tree"`
+	DraftDevice   string      `json:"draft_device"`
+	TrainerDevice string      `json:"trainer_device"`
+	GPULayers     int         `json:"gpu_layers"`
+	Ctx           int         `json:"ctx"`
+	Tree          tree.Params `json:"tree"`
 	// Device is the draft's device as an option (cpu, cuda:N).
 	Device string `json:"device"`
 }
@@ -92,10 +94,10 @@ func PlanFit(m *Model, machine probe.Report, cal *Calibration, st *store.Store) 
 	}
 	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, st, machine)
 	fitLayers(&f, m, machine)
-	f.Placement.Tree = engine.ServerTree
-	var tree engine.TreeParams
-	if f.Predicted, tree = predict(m, cal, f.Placement, st); tree != (engine.TreeParams{}) {
-		f.Placement.Tree = tree
+	f.Placement.Tree = tree.Server
+	var shape tree.Params
+	if f.Predicted, shape = predict(m, cal, f.Placement, st); shape != (tree.Params{}) {
+		f.Placement.Tree = shape
 	}
 	return f
 }
@@ -196,11 +198,11 @@ func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 // alone, and with the draft at the acceptance its saved τ history says
 // (median, and 10th to 90th percentile), or, without one, a prior (half,
 // between a quarter and three quarters); and the tree it predicts best.
-func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, engine.TreeParams) {
+func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, tree.Params) {
 	if cal == nil || cal.Profile.Decode <= 0 {
-		return Prediction{}, engine.TreeParams{}
+		return Prediction{}, tree.Params{}
 	}
-	pl := engine.NewPlanner(cal.Profile, engine.ServerTree.TopK)
+	pl := plan.New(cal.Profile, tree.Server.TopK)
 	// A run decodes slower than the bare forward the profile times: every
 	// cost scales by the ratio, as the planner scales its profile live.
 	scale := 1.0
@@ -211,32 +213,32 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	out := Prediction{Plain: plain, WithDraft: plain, Low: plain, High: plain, Tau: 1}
 	step, ok := cal.DraftStep[p.Device]
 	if p.DraftDevice == "none" || !ok {
-		return out, engine.TreeParams{}
+		return out, tree.Params{}
 	}
-	depth := engine.ServerTree.Depth + 1
+	depth := tree.Server.Depth + 1
 	lo, mid, hi := 0.25, 0.5, 0.75
 	if h := tauHistory(m, st); len(h) > 0 {
-		lo = engine.AlphaForTau(stat.Quantile(0.1, stat.Empirical, h, nil), depth)
-		mid = engine.AlphaForTau(stat.Quantile(0.5, stat.Empirical, h, nil), depth)
-		hi = engine.AlphaForTau(stat.Quantile(0.9, stat.Empirical, h, nil), depth)
+		lo = plan.AlphaForTau(stat.Quantile(0.1, stat.Empirical, h, nil), depth)
+		mid = plan.AlphaForTau(stat.Quantile(0.5, stat.Empirical, h, nil), depth)
+		hi = plan.AlphaForTau(stat.Quantile(0.9, stat.Empirical, h, nil), depth)
 	}
-	var tree engine.TreeParams
-	tree, out.WithDraft = pl.Predict(mid, step)
+	var shape tree.Params
+	shape, out.WithDraft = pl.Predict(mid, step)
 	_, out.Low = pl.Predict(lo, step)
 	_, out.High = pl.Predict(hi, step)
 	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*out.Low, scale*out.High
 	// Probes keep acceptance measured while drafting is off: a few
 	// percent of the time.
 	out.Low = max(out.Low, 0.95*plain)
-	if tree != (engine.TreeParams{}) {
+	if shape != (tree.Params{}) {
 		t, r := 1.0, 1.0
-		for range min(tree.Depth+1, tree.Tokens) {
+		for range min(shape.Depth+1, shape.Tokens) {
 			r *= mid
 			t += r
 		}
 		out.Tau = t
 	}
-	return out, tree
+	return out, shape
 }
 
 // tauHistory is the τ the target's saved draft measured at each

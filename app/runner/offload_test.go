@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
-	"dovetail/engine"
 	"dovetail/internal/golden"
 	"dovetail/offload"
 	"dovetail/quant"
@@ -62,8 +64,8 @@ func TestOffloadSpeculative(t *testing.T) {
 					kind, _, _ := strings.Cut(d, ":")
 					t.Run(fmt.Sprintf("%s/%s/%s/k=%d/%s", place, m.Name, prompt, k, kind), func(t *testing.T) {
 						o := options(t)
-						o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = d, false, k, true, engine.LaptopTree
-						o.Adapt.Mode = engine.AdaptOff
+						o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = d, false, k, true, tree.Laptop
+						o.Adapt.Mode = adapt.Off
 						to(&o)
 						r := start(t, m, o)
 						if r.off == nil || r.off.layers.From != L-k {

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/store"
 	"dovetail/device"
 	"dovetail/engine"
@@ -39,7 +42,7 @@ type Options struct {
 	// (with its final norm and LM head): GPULayersAuto lets the placement
 	// choose from the memory left after the draft; 0: none.
 	GPULayers int
-	Tree      engine.TreeParams
+	Tree      tree.Params
 	// Plan lets the cost model choose the tree each round and decode
 	// without drafting while drafting would be slower.
 	Plan bool
@@ -66,13 +69,13 @@ type Options struct {
 
 // DefaultOptions are what `dovetail run` does without flags.
 func DefaultOptions() Options {
-	return Options{Draft: "auto", Device: "auto", GPULayers: GPULayersAuto, Tree: engine.ServerTree, Plan: true, Adapt: DefaultAdapt()}
+	return Options{Draft: "auto", Device: "auto", GPULayers: GPULayersAuto, Tree: tree.Server, Plan: true, Adapt: DefaultAdapt()}
 }
 
 // Adapt are the online adaptation settings of a DGF draft.
 type Adapt struct {
-	Mode   engine.AdaptMode
-	Engine engine.AdaptConfig // the loop's recipe (Mode is set from Mode above)
+	Mode   adapt.Mode
+	Engine adapt.Config // the loop's recipe (Mode is set from Mode above)
 	// The trainer's recipe: learning rate, per-request anchor weight,
 	// training-time-test steps.
 	LR, Anchor float32
@@ -90,7 +93,7 @@ type Adapt struct {
 
 // DefaultAdapt are the measured defaults (docs/measurements).
 func DefaultAdapt() Adapt {
-	return Adapt{Mode: engine.AdaptBackground, Engine: engine.DefaultAdaptConfig(), LR: 1e-3, Anchor: 1, Unroll: 1,
+	return Adapt{Mode: adapt.Background, Engine: adapt.DefaultConfig(), LR: 1e-3, Anchor: 1, Unroll: 1,
 		Threads: 1, Idle: true, SaveEvery: time.Minute, Save: true, Recall: true}
 }
 
@@ -132,7 +135,7 @@ func (o Options) Validate() error {
 	if err := o.Adapt.Validate(); err != nil {
 		return err
 	}
-	if o.Adapt.Mode == engine.AdaptPerRequest && o.Slots > 1 {
+	if o.Adapt.Mode == adapt.PerRequest && o.Slots > 1 {
 		return fmt.Errorf("per-request adaptation adapts the one draft to one request at a time: use one parallel sequence")
 	}
 	if _, _, err := parseDevice(o.Device); err != nil {

@@ -9,19 +9,20 @@ import (
 	"os"
 	"time"
 
+	"dovetail/engine/plan"
+
 	"github.com/klauspost/cpuid/v2"
 
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
-	"dovetail/engine"
 )
 
 // Calibration is what predictions need of one model on this machine at a
 // number of threads: the target's costs, and a draft step's on each
 // device (a GPU's includes the round's copies over PCIe).
 type Calibration struct {
-	Threads int            `json:"threads"`
-	Profile engine.Profile `json:"profile"`
+	Threads int          `json:"threads"`
+	Profile plan.Profile `json:"profile"`
 	// DraftStep is one step of the model's DGF draft (a tree level), by
 	// device: "cpu" or "cuda:0".
 	DraftStep map[string]time.Duration `json:"draft_step"`
@@ -63,9 +64,9 @@ func saveCalibration(st *store.Store, m *Model, c Calibration) error {
 // planner is the planner of a runner: from this machine's calibration of
 // the model when there is one, else one that learns the costs from the
 // run itself, so that nothing is measured before the first token.
-func (r *Runner) planner() *engine.Planner {
+func (r *Runner) planner() *plan.Planner {
 	if c, ok := CachedCalibration(r.store, r.model, r.per); ok {
-		return engine.NewPlanner(c.Profile, r.opts.Tree.TopK)
+		return plan.New(c.Profile, r.opts.Tree.TopK)
 	}
-	return engine.NewProvisionalPlanner(r.opts.Tree.TopK)
+	return plan.NewProvisional(r.opts.Tree.TopK)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"dovetail/engine/adapt"
+
 	"dovetail/assets"
 	"dovetail/engine"
 )
@@ -59,7 +61,7 @@ func ReadWorkload(path string) ([]WorkItem, error) {
 // mode: the configuration of `dovetail bench adapt`.
 type Replay struct {
 	Draft string // auto, dgf:PATH or scratch
-	Mode  engine.AdaptMode
+	Mode  adapt.Mode
 	Items []WorkItem
 	N     int     // tokens per request
 	Temp  float32 // 0: greedy
@@ -86,13 +88,13 @@ type ReplayRow struct {
 // ReplayResult is a replay's rows and what adaptation did.
 type ReplayResult struct {
 	Rows       []ReplayRow
-	Adaptation engine.AdaptStats
+	Adaptation adapt.Stats
 	Adapted    bool // Adaptation is set
 }
 
 // RunReplay replays p on m, calling onRow after each request.
 func RunReplay(ctx context.Context, m *Model, p Replay, onRow func(ReplayRow)) (ReplayResult, error) {
-	if p.Draft == "scratch" && p.Mode == engine.AdaptOff {
+	if p.Draft == "scratch" && p.Mode == adapt.Off {
 		return ReplayResult{}, fmt.Errorf("a scratch draft without adaptation never learns anything")
 	}
 	o := p.Options

@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/engine"
@@ -33,7 +37,7 @@ type Runner struct {
 	release func()
 	slots   []*Slot
 	draft   *drafting
-	plan    *engine.Planner
+	plan    *plan.Planner
 
 	// mu guards the slots' drafters and the draft's adaptation, which a
 	// draft starting in the background sets (dayzero.go).
@@ -64,8 +68,8 @@ func New(m *Model, o Options) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{model: m, opts: o, ctx: o.Ctx}
-	if o.Tree == (engine.TreeParams{}) {
-		r.opts.Tree = engine.ServerTree
+	if o.Tree == (tree.Params{}) {
+		r.opts.Tree = tree.Server
 	}
 	if r.store = o.Store; r.store == nil {
 		st, err := store.Open()
@@ -204,14 +208,14 @@ func (r *Runner) adaptiveDraft() *adaptive {
 }
 
 // Tree is the draft tree's shape (the planner's starting point).
-func (r *Runner) Tree() engine.TreeParams { return r.opts.Tree }
+func (r *Runner) Tree() tree.Params { return r.opts.Tree }
 
 // Planner is the cost model choosing trees, or nil when it does not run.
-func (r *Runner) Planner() *engine.Planner { return r.plan }
+func (r *Runner) Planner() *plan.Planner { return r.plan }
 
 // Adaptation is what online adaptation has done so far; ok is false when
 // the draft does not adapt.
-func (r *Runner) Adaptation() (st engine.AdaptStats, ok bool) {
+func (r *Runner) Adaptation() (st adapt.Stats, ok bool) {
 	a := r.adaptiveDraft()
 	if a == nil {
 		return st, false

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+
 	"dovetail/assets"
 	"dovetail/engine"
 	"dovetail/internal/golden"
@@ -68,9 +71,9 @@ func TestDrafterKinds(t *testing.T) {
 		{"auto", "none", "off"},
 	} {
 		o := options(t)
-		o.Draft, o.Plan, o.Slots, o.Greedy, o.Tree = c.spec, false, 2, true, engine.LaptopTree
-		o.Adapt.Mode, _ = engine.ParseAdaptMode(c.adapt)
-		if o.Adapt.Mode == engine.AdaptPerRequest {
+		o.Draft, o.Plan, o.Slots, o.Greedy, o.Tree = c.spec, false, 2, true, tree.Laptop
+		o.Adapt.Mode, _ = adapt.ParseMode(c.adapt)
+		if o.Adapt.Mode == adapt.PerRequest {
 			o.Slots = 1
 		}
 		r := start(t, m, o)
@@ -126,7 +129,7 @@ func TestDrafterErrors(t *testing.T) {
 		}
 	}
 	o := options(t)
-	o.Draft, o.Adapt.Mode = "scratch", engine.AdaptOff
+	o.Draft, o.Adapt.Mode = "scratch", adapt.Off
 	if _, err := New(m, o); err == nil || !strings.Contains(err.Error(), "adaptation") {
 		t.Errorf("scratch without adaptation: %v", err)
 	}
@@ -201,7 +204,7 @@ func TestMemoryLimitDegrades(t *testing.T) {
 		o := options(t)
 		o.Plan, o.Device, o.Draft, o.MemoryLimit = false, "cpu", "dgf:"+zero, c.limit
 		r := start(t, m, o)
-		if r.Draft().Name != c.draft || r.Draft().Adapt != engine.AdaptOff || !hasNotice(r.Notices(), c.note) {
+		if r.Draft().Name != c.draft || r.Draft().Adapt != adapt.Off || !hasNotice(r.Notices(), c.note) {
 			t.Errorf("limit %d: %+v, want %s and %q", c.limit, r.Draft(), c.draft, c.note)
 		}
 	}

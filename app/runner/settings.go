@@ -10,24 +10,25 @@ import (
 	"runtime"
 	"time"
 
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner/store"
-	"dovetail/engine"
 )
 
 // ModelSettings are the settings setup chose for a model, which run, serve
 // and the desktop app start from (what the user gives overrides them).
 type ModelSettings struct {
-	Name      string            `json:"name"`
-	Path      string            `json:"path,omitempty"`
-	Threads   int               `json:"threads"`
-	Ctx       int               `json:"ctx"`
-	Draft     string            `json:"draft"`
-	Device    string            `json:"device"`
-	GPULayers int               `json:"gpu_layers"`
-	Tree      engine.TreeParams `json:"tree"`
-	Plan      bool              `json:"plan"`
-	Predicted Prediction        `json:"predicted"`
-	SavedAt   time.Time         `json:"saved_at"`
+	Name      string      `json:"name"`
+	Path      string      `json:"path,omitempty"`
+	Threads   int         `json:"threads"`
+	Ctx       int         `json:"ctx"`
+	Draft     string      `json:"draft"`
+	Device    string      `json:"device"`
+	GPULayers int         `json:"gpu_layers"`
+	Tree      tree.Params `json:"tree"`
+	Plan      bool        `json:"plan"`
+	Predicted Prediction  `json:"predicted"`
+	SavedAt   time.Time   `json:"saved_at"`
 }
 
 // Settings is the settings file: each model's, by fingerprint.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"dovetail/engine"
+	"dovetail/engine/tree"
 )
 
 // Settings round-trip through the file, each model's by fingerprint,
@@ -13,7 +13,7 @@ import (
 // never overwritten.
 func TestSettingsRoundTrip(t *testing.T) {
 	st := options(t).Store
-	a := ModelSettings{Name: "a.gguf", Threads: 1, Ctx: 256, Draft: "auto", Device: "cpu", Tree: engine.LaptopTree, Plan: true,
+	a := ModelSettings{Name: "a.gguf", Threads: 1, Ctx: 256, Draft: "auto", Device: "cpu", Tree: tree.Laptop, Plan: true,
 		Predicted: Prediction{Plain: 10, WithDraft: 20, Low: 9.5, High: 30}}
 	b := a
 	b.Name, b.Ctx = "b.gguf", 512
@@ -24,7 +24,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := LoadSettings(st)
-	if err != nil || len(s.Models) != 2 || s.Models["fa"].Ctx != 256 || s.Models["fb"].Ctx != 512 || s.Models["fa"].Predicted != a.Predicted || s.Models["fa"].Tree != engine.LaptopTree {
+	if err != nil || len(s.Models) != 2 || s.Models["fa"].Ctx != 256 || s.Models["fb"].Ctx != 512 || s.Models["fa"].Predicted != a.Predicted || s.Models["fa"].Tree != tree.Laptop {
 		t.Fatalf("read back %+v, %v", s, err)
 	}
 	os.WriteFile(st.SettingsPath(), []byte("{half a file"), 0o644)
@@ -41,11 +41,11 @@ func TestSettingsRoundTrip(t *testing.T) {
 
 // What the user gives beats the settings, which beat the defaults.
 func TestSettingsPrecedence(t *testing.T) {
-	ms := ModelSettings{Threads: 1, Ctx: 300, Draft: "ngram", Device: "cpu", Tree: engine.LaptopTree, Plan: false,
+	ms := ModelSettings{Threads: 1, Ctx: 300, Draft: "ngram", Device: "cpu", Tree: tree.Laptop, Plan: false,
 		Predicted: Prediction{WithDraft: 42}}
 	o := DefaultOptions()
 	used := ms.Apply(&o, func(name string) bool { return name == "ctx" })
-	if o.Threads != 1 || o.Ctx != 0 || o.Draft != "ngram" || o.Device != "cpu" || o.Tree != engine.LaptopTree || o.Plan || o.Predicted != 42 {
+	if o.Threads != 1 || o.Ctx != 0 || o.Draft != "ngram" || o.Device != "cpu" || o.Tree != tree.Laptop || o.Plan || o.Predicted != 42 {
 		t.Errorf("options %+v", o)
 	}
 	if got := strings.Join(used, ", "); strings.Contains(got, "ctx") || !strings.Contains(got, "threads 1") || !strings.Contains(got, "draft ngram") {

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
+
 	"dovetail/app/runner"
 	"dovetail/app/server"
 	"dovetail/engine"
@@ -94,11 +97,11 @@ func TestShutdownFinishesRunning(t *testing.T) {
 
 // slowDrafter drafts nothing useful, slowly: a generation that takes
 // seconds, so that a shutdown finds it running.
-type slowDrafter struct{ engine.NgramDrafter }
+type slowDrafter struct{ drafters.Ngram }
 
-func (d *slowDrafter) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
+func (d *slowDrafter) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
 	time.Sleep(20 * time.Millisecond)
-	return &engine.Tree{}, nil
+	return &tree.Tree{}, nil
 }
 
 // slowOptions run one slot with a slowDrafter and no planner.

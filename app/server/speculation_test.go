@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
+
 	"github.com/openai/openai-go/v3"
 
 	"dovetail/app/runner"
@@ -14,7 +17,7 @@ import (
 // versioned is a drafter whose weights are at version 7 (as an adapting
 // draft's would be after seven publications); it counts its closing.
 type versioned struct {
-	engine.NgramDrafter
+	drafters.Ngram
 	closed *int
 }
 
@@ -29,7 +32,7 @@ func TestSpeculationSameText(t *testing.T) {
 	want := cliRun(t, prompt, n)
 	closed := 0
 	o := testOptions()
-	o.Slots, o.Tree = 2, engine.LaptopTree
+	o.Slots, o.Tree = 2, tree.Laptop
 	o.NewDrafter = func(int) (engine.Drafter, error) { return &versioned{closed: &closed}, nil }
 	r, err := runner.New(tinyModel(t), o)
 	if err != nil {

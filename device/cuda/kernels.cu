@@ -1,7 +1,7 @@
-// Kernels of the CUDA device (gpu/cuda.go): the operations of gpu.Device
+// Kernels of the CUDA device (cuda.go): the operations of device.Device
 // that are not matrix products (cuBLAS does those, or gemm below where
 // cuBLAS is missing). Row-major float32 throughout; shapes in the comments
-// use the names of gpu.Device. Compiled to PTX for compute 6.1 (make ptx),
+// use the names of device.Device. Compiled to PTX for compute 7.5 (make ptx),
 // so the driver JITs it for every newer card. Launches: 1-D grids over
 // elements use blocks of 256 threads; row kernels use one block of 256
 // threads per row (reductions assume that size).

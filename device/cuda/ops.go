@@ -11,7 +11,7 @@ import (
 )
 
 // The operations of the CUDA device: matrix products through cuBLAS (or
-// the gemm kernel), the rest as kernels of gpu/cuda/kernels.cu. Shapes are
+// the gemm kernel), the rest as kernels of kernels.cu. Shapes are
 // checked here as the host device checks them, so that a caller's mistake
 // panics with a message instead of reading past a buffer on the GPU.
 

@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"dovetail/engine"
+	"dovetail/engine/adapt"
+
 	"dovetail/models/draft"
 )
 
@@ -106,7 +107,7 @@ func readMemory(path, fp string) Saved {
 	data, err := os.ReadFile(path)
 	if err == nil {
 		d.Memory = int64(len(data))
-		d.Target, _, err = engine.ParseMemory(data, math.MaxInt32)
+		d.Target, _, err = adapt.ParseMemory(data, math.MaxInt32)
 	}
 	d.Err = err
 	return d

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"dovetail/engine"
+	"dovetail/engine/adapt"
+
 	"dovetail/models/draft"
 )
 
@@ -37,7 +38,7 @@ func install(t *testing.T, s *Store, fp, target string) {
 	if _, _, err := s.Install(checkpoint(fp, target, 1)); err != nil {
 		t.Fatal(err)
 	}
-	m := engine.NewTextMemory(64)
+	m := adapt.NewTextMemory(64)
 	m.Append([]int{1, 2, 3})
 	if err := s.WriteFile(s.MemoryPath(fp), true, func(w io.Writer) error { _, err := w.Write(m.Marshal(target)); return err }); err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestFindUnambiguous(t *testing.T) {
 func TestDraftsListing(t *testing.T) {
 	s := At(t.TempDir())
 	install(t, s, fp('a'), "x.gguf")
-	m := engine.NewTextMemory(64)
+	m := adapt.NewTextMemory(64)
 	m.Append([]int{4, 5, 6})
 	if err := s.WriteFile(s.MemoryPath(fp('m')), true, func(w io.Writer) error { _, err := w.Write(m.Marshal("alone.gguf")); return err }); err != nil {
 		t.Fatal(err)

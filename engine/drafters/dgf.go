@@ -1,8 +1,10 @@
-package engine
+package drafters
 
 import (
 	"fmt"
 	"slices"
+
+	"dovetail/engine/tree"
 )
 
 // FeatureModel is a draft model that reads the target's features
@@ -31,24 +33,24 @@ type FeatureModel interface {
 	Vocab() int
 }
 
-// RankingModel is a FeatureModel that ranks its own logits (gpu.Sequence):
+// RankingModel is a FeatureModel that ranks its own logits (dgf.Sequence):
 // ForwardTop and ExtendTop are Forward and Extend returning, instead of
 // the logits, their k most likely tokens under softmax(scale·logits),
 // most likely first (ties: the lower token first). On a GPU the
 // vocabulary's logits then never cross to the host.
 type RankingModel interface {
-	ForwardTop(features [][]float32, tokens []int, k int, scale float32) (top []Choice, predicted []float32, err error)
-	ExtendTop(features [][]float32, tokens, parents []int, k int, scale float32) (top [][]Choice, predicted [][]float32, err error)
+	ForwardTop(features [][]float32, tokens []int, k int, scale float32) (top []tree.Choice, predicted []float32, err error)
+	ExtendTop(features [][]float32, tokens, parents []int, k int, scale float32) (top [][]tree.Choice, predicted [][]float32, err error)
 }
 
 // Advancer is a FeatureModel that can commit positions without computing
-// their outputs (gpu.Sequence): a drafter catching up needs none.
+// their outputs (dgf.Sequence): a drafter catching up needs none.
 type Advancer interface {
 	Advance(features [][]float32, tokens []int) error
 }
 
 // Refresher is a FeatureModel whose weights online adaptation replaces
-// (gpu.Sequence of a gpu.Live draft): Refresh switches to the newest
+// (dgf.Sequence of a dgf.Live draft): Refresh switches to the newest
 // weights, forgetting the committed positions when it does, and returns
 // their version.
 type Refresher interface {
@@ -61,7 +63,7 @@ type Refresher interface {
 // it is missing — the last of which pairs the newest target feature with
 // the root token, whose outputs are the root's logits and f̂ — then grows
 // an EAGLE-2 tree, each frontier node reading its parent's f̂.
-type DGFDrafter struct {
+type DGF struct {
 	// Sharpness multiplies the draft's logits when the tree is ranked (0
 	// or 1: as the draft computes them). A draft trained on the target's
 	// whole distribution underrates the target's argmax, which is what
@@ -78,34 +80,34 @@ type DGFDrafter struct {
 }
 
 // NewDGFDrafter drafts with m, which must share the target's vocabulary.
-func NewDGFDrafter(m FeatureModel) *DGFDrafter { return &DGFDrafter{m: m} }
+func NewDGF(m FeatureModel) *DGF { return &DGF{m: m} }
 
 // Prefilled records the prompt's features.
-func (d *DGFDrafter) Prefilled(prompt []int, features [][]float32) {
+func (d *DGF) Prefilled(prompt []int, features [][]float32) {
 	d.features = d.features[:0]
 	d.Accepted(prompt, features)
 }
 
 // Accepted records the features of the root and the accepted nodes; the
 // next Draft commits their draft positions.
-func (d *DGFDrafter) Accepted(_ []int, features [][]float32) {
+func (d *DGF) Accepted(_ []int, features [][]float32) {
 	for _, f := range features {
 		d.features = append(d.features, slices.Clone(f))
 	}
 }
 
 // Reset forgets the sequence.
-func (d *DGFDrafter) Reset() {
+func (d *DGF) Reset() {
 	d.features, d.tokens = d.features[:0], d.tokens[:0]
 	d.m.Truncate(0)
 }
 
 // Finish does nothing: the next Generate resets the sequence.
-func (d *DGFDrafter) Finish() {}
+func (d *DGF) Finish() {}
 
 // Draft grows a tree below the root ctx[L], L = len(ctx)−1. Draft
 // positions 0 … L−1 read (f_t, x_{t+1}); the last is the root's.
-func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+func (d *DGF) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
 	// Between rounds is where new weights come in: a switch empties the
 	// draft's cache, and the positions below run again.
 	if r, ok := d.m.(Refresher); ok {
@@ -120,7 +122,7 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 		p.Depth = min(p.Depth, (d.m.Context()-L)/p.TopK)
 	}
 	if L < 1 || len(d.features) < L || L >= d.m.Context() {
-		return &Tree{}, nil
+		return &tree.Tree{}, nil
 	}
 	// Keep the committed positions whose tokens still match, and always
 	// rerun the root's position: its outputs seed the tree.
@@ -138,7 +140,7 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 	d.tokens = append(d.tokens[:0], ctx[:L+1]...)
 	rootPred = slices.Clone(rootPred)
 	d.pred = d.pred[:0]
-	return BuildTree(p, d.sharpen(logits), func(tokens, parents []int) ([][]float32, error) {
+	return tree.Build(p, d.sharpen(logits), func(tokens, parents []int) ([][]float32, error) {
 		lg, pr, err := d.m.Extend(d.parentFeatures(rootPred, parents), tokens, parents)
 		if err != nil {
 			return nil, fmt.Errorf("draft model: %w", err)
@@ -157,7 +159,7 @@ func (d *DGFDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 
 // truncate keeps the committed draft positions below L−1 whose tokens
 // still match ctx, forgets the rest, and returns how many it kept.
-func (d *DGFDrafter) truncate(ctx []int, L int) (int, error) {
+func (d *DGF) truncate(ctx []int, L int) (int, error) {
 	keep := 0
 	for keep < d.m.Len() && keep < L-1 && keep+1 < len(d.tokens) && d.tokens[keep+1] == ctx[keep+1] && d.tokens[0] == ctx[0] {
 		keep++
@@ -167,7 +169,7 @@ func (d *DGFDrafter) truncate(ctx []int, L int) (int, error) {
 
 // CatchUp commits the draft positions Draft(ctx, …) would run before the
 // root's (CatchUpper): after it, Draft runs the root's position alone.
-func (d *DGFDrafter) CatchUp(ctx []int) (int, error) {
+func (d *DGF) CatchUp(ctx []int) (int, error) {
 	if r, ok := d.m.(Refresher); ok {
 		d.version, _ = r.Refresh()
 	}
@@ -192,7 +194,7 @@ func (d *DGFDrafter) CatchUp(ctx []int) (int, error) {
 }
 
 // rankedTree is Draft's tree for a model that ranks its own logits.
-func (d *DGFDrafter) rankedTree(rm RankingModel, ctx []int, keep, L int, p TreeParams) (*Tree, error) {
+func (d *DGF) rankedTree(rm RankingModel, ctx []int, keep, L int, p tree.Params) (*tree.Tree, error) {
 	scale := d.Sharpness
 	if scale <= 0 {
 		scale = 1
@@ -204,7 +206,7 @@ func (d *DGFDrafter) rankedTree(rm RankingModel, ctx []int, keep, L int, p TreeP
 	d.tokens = append(d.tokens[:0], ctx[:L+1]...)
 	rootPred = slices.Clone(rootPred)
 	d.pred = d.pred[:0]
-	return BuildRankedTree(p, slices.Clone(root), func(tokens, parents []int, k int) ([][]Choice, error) {
+	return tree.BuildRanked(p, slices.Clone(root), func(tokens, parents []int, k int) ([][]tree.Choice, error) {
 		top, pr, err := rm.ExtendTop(d.parentFeatures(rootPred, parents), tokens, parents, k, scale)
 		if err != nil {
 			return nil, fmt.Errorf("draft model: %w", err)
@@ -216,7 +218,7 @@ func (d *DGFDrafter) rankedTree(rm RankingModel, ctx []int, keep, L int, p TreeP
 
 // parentFeatures is what frontier nodes read: their parents' predicted
 // features, the root's for children of the root.
-func (d *DGFDrafter) parentFeatures(rootPred []float32, parents []int) [][]float32 {
+func (d *DGF) parentFeatures(rootPred []float32, parents []int) [][]float32 {
 	feats := make([][]float32, len(parents))
 	for i, par := range parents {
 		feats[i] = rootPred
@@ -229,7 +231,7 @@ func (d *DGFDrafter) parentFeatures(rootPred []float32, parents []int) [][]float
 
 // keepPredicted keeps the predicted features of the nodes just run, which
 // their children read.
-func (d *DGFDrafter) keepPredicted(pr [][]float32) {
+func (d *DGF) keepPredicted(pr [][]float32) {
 	for _, f := range pr {
 		d.pred = append(d.pred, slices.Clone(f))
 	}
@@ -237,10 +239,10 @@ func (d *DGFDrafter) keepPredicted(pr [][]float32) {
 
 // Version is the version of the weights that drafted the last tree (0
 // when they never change).
-func (d *DGFDrafter) Version() int { return d.version }
+func (d *DGF) Version() int { return d.version }
 
 // sharpen scales a copy of logits by Sharpness.
-func (d *DGFDrafter) sharpen(logits []float32) []float32 {
+func (d *DGF) sharpen(logits []float32) []float32 {
 	if d.Sharpness <= 0 || d.Sharpness == 1 {
 		return logits
 	}

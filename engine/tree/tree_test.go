@@ -1,4 +1,4 @@
-package engine
+package tree
 
 import (
 	"math"
@@ -37,7 +37,7 @@ func TestBuildTreeByHand(t *testing.T) {
 		}
 		return out, nil
 	}
-	tr, err := BuildTree(TreeParams{TopK: 2, Depth: 2, Tokens: 4}, root, expand)
+	tr, err := Build(Params{TopK: 2, Depth: 2, Tokens: 4}, root, expand)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +72,9 @@ func TestBuildTreeProperties(t *testing.T) {
 		return l
 	}
 	for trial := 0; trial < 200; trial++ {
-		p := TreeParams{TopK: 1 + rng.IntN(6), Depth: rng.IntN(6), Tokens: 1 + rng.IntN(40)}
+		p := Params{TopK: 1 + rng.IntN(6), Depth: rng.IntN(6), Tokens: 1 + rng.IntN(40)}
 		pending := 0
-		tr, err := BuildTree(p, randLogits(), func(tokens, parents []int) ([][]float32, error) {
+		tr, err := Build(p, randLogits(), func(tokens, parents []int) ([][]float32, error) {
 			for _, par := range parents {
 				if par < -1 || par >= pending {
 					t.Fatalf("expand parent %d with %d pending", par, pending)
@@ -118,7 +118,7 @@ func TestBuildTreePruningKeepsTheTree(t *testing.T) {
 	const vocab = 40
 	saved := 0
 	for trial := 0; trial < 400; trial++ {
-		p := TreeParams{TopK: 1 + rng.IntN(10), Depth: rng.IntN(8), Tokens: 1 + rng.IntN(40)}
+		p := Params{TopK: 1 + rng.IntN(10), Depth: rng.IntN(8), Tokens: 1 + rng.IntN(40)}
 		scale := []float64{0.5, 3, 8}[trial%3]
 		coarse := trial%4 == 0
 		// The logits of a node depend only on its path: both builds see
@@ -173,29 +173,5 @@ func TestBuildTreePruningKeepsTheTree(t *testing.T) {
 	}
 	if saved == 0 {
 		t.Error("pruning never saved an expansion")
-	}
-}
-
-// A synthetic target whose next-token distribution depends only on the
-// current token, for acceptance tests.
-func TestAcceptGreedyByHand(t *testing.T) {
-	// Tree: 0:[tok 5] 1:[tok 6 under 0] 2:[tok 7 under 0] 3:[tok 8 under 2]
-	tree := &Tree{Tokens: []int{5, 6, 7, 8}, Parents: []int{-1, 0, 0, 2}, Depths: []int{1, 2, 2, 3}}
-	logits := make([][]float32, 5)
-	argmaxAt := []int{5, 7, 1, 8, 9} // the target's choice after root, node0, ...
-	for i := range logits {
-		logits[i] = make([]float32, 10)
-		logits[i][argmaxAt[i]] = 5
-	}
-	a := newAcceptor(NewSampler(SamplerParams{}))
-	path, next := a.accept(tree, logits, []int{1})
-	// root → 5 (node 0) → 7 (node 2) → 8 (node 3) → bonus 9.
-	if !slices.Equal(path, []int{0, 1, 3, 4}) || next != 9 {
-		t.Errorf("path %v next %d", path, next)
-	}
-	logits[0][5], logits[0][2] = 0, 5
-	path, next = a.accept(tree, logits, []int{1})
-	if !slices.Equal(path, []int{0}) || next != 2 {
-		t.Errorf("first miss: path %v next %d", path, next)
 	}
 }

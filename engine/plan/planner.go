@@ -1,9 +1,11 @@
-package engine
+package plan
 
 import (
 	"math"
 	"sync"
 	"time"
+
+	"dovetail/engine/tree"
 )
 
 // Planner chooses the draft tree shape, or no speculation, to maximise
@@ -19,7 +21,7 @@ type Planner struct {
 	mu      sync.Mutex
 	prof    Profile
 	k       int
-	shapes  []TreeParams
+	shapes  []tree.Params
 	reached []float64 // decayed count of rounds whose path reached depth d+1
 	offered []float64 // decayed count of rounds that offered a node at depth d+1
 	draftT  float64   // EMA of seconds per draft step
@@ -48,7 +50,7 @@ type Planner struct {
 	// The best shape until the next observation: while speculation is off
 	// Plan runs every decode step, and scoring every shape would cost a
 	// tenth of a small model's step.
-	best      TreeParams
+	best      tree.Params
 	bestS     float64
 	bestKnown bool
 	// ProbeEvery is how often, while speculation is off, one speculative
@@ -77,12 +79,12 @@ const decay = 0.98
 
 // NewPlanner plans from a profile of the target. k is the top-k of every
 // candidate shape.
-func NewPlanner(p Profile, k int) *Planner {
+func New(p Profile, k int) *Planner {
 	pl := &Planner{prof: p, k: k, ProbeEvery: 16, ProbeShare: 0.05, scale: 1, scaledAt: 1}
 	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
 		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
 			if _, ok := p.Verify[nearestSize(p, g+1)]; ok && g >= depth+1 {
-				pl.shapes = append(pl.shapes, TreeParams{TopK: k, Depth: depth, Tokens: g})
+				pl.shapes = append(pl.shapes, tree.Params{TopK: k, Depth: depth, Tokens: g})
 			}
 		}
 	}
@@ -93,12 +95,12 @@ func NewPlanner(p Profile, k int) *Planner {
 // the run's own forwards cost: the first rounds decode plainly and measure
 // T_T, probes measure verification, and a line fitted to those gives
 // T_V(n). Nothing is measured before the first token.
-func NewProvisionalPlanner(k int) *Planner {
+func NewProvisional(k int) *Planner {
 	pl := &Planner{k: k, ProbeEvery: 16, ProbeShare: 0.05, scale: 1, scaledAt: 1, learned: &costFit{}}
 	for _, depth := range []int{0, 1, 2, 3, 4, 5, 6, 7} {
 		for _, g := range []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 63} {
 			if g >= depth+1 {
-				pl.shapes = append(pl.shapes, TreeParams{TopK: k, Depth: depth, Tokens: g})
+				pl.shapes = append(pl.shapes, tree.Params{TopK: k, Depth: depth, Tokens: g})
 			}
 		}
 	}
@@ -177,7 +179,7 @@ func (pl *Planner) alpha(d int) float64 {
 
 // tau predicts tokens per round for a shape: 1 + Σ_d Π_{i≤d} α_i over the
 // depths the tree can cover (a tree of γ nodes is at most γ deep).
-func (pl *Planner) tau(p TreeParams) float64 {
+func (pl *Planner) tau(p tree.Params) float64 {
 	tau, reach := 1.0, 1.0
 	for d := 1; d <= min(p.Depth+1, p.Tokens); d++ {
 		reach *= pl.alpha(d)
@@ -187,13 +189,13 @@ func (pl *Planner) tau(p TreeParams) float64 {
 }
 
 // Speedup predicts the speedup of a shape over plain decoding.
-func (pl *Planner) Speedup(p TreeParams) float64 {
+func (pl *Planner) Speedup(p tree.Params) float64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	return pl.speedup(p)
 }
 
-func (pl *Planner) speedup(p TreeParams) float64 {
+func (pl *Planner) speedup(p tree.Params) float64 {
 	cost := float64(p.Depth+1)*pl.draftT + pl.verifyCost(p.Tokens+1)
 	if cost <= 0 {
 		return 0 // nothing measured yet
@@ -232,8 +234,8 @@ func (pl *Planner) ObserveOverhead(d time.Duration) {
 }
 
 // bestShape is the shape of highest predicted speedup.
-func (pl *Planner) bestShape() (TreeParams, float64) {
-	best, bestS := TreeParams{}, 0.0
+func (pl *Planner) bestShape() (tree.Params, float64) {
+	best, bestS := tree.Params{}, 0.0
 	for _, s := range pl.shapes {
 		if v := pl.speedup(s); v > bestS {
 			best, bestS = s, v
@@ -245,12 +247,12 @@ func (pl *Planner) bestShape() (TreeParams, float64) {
 // measureShape is the first speculative round's: one draft step and the
 // smallest verification, the cheapest round that measures what a draft
 // step costs. Until then the plan cannot know whether the draft pays.
-func (pl *Planner) measureShape() TreeParams {
-	return TreeParams{TopK: pl.k, Depth: 0, Tokens: 1}
+func (pl *Planner) measureShape() tree.Params {
+	return tree.Params{TopK: pl.k, Depth: 0, Tokens: 1}
 }
 
 // Plan returns the shape to use next and whether to speculate at all.
-func (pl *Planner) Plan() (TreeParams, bool) {
+func (pl *Planner) Plan() (tree.Params, bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if pl.rounds == 0 && pl.stepCost() > 0 {
@@ -284,7 +286,7 @@ const maxProbeInterval = 4096
 // cost more than ProbeShare of the decode time in between; the most when
 // no acceptance could make any shape win, once the draft's cost is known
 // beyond its cold first rounds (then a probe measures nothing worth it).
-func (pl *Planner) probeInterval(p TreeParams) int {
+func (pl *Planner) probeInterval(p tree.Params) int {
 	if pl.rounds >= coldRounds && !pl.couldWin() {
 		return maxProbeInterval
 	}
@@ -333,7 +335,7 @@ func (pl *Planner) ObserveCatchUp(n int, d time.Duration) {
 
 // Observe records a speculative round: the shape used, the depth of its
 // tree, how deep the accepted path went, and the time spent drafting.
-func (pl *Planner) Observe(p TreeParams, treeDepth, accepted int, draft time.Duration) {
+func (pl *Planner) Observe(p tree.Params, treeDepth, accepted int, draft time.Duration) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	for len(pl.offered) < treeDepth {
@@ -453,14 +455,14 @@ func (pl *Planner) ObserveRecall(n, accepted int) {
 // takes draftStep, and that speed in tokens/s: plain decoding's when no
 // shape beats it (the plan then turns drafting off). It reads the costs
 // only: what setup predicts before anything ran.
-func (pl *Planner) Predict(alpha float64, draftStep time.Duration) (TreeParams, float64) {
+func (pl *Planner) Predict(alpha float64, draftStep time.Duration) (tree.Params, float64) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	tt := pl.decodeCost()
 	if tt <= 0 {
-		return TreeParams{}, 0
+		return tree.Params{}, 0
 	}
-	best, bestSpeed := TreeParams{}, 1/tt
+	best, bestSpeed := tree.Params{}, 1/tt
 	for _, p := range pl.shapes {
 		tau, reach := 1.0, 1.0
 		for d := 1; d <= min(p.Depth+1, p.Tokens); d++ {

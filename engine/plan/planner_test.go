@@ -1,8 +1,10 @@
-package engine
+package plan
 
 import (
 	"testing"
 	"time"
+
+	"dovetail/engine/tree"
 )
 
 func profileWith(decode time.Duration, verify func(n int) time.Duration) Profile {
@@ -16,7 +18,7 @@ func profileWith(decode time.Duration, verify func(n int) time.Duration) Profile
 // observeRounds feeds rounds whose paths accept each depth with
 // probability alpha (deterministically: every round reaches the expected
 // depth, rounded).
-func observeRounds(pl *Planner, p TreeParams, alpha float64, draft time.Duration, n int) {
+func observeRounds(pl *Planner, p tree.Params, alpha float64, draft time.Duration, n int) {
 	for i := 0; i < n; i++ {
 		acc, reach := 0, 1.0
 		for d := 1; d <= p.Depth+1; d++ {
@@ -33,8 +35,8 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	// Cheap verification (T_V(n) ≈ T_T for small n) and a good draft:
 	// speculate, deep.
 	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
-	pl := NewPlanner(cheap, 10)
-	observeRounds(pl, ServerTree, 0.8, 100*time.Microsecond, 200)
+	pl := New(cheap, 10)
+	observeRounds(pl, tree.Server, 0.8, 100*time.Microsecond, 200)
 	p, on := pl.Plan()
 	if !on || p.Depth < 2 {
 		t.Errorf("cheap verify, α 0.8: plan %+v on=%v, want deep speculation", p, on)
@@ -45,9 +47,9 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	// Verification nearly as dear as γ decode steps: not worth it at α
 	// 0.5, though it would be if the target accepted every node.
 	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 9 * time.Millisecond })
-	pl = NewPlanner(dear, 10)
+	pl = New(dear, 10)
 	pl.ProbeShare = 0
-	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+	observeRounds(pl, tree.Server, 0.5, time.Millisecond, 200)
 	offRounds := func() int {
 		n := 0
 		for i := 0; i < 64; i++ {
@@ -72,9 +74,9 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 	}
 	// Dearer still, no acceptance makes a round pay: no probe at all.
 	dearer := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 11 * time.Millisecond })
-	pl = NewPlanner(dearer, 10)
+	pl = New(dearer, 10)
 	pl.ProbeShare = 0
-	observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+	observeRounds(pl, tree.Server, 0.5, time.Millisecond, 200)
 	if got := offRounds(); got != 64 {
 		t.Errorf("a draft that cannot win: %d of 64 rounds off, want 64", got)
 	}
@@ -84,12 +86,12 @@ func TestPlannerTurnsSpeculationOnAndOff(t *testing.T) {
 // can: one draft step, two nodes verified.
 func TestPlannerMeasuresDraftFirst(t *testing.T) {
 	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
-	pl := NewPlanner(prof, 10)
+	pl := New(prof, 10)
 	if got := pl.PredictedTokensPerSec(); got < 99 || got > 101 {
 		t.Errorf("before any draft round: predicted %.1f tokens/s, want plain decoding's 100", got)
 	}
 	p, on := pl.Plan()
-	if want := (TreeParams{TopK: 10, Depth: 0, Tokens: 1}); !on || p != want {
+	if want := (tree.Params{TopK: 10, Depth: 0, Tokens: 1}); !on || p != want {
 		t.Fatalf("first plan %+v on=%v, want %+v on", p, on, want)
 	}
 	observeRounds(pl, p, 0.8, 100*time.Microsecond, 1)
@@ -98,7 +100,7 @@ func TestPlannerMeasuresDraftFirst(t *testing.T) {
 	}
 	// A provisional planner measures the draft once a decode step is
 	// known, not before.
-	pl = NewProvisionalPlanner(10)
+	pl = NewProvisional(10)
 	if _, on := pl.Plan(); on {
 		t.Error("provisional, nothing measured: speculates")
 	}
@@ -114,8 +116,8 @@ func TestPlannerMeasuresDraftFirst(t *testing.T) {
 func TestPlannerProbesPayForCatchUp(t *testing.T) {
 	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 9 * time.Millisecond })
 	interval := func(catchUp time.Duration) int {
-		pl := NewPlanner(dear, 10)
-		observeRounds(pl, ServerTree, 0.5, time.Millisecond, 200)
+		pl := New(dear, 10)
+		observeRounds(pl, tree.Server, 0.5, time.Millisecond, 200)
 		if catchUp > 0 {
 			pl.ObserveCatchUp(10, 10*catchUp)
 		}
@@ -138,11 +140,11 @@ func TestPlannerProbesPayForCatchUp(t *testing.T) {
 
 func TestPlannerTracksAcceptance(t *testing.T) {
 	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*time.Millisecond })
-	pl := NewPlanner(prof, 10)
-	observeRounds(pl, ServerTree, 0.95, 0, 300)
-	hi := pl.tau(ServerTree)
-	observeRounds(pl, ServerTree, 0.1, 0, 300)
-	lo := pl.tau(ServerTree)
+	pl := New(prof, 10)
+	observeRounds(pl, tree.Server, 0.95, 0, 300)
+	hi := pl.tau(tree.Server)
+	observeRounds(pl, tree.Server, 0.1, 0, 300)
+	lo := pl.tau(tree.Server)
 	if !(hi > 4 && lo < 1.5) {
 		t.Errorf("τ predicted %.2f after α 0.95, %.2f after α 0.1", hi, lo)
 	}
@@ -153,7 +155,7 @@ func TestPlannerTracksAcceptance(t *testing.T) {
 // speed it sees.
 func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
 	prof := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*time.Millisecond })
-	pl := NewPlanner(prof, 10)
+	pl := New(prof, 10)
 	pl.ProbeShare = 0
 	before := pl.PredictedTokensPerSec()
 	// Steps take twice the profiled time: every target cost doubles.
@@ -166,13 +168,13 @@ func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
 	// A draft step of 5 ms with α = 0.6: against the profile's 10 ms step
 	// speculation loses (one draft node costs 5 + 12 ms for τ 1.6), against
 	// the 20 ms the target takes now it wins (5 + 24 ms for 32 ms of steps).
-	observeRounds(pl, TreeParams{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
+	observeRounds(pl, tree.Params{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
 	if _, on := pl.Plan(); !on {
 		t.Errorf("target at twice its profiled cost, draft steps 5 ms, α 0.6: speculation off")
 	}
-	fresh := NewPlanner(prof, 10)
+	fresh := New(prof, 10)
 	fresh.ProbeShare = 0
-	observeRounds(fresh, TreeParams{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
+	observeRounds(fresh, tree.Params{TopK: 10, Depth: 1, Tokens: 2}, 0.6, 5*time.Millisecond, 200)
 	if _, on := fresh.Plan(); on {
 		t.Errorf("target at its profiled cost, draft steps 5 ms, α 0.6: speculation on")
 	}
@@ -189,7 +191,7 @@ func TestPlannerScalesProfileToLiveSpeed(t *testing.T) {
 // when verifying is dear; only its start when verifying grows dear fast.
 func TestPlannerRecallLength(t *testing.T) {
 	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*500*time.Microsecond })
-	pl := NewPlanner(cheap, 10)
+	pl := New(cheap, 10)
 	if k := pl.RecallLength(8, 1); k < 2 {
 		t.Errorf("cheap verify, no history (ρ ½): verify %d of 8 tokens", k)
 	}
@@ -210,7 +212,7 @@ func TestPlannerRecallLength(t *testing.T) {
 		t.Errorf("against a draft predicted 7× faster than plain decoding: verify %d of 8", k)
 	}
 	dear := profileWith(10*time.Millisecond, func(n int) time.Duration { return time.Duration(n) * 20 * time.Millisecond })
-	pl = NewPlanner(dear, 10)
+	pl = New(dear, 10)
 	for range 400 {
 		pl.ObserveRecall(8, 8)
 	}
@@ -221,7 +223,7 @@ func TestPlannerRecallLength(t *testing.T) {
 	// T_V(n) flat up to 2 nodes, then steep: only the first token pays.
 	kink := Profile{Decode: 10 * time.Millisecond, Verify: map[int]time.Duration{1: 10 * time.Millisecond,
 		2: 11 * time.Millisecond, 4: 80 * time.Millisecond, 8: 160 * time.Millisecond, 16: 320 * time.Millisecond}}
-	pl = NewPlanner(kink, 10)
+	pl = New(kink, 10)
 	if k := pl.RecallLength(8, 1); k != 1 {
 		t.Errorf("verify flat to 2 nodes, then dear: verify %d of 8, want 1", k)
 	}
@@ -232,12 +234,12 @@ func TestPlannerRecallLength(t *testing.T) {
 // paying it once for τ tokens, gains against plain decoding by it.
 func TestPlannerRoundOverhead(t *testing.T) {
 	prof := profileWith(time.Millisecond, func(n int) time.Duration { return time.Millisecond + time.Duration(n)*100*time.Microsecond })
-	pl := NewPlanner(prof, 10)
+	pl := New(prof, 10)
 	pl.ProbeShare = 0
 	if got := pl.DecodeTokensPerSec(); got < 999 || got > 1001 {
 		t.Fatalf("without overhead: %.1f tokens/s, want 1000", got)
 	}
-	p := TreeParams{TopK: 10, Depth: 1, Tokens: 2}
+	p := tree.Params{TopK: 10, Depth: 1, Tokens: 2}
 	observeRounds(pl, p, 0.5, 100*time.Microsecond, 100)
 	before := pl.Speedup(p)
 	for range 200 {
@@ -260,8 +262,8 @@ func TestPlannerRoundOverhead(t *testing.T) {
 // not a cold first one, and averages from then on.
 func TestPlannerColdDraftRounds(t *testing.T) {
 	prof := profileWith(time.Millisecond, func(n int) time.Duration { return time.Millisecond })
-	pl := NewPlanner(prof, 10)
-	p := TreeParams{TopK: 10, Depth: 0, Tokens: 1}
+	pl := New(prof, 10)
+	p := tree.Params{TopK: 10, Depth: 0, Tokens: 1}
 	pl.Observe(p, 1, 1, 40*time.Millisecond) // cold
 	pl.Observe(p, 1, 1, 100*time.Microsecond)
 	if pl.draftT > 101e-6 {

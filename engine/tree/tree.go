@@ -1,15 +1,16 @@
-package engine
+package tree
 
 import (
-	"dovetail/internal/topk"
 	"fmt"
 	"slices"
+
+	"dovetail/internal/topk"
 )
 
 // TreeParams shape a draft tree: TopK children per expanded node, Depth
 // expansion rounds after the root's own top-k (so paths are at most
 // Depth+1 long), and at most Tokens nodes in all (γ).
-type TreeParams struct {
+type Params struct {
 	TopK   int `json:"top_k"`
 	Depth  int `json:"depth"`
 	Tokens int `json:"tokens"`
@@ -17,12 +18,12 @@ type TreeParams struct {
 
 // Dovetail's settings from the paper: server and laptop.
 var (
-	ServerTree = TreeParams{TopK: 10, Depth: 7, Tokens: 16}
-	LaptopTree = TreeParams{TopK: 10, Depth: 4, Tokens: 7}
+	Server = Params{TopK: 10, Depth: 7, Tokens: 16}
+	Laptop = Params{TopK: 10, Depth: 4, Tokens: 7}
 )
 
 // Validate names the first bad parameter.
-func (p TreeParams) Validate() error {
+func (p Params) Validate() error {
 	switch {
 	case p.TopK < 1 || p.TopK > 64:
 		return fmt.Errorf("tree top-k %d out of range [1, 64]", p.TopK)
@@ -46,8 +47,8 @@ type Tree struct {
 	Recalled []bool
 }
 
-// recalled reports whether node i came from a text memory.
-func (t *Tree) recalled(i int) bool { return i < len(t.Recalled) && t.Recalled[i] }
+// IsRecalled reports whether node i came from a text memory.
+func (t *Tree) IsRecalled(i int) bool { return i < len(t.Recalled) && t.Recalled[i] }
 
 // Len is the number of nodes.
 func (t *Tree) Len() int {
@@ -57,7 +58,9 @@ func (t *Tree) Len() int {
 	return len(t.Tokens)
 }
 
-func (t *Tree) add(tok, parent, depth int, score float64) {
+// Add appends a node: token tok below parent (−1: the root) at depth, with
+// its cumulative score. Nodes come parents first.
+func (t *Tree) Add(tok, parent, depth int, score float64) {
 	t.Tokens = append(t.Tokens, tok)
 	t.Parents = append(t.Parents, parent)
 	t.Depths = append(t.Depths, depth)
@@ -120,13 +123,13 @@ type RankFunc func(tokens, parents []int, k int) ([][]Choice, error)
 // kept. The tree is the one expanding every frontier node would give, at
 // a fraction of the draft's work once the draft is confident (with the
 // default TopK 10 and Tokens 16, most of a level's ten nodes).
-func BuildTree(p TreeParams, rootLogits []float32, expand ExpandFunc) (*Tree, error) {
+func Build(p Params, rootLogits []float32, expand ExpandFunc) (*Tree, error) {
 	return buildTree(p, rankLogits(rootLogits, p.TopK), rankWith(expand), true)
 }
 
 // BuildRankedTree is BuildTree for a draft that ranks its own outputs:
 // root holds the root's TopK choices.
-func BuildRankedTree(p TreeParams, root []Choice, rank RankFunc) (*Tree, error) {
+func BuildRanked(p Params, root []Choice, rank RankFunc) (*Tree, error) {
 	return buildTree(p, root, rank, true)
 }
 
@@ -149,7 +152,7 @@ func rankWith(expand ExpandFunc) RankFunc {
 
 // buildTree is BuildRankedTree, with the pruning of hopeless frontier
 // nodes optional (tests compare the two).
-func buildTree(p TreeParams, root []Choice, rank RankFunc, prune bool) (*Tree, error) {
+func buildTree(p Params, root []Choice, rank RankFunc, prune bool) (*Tree, error) {
 	var cands []draftCand
 	for _, c := range root {
 		cands = append(cands, draftCand{token: c.Token, parent: -1, depth: 1, score: c.LogP, pending: -1})
@@ -257,7 +260,7 @@ func rerank(cands []draftCand, n int) *Tree {
 			parent = index[c.parent]
 		}
 		index[i] = t.Len()
-		t.add(c.token, parent, c.depth, c.score)
+		t.Add(c.token, parent, c.depth, c.score)
 	}
 	return t
 }
@@ -325,15 +328,15 @@ func (t *Tree) Graft(chain []int, limit int) *Tree {
 			parent = index[parent]
 		}
 		index[c] = out.Len()
-		out.add(t.Tokens[c], parent, t.Depths[c], t.Scores[c])
-		out.Recalled = append(out.Recalled, t.recalled(c))
+		out.Add(t.Tokens[c], parent, t.Depths[c], t.Scores[c])
+		out.Recalled = append(out.Recalled, t.IsRecalled(c))
 	}
 	parent, depth, score := -1, 0, 0.0
 	if at >= 0 {
 		parent, depth, score = index[at], t.Depths[at], t.Scores[at]
 	}
 	for _, tok := range rest {
-		out.add(tok, parent, depth+1, score)
+		out.Add(tok, parent, depth+1, score)
 		out.Recalled = append(out.Recalled, true)
 		parent, depth = out.Len()-1, depth+1
 	}

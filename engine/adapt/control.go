@@ -1,4 +1,4 @@
-package engine
+package adapt
 
 // Control decides when online adaptation collects records and trains, as
 // TIDE does: a short and a long exponential moving average of τ; when the

@@ -1,10 +1,16 @@
-package engine_test
+package adapt_test
 
 import (
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"dovetail/engine/adapt"
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
 
 	"dovetail/cpu"
 	"dovetail/device"
@@ -18,15 +24,15 @@ import (
 
 // versionSpy notes which draft versions drafted within one request.
 type versionSpy struct {
-	*engine.AdaptiveDrafter
+	*adapt.Drafter
 	seen []int
 }
 
-func (v *versionSpy) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error) {
-	t, err := v.AdaptiveDrafter.Draft(ctx, p)
+func (v *versionSpy) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
+	t, err := v.Drafter.Draft(ctx, p)
 	// The weights that drafted (in per-request mode Version is the kept
 	// one, not each round's trial).
-	if n, ver := len(v.seen), v.DGFDrafter.Version(); n == 0 || v.seen[n-1] != ver {
+	if n, ver := len(v.seen), v.DGF.Version(); n == 0 || v.seen[n-1] != ver {
 		v.seen = append(v.seen, ver)
 	}
 	return t, err
@@ -34,7 +40,7 @@ func (v *versionSpy) Draft(ctx []int, p engine.TreeParams) (*engine.Tree, error)
 
 // adaptSetup is an untrained draft of m, live, with a learner on a host
 // device of its own.
-func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg train.TrainConfig) (*dgf.Live, *train.Learner, *engine.Adapter) {
+func adaptSetup(t *testing.T, m *models.Llama, cfg adapt.Config, tcfg train.TrainConfig) (*dgf.Live, *train.Learner, *adapt.Adapter) {
 	t.Helper()
 	d, err := dgf.NewDraft(device.NewHost(1), draft.ForTarget(m.Config, 1, 0), m)
 	if err != nil {
@@ -43,7 +49,7 @@ func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg trai
 	d.Init(3)
 	live := dgf.NewLive(d, 0)
 	l := train.NewLearner(live, device.NewHost(1), tcfg, max(cfg.Batch*cfg.Window, cfg.RequestWindow), max(cfg.Window, cfg.RequestWindow), 3)
-	a, err := engine.NewAdapter(l, m.Config.Hidden, cfg, nil)
+	a, err := adapt.NewAdapter(l, m.Config.Hidden, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +58,8 @@ func adaptSetup(t *testing.T, m *models.Llama, cfg engine.AdaptConfig, tcfg trai
 
 // fastAdapt trains and publishes as often as it can: every comparison
 // wins (MinGain −1), so versions change while requests decode.
-func fastAdapt(mode engine.AdaptMode) engine.AdaptConfig {
-	cfg := engine.DefaultAdaptConfig()
+func fastAdapt(mode adapt.Mode) adapt.Config {
+	cfg := adapt.DefaultConfig()
 	cfg.Mode, cfg.Window, cfg.Batch, cfg.Steps, cfg.HeldOut, cfg.MinGain = mode, 8, 4, 1, 2, -1
 	cfg.RequestWindow = 16
 	cfg.Control.MinRecords, cfg.Control.Patience = 24, 1<<30
@@ -74,15 +80,15 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 			prompts, model = append(prompts, gc.PromptTokens), gc.Model
 		}
 	}
-	m := load(t, filepath.Base(model))
+	m := enginetest.Load(t, filepath.Base(model))
 	defer m.Close()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	tcfg := train.DefaultTrainConfig()
 	tcfg.LR, tcfg.Warmup = 3e-3, 0
-	for _, mode := range []engine.AdaptMode{engine.AdaptBackground, engine.AdaptPerRequest} {
+	for _, mode := range []adapt.Mode{adapt.Background, adapt.PerRequest} {
 		t.Run(mode.String(), func(t *testing.T) {
 			cfg := fastAdapt(mode)
-			if mode == engine.AdaptPerRequest {
+			if mode == adapt.PerRequest {
 				tcfg.AnchorWeight = 0.5
 			} else {
 				// Half of each step's windows end in a rejected node.
@@ -91,14 +97,14 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 			live, l, a := adaptSetup(t, m, cfg, tcfg)
 			a.Start()
 			seq := live.NewSequence(0)
-			seq.KeepCache = mode == engine.AdaptPerRequest
-			spy := &versionSpy{AdaptiveDrafter: a.Drafter(engine.NewDGFDrafter(seq))}
+			seq.KeepCache = mode == adapt.PerRequest
+			spy := &versionSpy{Drafter: a.Drafter(drafters.NewDGF(seq))}
 			midRequest := 0
 			for i := 0; i < 40 && (midRequest == 0 || i < 4); i++ {
 				prompt := prompts[i%len(prompts)]
-				plain, _ := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+				plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
 				spy.seen = nil
-				got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: spy, Tree: engine.LaptopTree})
+				got, st := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: spy, Tree: tree.Laptop})
 				spy.Finish()
 				if !slices.Equal(got, plain) {
 					t.Fatalf("request %d (draft versions %v): output differs from plain greedy\n got %v\nwant %v", i, spy.seen, got, plain)
@@ -117,13 +123,13 @@ func TestAdaptLosslessUnderSwaps(t *testing.T) {
 				t.Fatalf("no request saw the draft change under it (stats %+v)", a.Stats())
 			}
 			st := a.Stats()
-			if mode == engine.AdaptBackground && (st.Published == 0 || st.Version == 0) {
+			if mode == adapt.Background && (st.Published == 0 || st.Version == 0) {
 				t.Errorf("background: nothing published: %+v", st)
 			}
-			if n := a.Records().Branches(); mode == engine.AdaptBackground && n == 0 {
+			if n := a.Records().Branches(); mode == adapt.Background && n == 0 {
 				t.Error("background: no rejected node kept")
 			}
-			if mode == engine.AdaptPerRequest && l.Version() != 0 {
+			if mode == adapt.PerRequest && l.Version() != 0 {
 				t.Errorf("per-request: kept version %d after the requests, want 0: trials are never kept", l.Version())
 			}
 			t.Logf("%d requests changed draft mid-request; stats %+v", midRequest, st)
@@ -143,11 +149,11 @@ func repeatSetup(t *testing.T) (m *models.Llama, target engine.Target, prompt, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	m = load(t, filepath.Base(cases[0].Model))
+	m = enginetest.Load(t, filepath.Base(cases[0].Model))
 	t.Cleanup(func() { m.Close() })
-	target = cpu.NewTarget(m, pool, 0)
+	target = cpu.NewTarget(m, enginetest.Pool, 0)
 	prompt = cases[0].PromptTokens
-	plain, _ = generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
+	plain, _ = enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60})
 	return m, target, prompt, plain
 }
 
@@ -158,15 +164,15 @@ func TestAdaptMemoryRecalls(t *testing.T) {
 	m, target, prompt, plain := repeatSetup(t)
 	rounds := map[int][2]int{}
 	for _, memory := range []int{0, 1 << 12} {
-		cfg := engine.DefaultAdaptConfig()
+		cfg := adapt.DefaultConfig()
 		cfg.MemoryTokens = memory
 		// The trainer is never started: the weights stay as they are.
 		live, l, a := adaptSetup(t, m, cfg, train.DefaultTrainConfig())
 		seq := live.NewSequence(0)
-		d := a.Drafter(engine.NewDGFDrafter(seq))
+		d := a.Drafter(drafters.NewDGF(seq))
 		var r [2]int
 		for i := range r {
-			got, st := generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree})
+			got, st := enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: tree.Laptop})
 			d.Finish()
 			if !slices.Equal(got, plain) {
 				t.Fatalf("memory %d, request %d: output differs from plain greedy\n got %v\nwant %v", memory, i, got, plain)
@@ -198,22 +204,22 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 	m, target, prompt, plain := repeatSetup(t)
 	// Verifying a few nodes costs about a decode step, as on a large
 	// model (this one's would not make recalling pay as reliably).
-	prof := engine.Profile{Decode: time.Millisecond, Verify: map[int]time.Duration{}}
+	prof := plan.Profile{Decode: time.Millisecond, Verify: map[int]time.Duration{}}
 	for _, n := range []int{1, 2, 4, 8, 16} {
 		prof.Verify[n] = time.Millisecond + time.Duration(n)*10*time.Microsecond
 	}
-	live, l, a := adaptSetup(t, m, engine.DefaultAdaptConfig(), train.DefaultTrainConfig())
+	live, l, a := adaptSetup(t, m, adapt.DefaultConfig(), train.DefaultTrainConfig())
 	defer func() { a.Close(); l.Free(); live.Close() }()
 	seq := live.NewSequence(0)
 	defer seq.Free()
-	d := a.Drafter(engine.NewDGFDrafter(seq))
+	d := a.Drafter(drafters.NewDGF(seq))
 	var st [2]engine.Stats
 	for i := range st {
-		pl := engine.NewPlanner(prof, engine.LaptopTree.TopK)
+		pl := plan.New(prof, tree.Laptop.TopK)
 		pl.ProbeEvery = 1 << 20
-		pl.Observe(engine.LaptopTree, 5, 0, time.Hour) // a draft step takes an hour
+		pl.Observe(tree.Laptop, 5, 0, time.Hour) // a draft step takes an hour
 		var got []int
-		got, st[i] = generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: engine.LaptopTree, Planner: pl})
+		got, st[i] = enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: d, Tree: tree.Laptop, Planner: pl})
 		d.Finish()
 		if !slices.Equal(got, plain) {
 			t.Fatalf("request %d: output differs from plain greedy\n got %v\nwant %v", i, got, plain)
@@ -231,20 +237,20 @@ func TestRecallWhileSpeculationOff(t *testing.T) {
 // A paused adapter keeps recording but trains nothing; resumed, it trains
 // again.
 func TestAdaptPause(t *testing.T) {
-	m := load(t, "stories260K-f32.gguf")
+	m := enginetest.Load(t, "stories260K-f32.gguf")
 	defer m.Close()
-	live, l, a := adaptSetup(t, m, fastAdapt(engine.AdaptBackground), train.DefaultTrainConfig())
+	live, l, a := adaptSetup(t, m, fastAdapt(adapt.Background), train.DefaultTrainConfig())
 	defer live.Close()
 	defer l.Free()
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	seq := live.NewSequence(0)
 	defer seq.Free()
-	d := a.Drafter(engine.NewDGFDrafter(seq))
+	d := a.Drafter(drafters.NewDGF(seq))
 	a.SetPaused(true)
 	a.Start()
 	decode := func() {
 		for range 6 {
-			generate(t, target, engine.Request{Prompt: []int{1, 403, 407}, MaxTokens: 40, Drafter: d, Tree: engine.LaptopTree})
+			enginetest.Generate(t, target, engine.Request{Prompt: []int{1, 403, 407}, MaxTokens: 40, Drafter: d, Tree: tree.Laptop})
 		}
 	}
 	decode()

@@ -1,10 +1,12 @@
-package engine
+package plan
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"dovetail/engine/tree"
 )
 
 // From forwards of several sizes, the fit finds the line they lie on
@@ -48,7 +50,7 @@ func TestCostFit(t *testing.T) {
 // then plans like a profiled one: with cheap verification and a good
 // draft it speculates.
 func TestProvisionalPlanner(t *testing.T) {
-	pl := NewProvisionalPlanner(10)
+	pl := NewProvisional(10)
 	if !pl.Provisional() || pl.PredictedTokensPerSec() != 0 {
 		t.Fatal("a provisional planner predicted before measuring")
 	}
@@ -59,7 +61,7 @@ func TestProvisionalPlanner(t *testing.T) {
 		n := []int{1, 1, 8, 17}[i%4]
 		pl.ObserveTarget(n, 10*time.Millisecond+time.Duration(n)*200*time.Microsecond)
 	}
-	observeRounds(pl, ServerTree, 0.8, 100*time.Microsecond, 200)
+	observeRounds(pl, tree.Server, 0.8, 100*time.Microsecond, 200)
 	p, on := pl.Plan()
 	if !on || p.Depth < 2 {
 		t.Errorf("measured cheap verification, α 0.8: plan %+v on=%v", p, on)
@@ -73,12 +75,12 @@ func TestProvisionalPlanner(t *testing.T) {
 // the τ of a chain of acceptances.
 func TestPredict(t *testing.T) {
 	cheap := profileWith(10*time.Millisecond, func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*200*time.Microsecond })
-	pl := NewPlanner(cheap, 10)
+	pl := New(cheap, 10)
 	p, speed := pl.Predict(0.8, 100*time.Microsecond)
 	if p.Depth < 2 || speed < 2/0.01 {
 		t.Errorf("a good cheap draft: %+v at %.1f tokens/s", p, speed)
 	}
-	if p, speed := pl.Predict(0.8, time.Second); p != (TreeParams{}) || math.Abs(speed-100) > 1e-6 {
+	if p, speed := pl.Predict(0.8, time.Second); p != (tree.Params{}) || math.Abs(speed-100) > 1e-6 {
 		t.Errorf("a draft step of a second: %+v at %.1f tokens/s, want plain decoding's 100", p, speed)
 	}
 	if a := AlphaForTau(1+0.5+0.25+0.125, 3); math.Abs(a-0.5) > 1e-6 {

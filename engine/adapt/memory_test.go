@@ -1,9 +1,11 @@
-package engine
+package adapt
 
 import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"dovetail/engine/tree"
 )
 
 func TestTextMemoryByHand(t *testing.T) {
@@ -122,15 +124,15 @@ func TestTextMemoryAgainstBruteForce(t *testing.T) {
 }
 
 // tree builds a Tree from (token, parent, score) triples.
-func treeOf(nodes ...[3]float64) *Tree {
-	t := &Tree{}
+func treeOf(nodes ...[3]float64) *tree.Tree {
+	t := &tree.Tree{}
 	for _, n := range nodes {
 		p := int(n[1])
 		d := 1
 		if p >= 0 {
 			d = t.Depths[p] + 1
 		}
-		t.add(int(n[0]), p, d, n[2])
+		t.Add(int(n[0]), p, d, n[2])
 	}
 	return t
 }
@@ -168,7 +170,7 @@ func TestGraftByHand(t *testing.T) {
 		t.Error("an empty chain made a new tree")
 	}
 	// Into an empty tree: the chain alone.
-	if g := (&Tree{}).Graft([]int{3, 4}, 8); !slices.Equal(g.Tokens, []int{3, 4}) || !slices.Equal(g.Parents, []int{-1, 0}) {
+	if g := (&tree.Tree{}).Graft([]int{3, 4}, 8); !slices.Equal(g.Tokens, []int{3, 4}) || !slices.Equal(g.Parents, []int{-1, 0}) {
 		t.Errorf("graft into nothing: tokens %v parents %v", g.Tokens, g.Parents)
 	}
 	if !slices.Equal(base.Tokens, orig) || base.Len() != 5 {
@@ -181,7 +183,7 @@ func TestGraftByHand(t *testing.T) {
 func TestGraftRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for it := range 2000 {
-		base := &Tree{}
+		base := &tree.Tree{}
 		for range rng.IntN(20) {
 			p := rng.IntN(base.Len()+1) - 1
 			d, s := 1, 0.0
@@ -194,7 +196,7 @@ func TestGraftRandom(t *testing.T) {
 				dup = dup || base.Parents[c] == p && base.Tokens[c] == tok
 			}
 			if !dup {
-				base.add(tok, p, d, s-rng.Float64())
+				base.Add(tok, p, d, s-rng.Float64())
 			}
 		}
 		chain := make([]int, rng.IntN(9))
@@ -310,14 +312,14 @@ func BenchmarkTextMemoryRound(b *testing.B) {
 		m.Begin()
 		m.Append(text[i:min(i+96, len(text))])
 	}
-	tree := &Tree{}
+	tree := &tree.Tree{}
 	for i := range 16 {
 		p := i/2 - 1
 		d := 1
 		if p >= 0 {
 			d = tree.Depths[p] + 1
 		}
-		tree.add(1000+i, p, d, -float64(i))
+		tree.Add(1000+i, p, d, -float64(i))
 	}
 	ctx := append([]int(nil), text[5000:5100]...)
 	b.ResetTimer()

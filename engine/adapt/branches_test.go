@@ -1,4 +1,4 @@
-package engine
+package adapt
 
 import (
 	"math/rand/v2"
@@ -129,7 +129,7 @@ func TestBranchesOff(t *testing.T) {
 	if ws := r.SampleBranches(rand.New(rand.NewPCG(1, 1)), 4, 2, 0, 1); ws != nil {
 		t.Errorf("windows %v without KeepBranches", ws)
 	}
-	cfg := DefaultAdaptConfig()
+	cfg := DefaultConfig()
 	cfg.Branches = 1.5
 	if _, err := NewAdapter(nil, 2, cfg, nil); err == nil {
 		t.Error("a share of 1.5 of windows from rejected branches accepted")

@@ -1,4 +1,4 @@
-package engine
+package adapt
 
 import (
 	"errors"
@@ -9,46 +9,49 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
+
 	"dovetail/internal/osthread"
 	"dovetail/models/draft"
 )
 
-// AdaptMode says how a draft adapts to the text it drafts for.
-type AdaptMode int
+// Mode says how a draft adapts to the text it drafts for.
+type Mode int
 
 const (
-	// AdaptOff keeps the draft as it is.
-	AdaptOff AdaptMode = iota
-	// AdaptBackground trains a shadow copy of the draft on a goroutine
+	// Off keeps the draft as it is.
+	Off Mode = iota
+	// Background trains a shadow copy of the draft on a goroutine
 	// from what verification computed, and swaps it in between rounds
 	// when it beats the live one on held-out recent records.
-	AdaptBackground
-	// AdaptPerRequest (Test-Time Speculation) takes one gradient step per
+	Background
+	// PerRequest (Test-Time Speculation) takes one gradient step per
 	// verified round on the request's own text, held to the draft the
 	// request started with, and goes back to that draft afterwards.
-	AdaptPerRequest
+	PerRequest
 )
 
 var adaptModes = []string{"off", "background", "per-request"}
 
-func (m AdaptMode) String() string {
+func (m Mode) String() string {
 	if int(m) < len(adaptModes) {
 		return adaptModes[m]
 	}
-	return fmt.Sprintf("AdaptMode(%d)", int(m))
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// ParseAdaptMode reads off, background or per-request.
-func ParseAdaptMode(s string) (AdaptMode, error) {
+// ParseMode reads off, background or per-request.
+func ParseMode(s string) (Mode, error) {
 	for i, n := range adaptModes {
 		if s == n {
-			return AdaptMode(i), nil
+			return Mode(i), nil
 		}
 	}
 	return 0, fmt.Errorf("adaptation mode %q: want off, background or per-request", s)
 }
 
-// Learner is the device side of adaptation (gpu.Learner): a shadow copy
+// Learner is the device side of adaptation (train.Learner): a shadow copy
 // of the live draft that trains, scored against the version it last kept.
 // Only the adapter's goroutine calls it.
 type Learner interface {
@@ -67,8 +70,8 @@ type Learner interface {
 }
 
 // AdaptConfig are the adaptation loop's settings.
-type AdaptConfig struct {
-	Mode        AdaptMode
+type Config struct {
+	Mode        Mode
 	RecordBytes int     // bound of the record ring
 	Window      int     // positions per training window
 	Batch       int     // windows per optimizer step
@@ -111,15 +114,15 @@ type AdaptConfig struct {
 // lower duty saved nothing of decode speed); rejected branches off (their
 // gain stayed inside the noise); and a text memory of 256K tokens, which
 // does most of adaptation's work where text recurs.
-func DefaultAdaptConfig() AdaptConfig {
-	return AdaptConfig{Mode: AdaptBackground, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
+func DefaultConfig() Config {
+	return Config{Mode: Background, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
 		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, MemoryTokens: 1 << 18,
 		Control: *DefaultControl(), Seed: 1}
 }
 
 // HostBytes is what adaptation by c holds in host memory besides the
 // draft: the record ring, the rejected branches and the text memory.
-func (c AdaptConfig) HostBytes() uint64 {
+func (c Config) HostBytes() uint64 {
 	b := uint64(max(c.RecordBytes, 0)) + TextMemoryBytes(c.MemoryTokens)
 	if c.Branches > 0 {
 		b += uint64(max(c.BranchBytes, 0))
@@ -128,7 +131,7 @@ func (c AdaptConfig) HostBytes() uint64 {
 }
 
 // AdaptStats is what the adapter has done so far.
-type AdaptStats struct {
+type Stats struct {
 	Mode              string
 	Version           int // the kept version
 	Collecting        bool
@@ -147,7 +150,7 @@ type AdaptStats struct {
 // out (one per concurrent sequence) record what the target verified and
 // measure τ; a goroutine trains the learner's shadow and publishes it.
 type Adapter struct {
-	cfg AdaptConfig
+	cfg Config
 	l   Learner
 	rec *Records
 	mem *TextMemory // nil: none
@@ -158,7 +161,7 @@ type Adapter struct {
 	gap       bool // collection paused since the last record: a new sequence starts
 	fresh     int  // positions recorded since the last training run
 	busy      int  // sequences decoding
-	st        AdaptStats
+	st        Stats
 	err       error
 	started   bool
 	paused    bool
@@ -172,7 +175,7 @@ type Adapter struct {
 // NewAdapter adapts through l a draft reading features of size hidden.
 // onPublish, if set, is called on the trainer's goroutine after each kept
 // publication (persistence saves there).
-func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version int)) (*Adapter, error) {
+func NewAdapter(l Learner, hidden int, cfg Config, onPublish func(version int)) (*Adapter, error) {
 	if cfg.Window < 3 || cfg.Batch < 1 || cfg.Steps < 1 || cfg.HeldOut < 1 || cfg.RequestWindow < 3 {
 		return nil, fmt.Errorf("adaptation: windows of %d positions, %d per step, %d steps, %d held out, %d per request: too few",
 			cfg.Window, cfg.Batch, cfg.Steps, cfg.HeldOut, cfg.RequestWindow)
@@ -210,7 +213,7 @@ func NewAdapter(l Learner, hidden int, cfg AdaptConfig, onPublish func(version i
 func (a *Adapter) Start() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.started || a.cfg.Mode != AdaptBackground {
+	if a.started || a.cfg.Mode != Background {
 		return
 	}
 	a.started = true
@@ -228,7 +231,7 @@ func (a *Adapter) Close() error {
 		close(a.stop)
 		<-a.done
 	}
-	if a.cfg.Mode == AdaptPerRequest {
+	if a.cfg.Mode == PerRequest {
 		if err := a.l.Restore(); err != nil {
 			a.fail(err)
 		}
@@ -239,7 +242,7 @@ func (a *Adapter) Close() error {
 }
 
 // Stats returns a copy of what the adapter has done.
-func (a *Adapter) Stats() AdaptStats {
+func (a *Adapter) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.st
@@ -292,8 +295,8 @@ func (a *Adapter) fail(err error) {
 
 // Drafter wraps d, a drafter of the adapter's live draft, so that its
 // sequence feeds adaptation.
-func (a *Adapter) Drafter(d *DGFDrafter) *AdaptiveDrafter {
-	return &AdaptiveDrafter{DGFDrafter: d, a: a}
+func (a *Adapter) Drafter(d *drafters.DGF) *Drafter {
+	return &Drafter{DGF: d, a: a}
 }
 
 // begin starts a sequence and returns its number.
@@ -316,7 +319,7 @@ func (a *Adapter) end() {
 // and wakes the trainer when a run's worth has arrived. It returns the
 // number Records gave the first position, and whether it recorded them.
 func (a *Adapter) record(seq *uint64, tokens []int, features [][]float32) (uint64, bool) {
-	if a.cfg.Mode != AdaptBackground || len(tokens) == 0 {
+	if a.cfg.Mode != Background || len(tokens) == 0 {
 		return 0, false
 	}
 	a.mu.Lock()
@@ -493,8 +496,8 @@ func (a *Adapter) pace(d time.Duration) error {
 // records the positions the target committed with their features, and
 // reports the τ of every drafted round. In per-request mode it also takes
 // a gradient step on the request's own text after every round.
-type AdaptiveDrafter struct {
-	*DGFDrafter
+type Drafter struct {
+	*drafters.DGF
 	a       *Adapter
 	seq     uint64
 	active  bool
@@ -512,10 +515,10 @@ type AdaptiveDrafter struct {
 }
 
 // Prefilled starts a sequence with the prompt's positions.
-func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
+func (d *Drafter) Prefilled(prompt []int, features [][]float32) {
 	d.finish()
 	d.seq, d.active = d.a.begin(), true
-	d.DGFDrafter.Prefilled(prompt, features)
+	d.DGF.Prefilled(prompt, features)
 	d.recorded = false
 	d.a.record(&d.seq, prompt, features)
 	d.keep(prompt, features)
@@ -523,8 +526,8 @@ func (d *AdaptiveDrafter) Prefilled(prompt []int, features [][]float32) {
 }
 
 // Draft drafts a tree, noting whether there is one.
-func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
-	t, err := d.DGFDrafter.Draft(ctx, p)
+func (d *Drafter) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
+	t, err := d.DGF.Draft(ctx, p)
 	if err == nil && d.a.mem != nil {
 		t = t.Graft(d.recall(ctx, p.Tokens), p.Tokens)
 	}
@@ -534,11 +537,11 @@ func (d *AdaptiveDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 
 // Recall is the text memory's proposal alone, as a chain below the root:
 // what a round costs when the draft model does not run (Recaller).
-func (d *AdaptiveDrafter) Recall(ctx []int, p TreeParams) *Tree {
+func (d *Drafter) Recall(ctx []int, p tree.Params) *tree.Tree {
 	if d.a.mem == nil {
-		return &Tree{}
+		return &tree.Tree{}
 	}
-	return (&Tree{}).Graft(d.recall(ctx, p.Tokens), p.Tokens)
+	return (&tree.Tree{}).Graft(d.recall(ctx, p.Tokens), p.Tokens)
 }
 
 // recall is what the text memory proposes after ctx, at most limit
@@ -549,7 +552,7 @@ func (d *AdaptiveDrafter) Recall(ctx []int, p TreeParams) *Tree {
 // matched (SuffixDecoding's α = 2), beyond the tree's depth if need be:
 // the longest rule that did not lose τ anywhere (docs/measurements,
 // "Continuation length").
-func (d *AdaptiveDrafter) recall(ctx []int, limit int) []int {
+func (d *Drafter) recall(ctx []int, limit int) []int {
 	chain, n := d.a.mem.Lookup(ctx, limit)
 	if d.own != nil {
 		if own, on := d.own.Lookup(ctx, limit); own != nil && on >= n {
@@ -560,7 +563,7 @@ func (d *AdaptiveDrafter) recall(ctx []int, limit int) []int {
 }
 
 // remember adds committed tokens to the sequence's text.
-func (d *AdaptiveDrafter) remember(tokens []int) {
+func (d *Drafter) remember(tokens []int) {
 	if d.a.mem == nil {
 		return
 	}
@@ -576,8 +579,8 @@ func (d *AdaptiveDrafter) remember(tokens []int) {
 const ownMemoryTokens = 4096
 
 // Accepted records the round's committed positions.
-func (d *AdaptiveDrafter) Accepted(tokens []int, features [][]float32) {
-	d.DGFDrafter.Accepted(tokens, features)
+func (d *Drafter) Accepted(tokens []int, features [][]float32) {
+	d.DGF.Accepted(tokens, features)
 	d.first, d.recorded = d.a.record(&d.seq, tokens, features)
 	d.keep(tokens, features)
 	d.remember(tokens)
@@ -590,7 +593,7 @@ func (d *AdaptiveDrafter) Accepted(tokens []int, features [][]float32) {
 
 // Verified keeps the round's rejected nodes (see Records.AppendBranches)
 // when its committed positions were recorded.
-func (d *AdaptiveDrafter) Verified(nodes, parents []int, features [][]float32, path []int) {
+func (d *Drafter) Verified(nodes, parents []int, features [][]float32, path []int) {
 	if d.recorded {
 		d.a.rec.AppendBranches(d.first, nodes, parents, features, path)
 		d.recorded = false
@@ -598,37 +601,37 @@ func (d *AdaptiveDrafter) Verified(nodes, parents []int, features [][]float32, p
 }
 
 // Reset ends the sequence.
-func (d *AdaptiveDrafter) Reset() {
+func (d *Drafter) Reset() {
 	d.finish()
-	d.DGFDrafter.Reset()
+	d.DGF.Reset()
 }
 
 // Adaptation is what the drafter's adapter has done so far.
-func (d *AdaptiveDrafter) Adaptation() AdaptStats { return d.a.Stats() }
+func (d *Drafter) Adaptation() Stats { return d.a.Stats() }
 
 // Version is the version of the draft's weights: in per-request mode the
 // kept version the request's trials start from, else the version that
 // drafted the last tree.
-func (d *AdaptiveDrafter) Version() int {
-	if d.a.cfg.Mode == AdaptPerRequest {
+func (d *Drafter) Version() int {
+	if d.a.cfg.Mode == PerRequest {
 		return d.a.l.Version()
 	}
-	return d.DGFDrafter.Version()
+	return d.DGF.Version()
 }
 
 // Mode is the adapter's mode.
-func (d *AdaptiveDrafter) Mode() AdaptMode { return d.a.cfg.Mode }
+func (d *Drafter) Mode() Mode { return d.a.cfg.Mode }
 
 // Finish ends the sequence (Generate calls it when it returns): the
 // trainer stops yielding to it, and its text joins the shared memory.
-func (d *AdaptiveDrafter) Finish() { d.finish() }
+func (d *Drafter) Finish() { d.finish() }
 
-func (d *AdaptiveDrafter) finish() {
+func (d *Drafter) finish() {
 	if d.active {
 		d.a.end()
 		d.active = false
 	}
-	if d.a.cfg.Mode == AdaptPerRequest && len(d.toks) > 0 {
+	if d.a.cfg.Mode == PerRequest && len(d.toks) > 0 {
 		if err := d.a.l.Restore(); err != nil {
 			d.a.fail(fmt.Errorf("adaptation: %w", err))
 		}
@@ -645,8 +648,8 @@ func (d *AdaptiveDrafter) finish() {
 }
 
 // keep remembers the request's positions (per-request mode).
-func (d *AdaptiveDrafter) keep(tokens []int, features [][]float32) {
-	if d.a.cfg.Mode != AdaptPerRequest {
+func (d *Drafter) keep(tokens []int, features [][]float32) {
+	if d.a.cfg.Mode != PerRequest {
 		return
 	}
 	d.toks = append(d.toks, tokens...)
@@ -657,9 +660,9 @@ func (d *AdaptiveDrafter) keep(tokens []int, features [][]float32) {
 
 // step is per-request mode's gradient step on the request's newest
 // positions, published as a trial for the next round.
-func (d *AdaptiveDrafter) step() {
+func (d *Drafter) step() {
 	a := d.a
-	if a.cfg.Mode != AdaptPerRequest || len(d.toks) < 3 {
+	if a.cfg.Mode != PerRequest || len(d.toks) < 3 {
 		return
 	}
 	lo := max(0, len(d.toks)-a.cfg.RequestWindow)

@@ -1,15 +1,15 @@
-package engine_test
+package enginetest
 
 import (
 	"fmt"
 	"math/rand/v2"
 )
 
-// markov is a synthetic Target whose logits depend only on the token just
+// Markov is a synthetic Target whose logits depend only on the token just
 // run: exact distributions are cheap to compute and sampling millions of
 // tokens takes seconds. It keeps the Target contract (pending tree nodes,
 // Commit of a chain) so the engine cannot tell it from a model.
-type markov struct {
+type Markov struct {
 	table     [][]float32 // [token] → logits of the next token
 	committed []int
 	pending   []int // tokens
@@ -17,12 +17,14 @@ type markov struct {
 	out       []float32
 	outs      [][]float32
 	hid       [][]float32
-	ctx       int
+	Ctx       int // the context, 1<<20 unless a test sets it
 }
 
-func newMarkov(vocab int, seed uint64, scale float64) *markov {
+// NewMarkov is a Markov target over vocab tokens, its logits drawn from
+// seed with standard deviation scale.
+func NewMarkov(vocab int, seed uint64, scale float64) *Markov {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	m := &markov{ctx: 1 << 20}
+	m := &Markov{Ctx: 1 << 20}
 	for range vocab {
 		row := make([]float32, vocab)
 		for j := range row {
@@ -33,14 +35,14 @@ func newMarkov(vocab int, seed uint64, scale float64) *markov {
 	return m
 }
 
-func (m *markov) Forward(tokens []int) ([]float32, error) {
+func (m *Markov) Forward(tokens []int) ([]float32, error) {
 	m.pending, m.parents = m.pending[:0], m.parents[:0]
 	m.committed = append(m.committed, tokens...)
 	m.out = m.table[tokens[len(tokens)-1]]
 	return m.out, nil
 }
 
-func (m *markov) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
+func (m *Markov) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
 	lg, _ := m.Forward(tokens)
 	hid := make([][]float32, len(tokens))
 	for i, tok := range tokens {
@@ -49,7 +51,7 @@ func (m *markov) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
 	return lg, hid, nil
 }
 
-func (m *markov) Extend(tokens, parents []int) ([][]float32, [][]float32, error) {
+func (m *Markov) Extend(tokens, parents []int) ([][]float32, [][]float32, error) {
 	m.outs, m.hid = m.outs[:0], m.hid[:0]
 	for i, tok := range tokens {
 		if parents[i] < -1 || parents[i] >= len(m.pending) {
@@ -63,7 +65,7 @@ func (m *markov) Extend(tokens, parents []int) ([][]float32, [][]float32, error)
 	return m.outs, m.hid, nil
 }
 
-func (m *markov) Commit(path []int) error {
+func (m *Markov) Commit(path []int) error {
 	for k, p := range path {
 		want := -1
 		if k > 0 {
@@ -78,11 +80,11 @@ func (m *markov) Commit(path []int) error {
 	return nil
 }
 
-func (m *markov) Len() int { return len(m.committed) }
-func (m *markov) Truncate(n int) error {
+func (m *Markov) Len() int { return len(m.committed) }
+func (m *Markov) Truncate(n int) error {
 	m.committed = m.committed[:n]
 	m.pending, m.parents = m.pending[:0], m.parents[:0]
 	return nil
 }
-func (m *markov) Context() int { return m.ctx }
-func (m *markov) Vocab() int   { return len(m.table) }
+func (m *Markov) Context() int { return m.Ctx }
+func (m *Markov) Vocab() int   { return len(m.table) }

@@ -1,10 +1,12 @@
-package engine
+package drafters
+
+import "dovetail/engine/tree"
 
 // NgramDrafter is prompt-lookup decoding: it finds the latest tokens
 // earlier in the context and proposes what followed them there. It costs
 // nothing to run and shines where output copies input (code, edits,
 // summaries, repetitive stories).
-type NgramDrafter struct {
+type Ngram struct {
 	// MaxN is the longest suffix looked up (default 4); shorter ones fill
 	// the tree when longer ones run out.
 	MaxN int
@@ -12,12 +14,12 @@ type NgramDrafter struct {
 
 // Draft builds a trie of the continuations of up to TopK matches, longest
 // suffix match first and the most recent first among equals.
-func (d *NgramDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
+func (d *Ngram) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
 	maxN := d.MaxN
 	if maxN <= 0 {
 		maxN = 4
 	}
-	t := &Tree{}
+	t := &tree.Tree{}
 	children := map[[2]int]int{} // (parent, token) → node
 	matches := 0
 	for n := min(maxN, len(ctx)-1); n >= 1 && matches < p.TopK && t.Len() < p.Tokens; n-- {
@@ -36,7 +38,7 @@ func (d *NgramDrafter) Draft(ctx []int, p TreeParams) (*Tree, error) {
 				} else {
 					children[[2]int{parent, tok}] = t.Len()
 					// Later matches rank below earlier ones.
-					t.add(tok, parent, depth, -float64(matches))
+					t.Add(tok, parent, depth, -float64(matches))
 					parent = t.Len() - 1
 				}
 				depth++
@@ -56,10 +58,10 @@ func equalInts(a, b []int) bool {
 }
 
 // Accepted does nothing: the context is the drafter's whole state.
-func (d *NgramDrafter) Accepted([]int, [][]float32) {}
+func (d *Ngram) Accepted([]int, [][]float32) {}
 
 // Reset does nothing.
-func (d *NgramDrafter) Reset() {}
+func (d *Ngram) Reset() {}
 
 // Finish does nothing.
-func (d *NgramDrafter) Finish() {}
+func (d *Ngram) Finish() {}

@@ -1,10 +1,14 @@
-package engine_test
+package drafters_test
 
 import (
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/tree"
 
 	"dovetail/assets"
 	"dovetail/cpu"
@@ -29,14 +33,14 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 	for _, gc := range cases {
 		// One case of each model runs every tree shape and both drafts;
 		// the others one of each.
-		shapes, blockCounts := []engine.TreeParams{engine.ServerTree}, []int{1}
+		shapes, blockCounts := []tree.Params{tree.Server}, []int{1}
 		if strings.HasSuffix(gc.Name, "-f32-p1") {
-			shapes = append(shapes, engine.LaptopTree, engine.TreeParams{TopK: 1, Depth: 0, Tokens: 1}, engine.TreeParams{TopK: 3, Depth: 5, Tokens: 40})
+			shapes = append(shapes, tree.Laptop, tree.Params{TopK: 1, Depth: 0, Tokens: 1}, tree.Params{TopK: 3, Depth: 5, Tokens: 40})
 			blockCounts = []int{1, 2}
 		}
-		m := load(t, filepath.Base(gc.Model))
-		target := cpu.NewTarget(m, pool, 0)
-		plain, _ := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
+		m := enginetest.Load(t, filepath.Base(gc.Model))
+		target := cpu.NewTarget(m, enginetest.Pool, 0)
+		plain, _ := enginetest.Generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40})
 		for _, blocks := range blockCounts {
 			d, err := dgf.NewDraft(dev, draft.ForTarget(m.Config, blocks, 0), m)
 			if err != nil {
@@ -44,9 +48,9 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 			}
 			d.Init(uint64(blocks))
 			seq := d.NewSequence(0)
-			drafter := engine.NewDGFDrafter(seq)
+			drafter := drafters.NewDGF(seq)
 			for _, p := range shapes {
-				got, st := generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40, Drafter: drafter, Tree: p})
+				got, st := enginetest.Generate(t, target, engine.Request{Prompt: gc.PromptTokens, MaxTokens: 40, Drafter: drafter, Tree: p})
 				if !slices.Equal(got, plain) {
 					t.Errorf("%s, %d blocks, %+v: speculative output differs from plain greedy\n got %v\nwant %v", gc.Name, blocks, p, got, plain)
 				}
@@ -63,20 +67,20 @@ func TestDGFGreedyEqualsPlain(t *testing.T) {
 
 // logitsOnly hides a draft's ranking (RankingModel): the drafter then
 // ranks downloaded logits itself.
-type logitsOnly struct{ engine.FeatureModel }
+type logitsOnly struct{ drafters.FeatureModel }
 
 // A draft that ranks its own logits on the device (dgf.Sequence's
 // ForwardTop and ExtendTop) drafts the very trees that ranking downloaded
 // logits on the host gives: the same rounds, acceptances and output, with
 // the embedded model's trained draft, sharpened as for greedy decoding.
 func TestDGFRankedTreesEqualLogitTrees(t *testing.T) {
-	m := load(t, "tinystories656K-Q8_0.gguf")
+	m := enginetest.Load(t, "tinystories656K-Q8_0.gguf")
 	defer m.Close()
 	ck, err := draft.Parse(assets.DefaultDraftName, assets.DefaultDraft)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	tok, err := tokenizer.New(m.File)
 	if err != nil {
 		t.Fatal(err)
@@ -93,13 +97,13 @@ func TestDGFRankedTreesEqualLogitTrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq := d.NewSequence(0)
-		var fm engine.FeatureModel = seq
+		var fm drafters.FeatureModel = seq
 		if !ranked {
 			fm = logitsOnly{seq}
 		}
-		drafter := engine.NewDGFDrafter(fm)
+		drafter := drafters.NewDGF(fm)
 		drafter.Sharpness = 2
-		outs[i], stats[i] = generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: drafter, Tree: engine.ServerTree})
+		outs[i], stats[i] = enginetest.Generate(t, target, engine.Request{Prompt: prompt, MaxTokens: 60, Drafter: drafter, Tree: tree.Server})
 		seq.Free()
 		d.Free()
 	}
@@ -124,7 +128,7 @@ func (c *rowCounter) Forward(f [][]float32, tokens []int) ([]float32, []float32,
 	return c.Sequence.Forward(f, tokens)
 }
 
-func (c *rowCounter) ForwardTop(f [][]float32, tokens []int, k int, scale float32) ([]engine.Choice, []float32, error) {
+func (c *rowCounter) ForwardTop(f [][]float32, tokens []int, k int, scale float32) ([]tree.Choice, []float32, error) {
 	c.rows += len(tokens)
 	return c.Sequence.ForwardTop(f, tokens, k, scale)
 }
@@ -134,7 +138,7 @@ func (c *rowCounter) ForwardTop(f [][]float32, tokens []int, k int, scale float3
 // and drafts the tree it would have drafted without: catching up is the
 // same work, timed apart.
 func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
-	m := load(t, "tinystories656K-Q8_0.gguf")
+	m := enginetest.Load(t, "tinystories656K-Q8_0.gguf")
 	defer m.Close()
 	ck, err := draft.Parse(assets.DefaultDraftName, assets.DefaultDraft)
 	if err != nil {
@@ -152,19 +156,19 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := cpu.NewTarget(m, pool, 0)
+	target := cpu.NewTarget(m, enginetest.Pool, 0)
 	ctx := tok.Encode("Once upon a time, a little fox", true, false)
 	logits, hidden, err := target.ForwardFeatures(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seqs [2]*rowCounter
-	var drafters [2]*engine.DGFDrafter
+	var drs [2]*drafters.DGF
 	for i := range seqs {
 		seqs[i] = &rowCounter{Sequence: d.NewSequence(0)}
 		defer seqs[i].Free()
-		drafters[i] = engine.NewDGFDrafter(seqs[i])
-		drafters[i].Prefilled(ctx, hidden)
+		drs[i] = drafters.NewDGF(seqs[i])
+		drs[i].Prefilled(ctx, hidden)
 	}
 	// Twelve plain greedy steps: each root runs and is accepted alone.
 	root := argmax(logits)
@@ -173,20 +177,20 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 		if logits, hidden, err = target.ForwardFeatures([]int{root}); err != nil {
 			t.Fatal(err)
 		}
-		for _, dr := range drafters {
+		for _, dr := range drs {
 			dr.Accepted([]int{root}, hidden)
 		}
 		root = argmax(logits)
 	}
 	ctx = append(ctx, root)
-	n, err := drafters[0].CatchUp(ctx)
+	n, err := drs[0].CatchUp(ctx)
 	if err != nil || n != len(ctx)-2 {
 		t.Fatalf("CatchUp ran %d positions (%v), want %d: all but the root's", n, err, len(ctx)-2)
 	}
 	seqs[0].rows = 0
-	var trees [2]*engine.Tree
-	for i, dr := range drafters {
-		if trees[i], err = dr.Draft(ctx, engine.ServerTree); err != nil {
+	var trees [2]*tree.Tree
+	for i, dr := range drs {
+		if trees[i], err = dr.Draft(ctx, tree.Server); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,7 +202,7 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 		t.Errorf("caught up first: tree %v %v; in one call: %v %v", a.Tokens, a.Parents, b.Tokens, b.Parents)
 	}
 	// Caught up already: nothing more to run.
-	if n, err := drafters[0].CatchUp(ctx); n != 0 || err != nil {
+	if n, err := drs[0].CatchUp(ctx); n != 0 || err != nil {
 		t.Errorf("CatchUp again: %d positions (%v), want 0", n, err)
 	}
 }
