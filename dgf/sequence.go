@@ -20,7 +20,7 @@ const treeRoom = 256
 
 // Sequence is one sequence of a draft while it drafts: the KV cache of its
 // committed positions, and a tree of pending nodes after them. It
-// implements engine.FeatureModel (without importing engine): position i
+// implements drafters.FeatureModel (without importing it): position i
 // reads the pair (f_i, x_{i+1}) and predicts f̂_{i+1}.
 type Sequence struct {
 	d       *Draft
@@ -176,7 +176,7 @@ func (s *Sequence) ForwardTop(features [][]float32, tokens []int, k int, scale f
 	return s.outTop[0], s.outPred[0], nil
 }
 
-// Advance is Forward without its outputs (engine.Advancer): a drafter
+// Advance is Forward without its outputs (drafters.Advancer): a drafter
 // catching up on committed positions reads nothing of them, and the LM
 // head's row would cost as much as the rest of a draft step.
 func (s *Sequence) Advance(features [][]float32, tokens []int) error {

@@ -42,7 +42,7 @@ type BranchDrafter interface {
 }
 
 // Recaller is a Drafter that can also propose a chain of tokens at almost
-// no cost (engine.AdaptiveDrafter: a continuation its text memory
+// no cost (adapt.Drafter: a continuation its text memory
 // remembers, without running the draft model). While the planner has
 // drafting off, the engine verifies as much of the chain as the planner
 // predicts pays instead of a plain decode step. Recall returns a tree

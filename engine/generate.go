@@ -1,3 +1,11 @@
+// Package engine generates text with a target and, when given one, a
+// drafter: Generate runs a request's prompt, then plain decode steps or
+// speculative rounds (round.go: plan, draft, verify, accept, emit,
+// account) until it stops, with output exactly what the target alone
+// would produce. It sees the target and the drafter through interfaces
+// (Target, Drafter) and imports no device; trees (engine/tree), the
+// planner (engine/plan), the drafters (engine/drafters) and online
+// adaptation (engine/adapt) are packages of their own.
 package engine
 
 import (
@@ -37,162 +45,8 @@ type Request struct {
 	TopLogprobs int
 }
 
-// Source says where an emitted token came from.
-type Source uint8
-
-const (
-	// FromTarget is the target's own token: the first of every round
-	// (the bonus token of the round before, or a plain decode step's).
-	FromTarget Source = iota
-	// FromDraft is a token the draft model proposed and the target
-	// accepted.
-	FromDraft
-	// FromMemory is a token the text memory recalled and the target
-	// accepted.
-	FromMemory
-)
-
-func (s Source) String() string {
-	switch s {
-	case FromDraft:
-		return "draft"
-	case FromMemory:
-		return "memory"
-	}
-	return "target"
-}
-
-// Round is what one round emitted: the target's token, then the draft
-// tokens it accepted after it. Slices are valid during the call only.
-type Round struct {
-	Tokens  []int
-	Sources []Source // one per token
-	// So far in this generation: tokens per speculative round (0 before
-	// the first), generation speed, and the draft's weights' version.
-	Tau          float64
-	TokensPerSec float64
-	DraftVersion int
-}
-
-// Stats is what a generation measured.
-type Stats struct {
-	PromptTokens int
-	GenTokens    int
-	PromptTime   time.Duration
-	GenTime      time.Duration
-	StopReason   string // "stop", "length" or "cancelled"
-
-	// Speculative decoding only.
-	Rounds       int
-	PlainSteps   int   // decode steps without a draft while the planner had speculation off
-	Recalled     int   // rounds (among Rounds) that verified only a remembered continuation, speculation off
-	Accepted     int   // draft tokens accepted
-	DepthReached []int // [d-1]: rounds whose accepted path reached depth d
-	DraftTime    time.Duration
-	VerifyTime   time.Duration
-	// DraftVersion is the version of the draft's weights when generation
-	// ended, for drafters whose weights change (a Version method); else 0.
-	DraftVersion int
-}
-
-// PromptTokensPerSec is prefill speed.
-func (s Stats) PromptTokensPerSec() float64 { return rate(s.PromptTokens, s.PromptTime) }
-
-// GenTokensPerSec is decode speed.
-func (s Stats) GenTokensPerSec() float64 { return rate(s.GenTokens, s.GenTime) }
-
-// Tau is the mean number of tokens a round produced: accepted draft tokens
-// plus the target's own next token.
-func (s Stats) Tau() float64 {
-	if s.Rounds == 0 {
-		return 0
-	}
-	return float64(s.Accepted+s.Rounds) / float64(s.Rounds)
-}
-
-// AcceptanceByDepth is, for each depth d = 1, 2, …, the share of rounds
-// whose accepted path reached depth d.
-func (s Stats) AcceptanceByDepth() []float64 {
-	out := make([]float64, len(s.DepthReached))
-	for i, n := range s.DepthReached {
-		out[i] = float64(n) / float64(max(1, s.Rounds))
-	}
-	return out
-}
-
-func rate(n int, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
 // ErrContextFull is returned when the prompt alone does not fit.
 var ErrContextFull = errors.New("prompt does not fit in the context")
-
-// emitter hands tokens to the caller and decides when generation ends.
-type emitter struct {
-	st      *Stats
-	stop    func(int) bool
-	emit    func(int) error
-	max     int
-	history []int // prompt and generated tokens
-
-	onRound   func(Round)
-	onLogprob func(Logprob)
-	topLP     int
-	drafter   Drafter
-	start     time.Time // of generation
-	round     Round     // emitted since the last flush
-}
-
-// push emits tok, chosen from the logits row, unless it stops
-// generation; done reports the end.
-func (e *emitter) push(tok int, from Source, row []float32) (done bool, err error) {
-	if e.stop != nil && e.stop(tok) {
-		e.st.StopReason = "stop"
-		return true, nil
-	}
-	e.st.GenTokens++
-	e.history = append(e.history, tok)
-	if e.onLogprob != nil {
-		e.onLogprob(logprobOf(row, tok, e.topLP))
-	}
-	if err := e.emit(tok); err != nil {
-		return true, err
-	}
-	if e.onRound != nil {
-		e.round.Tokens = append(e.round.Tokens, tok)
-		e.round.Sources = append(e.round.Sources, from)
-	}
-	if e.st.GenTokens >= e.max {
-		e.st.StopReason = "length"
-		return true, nil
-	}
-	return false, nil
-}
-
-// flush reports the tokens emitted since the last flush as a round.
-func (e *emitter) flush() {
-	if e.onRound == nil || len(e.round.Tokens) == 0 {
-		return
-	}
-	r := e.round
-	r.Tau = e.st.Tau()
-	r.TokensPerSec = rate(e.st.GenTokens, time.Since(e.start))
-	r.DraftVersion = versionOf(e.drafter)
-	e.onRound(r)
-	e.round.Tokens, e.round.Sources = e.round.Tokens[:0], e.round.Sources[:0]
-}
-
-// versionOf is the version of a drafter's weights, for drafters whose
-// weights change (a Version method); else 0.
-func versionOf(d Drafter) int {
-	if v, ok := d.(interface{ Version() int }); ok {
-		return v.Version()
-	}
-	return 0
-}
 
 // Generate runs req on a fresh sequence of t and calls emit for each new
 // token. It stops at a stop token, MaxTokens, the end of the context, an

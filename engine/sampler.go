@@ -1,6 +1,3 @@
-// Package engine holds the device-agnostic logic of generation: sessions,
-// samplers, and (in later files) draft trees and acceptance. It talks to the
-// target model through the Target interface and imports no device.
 package engine
 
 import (

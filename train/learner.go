@@ -11,7 +11,7 @@ import (
 // Learner adapts a live draft online: a shadow copy trains on a device of
 // its own (the GPU's spare time, or a host device with few threads) and
 // is compared with the weights in use on held-out windows; the adaptation
-// loop publishes it when it is better. It implements engine.Learner
+// loop publishes it when it is better. It implements adapt.Learner
 // (without importing engine). One goroutine uses it at a time.
 //
 // Its drafts and trainers take more memory than the live draft (the

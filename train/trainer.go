@@ -365,6 +365,8 @@ func (a *tttAttn) shape(w int) device.Attn {
 	return at
 }
 
+// Attend copies this step's keys and values beside the earlier steps'
+// (each window's steps side by side), then attends each window over them.
 func (a *tttAttn) Attend(blk int, ba *block.Acts) {
 	dev, c := a.t.d.Dev, a.t.d.C
 	Q, KV := c.QDim(), c.KVDim()
@@ -378,9 +380,9 @@ func (a *tttAttn) Attend(blk int, ba *block.Acts) {
 	}
 }
 
-// backward adds this step's attention gradients to the keys and values of
-// every step it read, then hands on this step's own: later steps ran
-// their backward first, so they are complete.
+// AttendBackward adds this step's attention gradients to the keys and
+// values of every step it read, then hands on this step's own: later
+// steps ran their backward first, so they are complete.
 func (a *tttAttn) AttendBackward(blk int, ba *block.Acts, dq, dk, dv, datt device.Buffer) {
 	dev, c := a.t.d.Dev, a.t.d.C
 	Q, KV := c.QDim(), c.KVDim()

@@ -28,7 +28,7 @@ import (
 const greedyTargetSharpness = 2
 
 // greedySharpness ranks a DGF draft's tree more sharply for greedy
-// decoding (engine.DGFDrafter.Sharpness; docs/measurements).
+// decoding (drafters.DGF.Sharpness; docs/measurements).
 const greedySharpness = 2
 
 // adaptive is a DGF draft that adapts online while it drafts: its live

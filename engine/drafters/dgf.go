@@ -1,3 +1,7 @@
+// Package drafters proposes draft trees for the engine to verify: prompt
+// lookup (Ngram), a smaller model of the same vocabulary (Model), and a
+// draft that reads the target's features (DGF: Dovetail's draft model,
+// on whatever device runs its FeatureModel).
 package drafters
 
 import (
@@ -57,7 +61,7 @@ type Refresher interface {
 	Refresh() (version int, switched bool)
 }
 
-// DGFDrafter drafts with a FeatureModel. It keeps the target features it
+// DGF drafts with a FeatureModel. It keeps the target features it
 // has been told (the prompt's at prefill, then the root's and accepted
 // nodes' every round) and, before each tree, commits the draft positions
 // it is missing — the last of which pairs the newest target feature with
@@ -79,7 +83,7 @@ type DGF struct {
 	version  int         // of the weights that drafted the last tree
 }
 
-// NewDGFDrafter drafts with m, which must share the target's vocabulary.
+// NewDGF drafts with m, which must share the target's vocabulary.
 func NewDGF(m FeatureModel) *DGF { return &DGF{m: m} }
 
 // Prefilled records the prompt's features.

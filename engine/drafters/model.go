@@ -7,7 +7,7 @@ import (
 	"dovetail/engine/tree"
 )
 
-// ModelDrafter drafts with a smaller model of the same vocabulary run as a
+// Model drafts with a smaller model of the same vocabulary run as a
 // Target (llama.cpp's -md): it keeps its own KV cache of the context and
 // grows EAGLE-2 trees from its logits.
 type Model struct {
@@ -15,7 +15,7 @@ type Model struct {
 	committed []int // tokens in the draft's cache
 }
 
-// NewModelDrafter drafts with t, which must share the target's vocabulary.
+// NewModel drafts with t, which must share the target's vocabulary.
 func NewModel(t engine.Target) *Model { return &Model{t: t} }
 
 // CatchUp brings the draft's cache up to ctx but its root (CatchUpper).

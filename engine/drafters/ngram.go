@@ -2,7 +2,7 @@ package drafters
 
 import "dovetail/engine/tree"
 
-// NgramDrafter is prompt-lookup decoding: it finds the latest tokens
+// Ngram is prompt-lookup decoding: it finds the latest tokens
 // earlier in the context and proposes what followed them there. It costs
 // nothing to run and shines where output copies input (code, edits,
 // summaries, repetitive stories).

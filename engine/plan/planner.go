@@ -1,3 +1,6 @@
+// Package plan chooses each round's tree shape, or no draft at all, from
+// Dovetail's cost model: the target's measured costs (Profile), the
+// draft step's cost and acceptance measured live.
 package plan
 
 import (
@@ -77,7 +80,7 @@ const coldRounds = 4
 // decay weighs recent rounds: acceptance drifts with the text.
 const decay = 0.98
 
-// NewPlanner plans from a profile of the target. k is the top-k of every
+// New plans from a profile of the target. k is the top-k of every
 // candidate shape.
 func New(p Profile, k int) *Planner {
 	pl := &Planner{prof: p, k: k, ProbeEvery: 16, ProbeShare: 0.05, scale: 1, scaledAt: 1}
@@ -91,7 +94,7 @@ func New(p Profile, k int) *Planner {
 	return pl
 }
 
-// NewProvisionalPlanner plans before the target was profiled, from what
+// NewProvisional plans before the target was profiled, from what
 // the run's own forwards cost: the first rounds decode plainly and measure
 // T_T, probes measure verification, and a line fitted to those gives
 // T_V(n). Nothing is measured before the first token.

@@ -1,3 +1,7 @@
+// Package tree builds the draft trees speculative decoding verifies: the
+// EAGLE-2 dynamic tree grown from a draft's ranked proposals (Build,
+// BuildRanked), the shapes a tree may take (Params), and a remembered
+// chain grafted onto one (Graft).
 package tree
 
 import (
@@ -7,7 +11,7 @@ import (
 	"dovetail/internal/topk"
 )
 
-// TreeParams shape a draft tree: TopK children per expanded node, Depth
+// Params shape a draft tree: TopK children per expanded node, Depth
 // expansion rounds after the root's own top-k (so paths are at most
 // Depth+1 long), and at most Tokens nodes in all (γ).
 type Params struct {
@@ -111,7 +115,7 @@ type Choice = topk.Choice
 // first). parents are as ExpandFunc's.
 type RankFunc func(tokens, parents []int, k int) ([][]Choice, error)
 
-// BuildTree grows an EAGLE-2 dynamic tree: the root's top-k children; then
+// Build grows an EAGLE-2 dynamic tree: the root's top-k children; then
 // Depth times, expand the TopK best frontier nodes by cumulative
 // log-probability and take the top-k children of each; finally keep the
 // Tokens best of all candidates. A child never scores above its parent,
@@ -127,7 +131,7 @@ func Build(p Params, rootLogits []float32, expand ExpandFunc) (*Tree, error) {
 	return buildTree(p, rankLogits(rootLogits, p.TopK), rankWith(expand), true)
 }
 
-// BuildRankedTree is BuildTree for a draft that ranks its own outputs:
+// BuildRanked is Build for a draft that ranks its own outputs:
 // root holds the root's TopK choices.
 func BuildRanked(p Params, root []Choice, rank RankFunc) (*Tree, error) {
 	return buildTree(p, root, rank, true)
@@ -150,7 +154,7 @@ func rankWith(expand ExpandFunc) RankFunc {
 	}
 }
 
-// buildTree is BuildRankedTree, with the pruning of hopeless frontier
+// buildTree is BuildRanked, with the pruning of hopeless frontier
 // nodes optional (tests compare the two).
 func buildTree(p Params, root []Choice, rank RankFunc, prune bool) (*Tree, error) {
 	var cands []draftCand
