@@ -17,7 +17,7 @@ import (
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
-	code = Main(args, &o, &e)
+	code = Main(args, &o, &e, nil)
 	return o.String(), e.String(), code
 }
 

@@ -13,7 +13,7 @@ const mainEnv = "DOVETAIL_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
-		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr, nil))
 	}
 	testenv.Main(m)
 }

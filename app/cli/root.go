@@ -7,20 +7,24 @@ import (
 	"fmt"
 	"io"
 
+	"dovetail/app/api"
+
 	"github.com/spf13/cobra"
 )
 
 // Main runs the command line and returns the exit status. Errors print as
 // one line; a panic is caught and reported the same way, so no stack trace
 // reaches a user. An interrupted command exits 130, as a shell's would.
-func Main(args []string, stdout, stderr io.Writer) (code int) {
+// start makes the API server `serve` runs (server.Start; nil: serve says
+// this build has none).
+func Main(args []string, stdout, stderr io.Writer, start api.Start) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "dovetail: internal error: %v\n", r)
 			code = 2
 		}
 	}()
-	root := newRoot(stdout, stderr)
+	root := newRoot(stdout, stderr, start)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		var ie interrupted
@@ -47,7 +51,7 @@ type interrupted struct{ error }
 
 var errInterrupted = interrupted{errors.New("interrupted")}
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+func newRoot(stdout, stderr io.Writer, start api.Start) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "dovetail",
 		Short:         "Run language models fast on the CPU, with a draft model on the GPU",
@@ -61,7 +65,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(), newDraftsCmd(),
+	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(start), newDraftsCmd(),
 		newProbeCmd(), newSetupCmd(), newChatCmd())
 	return root
 }

@@ -19,7 +19,7 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
-	"dovetail/app/server"
+	"dovetail/app/api"
 )
 
 type serveFlags struct {
@@ -35,7 +35,7 @@ type serveFlags struct {
 	cors      []string
 }
 
-func newServeCmd() *cobra.Command {
+func newServeCmd(start api.Start) *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
 		Use:   "serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 11435]",
@@ -53,7 +53,7 @@ func newServeCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, _ []string) error { return serve(c, f) },
+		RunE: func(c *cobra.Command, _ []string) error { return serve(c, f, start) },
 	}
 	f.modelFlags.register(c, draftHelp)
 	fl := c.Flags()
@@ -71,7 +71,7 @@ func newServeCmd() *cobra.Command {
 	return c
 }
 
-func serve(c *cobra.Command, f serveFlags) error {
+func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 	switch {
 	case f.port < 0 || f.port > 65535:
 		return usageError{fmt.Errorf("serve: --port %d out of range [0, 65535]", f.port)}
@@ -89,8 +89,11 @@ func serve(c *cobra.Command, f serveFlags) error {
 		return err
 	}
 	o.Slots = f.parallel
-	cfg := server.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second, CORSOrigins: f.cors}
-	var srv *server.Server
+	if start == nil {
+		return fmt.Errorf("serve: this build has no API server")
+	}
+	cfg := api.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second, CORSOrigins: f.cors}
+	var srv api.Server
 	if f.models != "" {
 		fleet, err := serveFleet(c, f, o, func(r *runner.Runner) { srv.Forget(r) })
 		if err != nil {
@@ -107,7 +110,7 @@ func serve(c *cobra.Command, f serveFlags) error {
 		cfg.Runner = r
 		keptOnDisk(stderr, r, o)
 	}
-	if srv, err = server.New(cfg); err != nil {
+	if srv, err = start(cfg); err != nil {
 		return usageError{fmt.Errorf("serve: %v", err)}
 	}
 	defer srv.Close()

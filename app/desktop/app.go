@@ -10,6 +10,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 
+	"dovetail/app/api"
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/probe"
@@ -28,6 +29,9 @@ type Options struct {
 	// Probe reads the machine, saying what it measures as it goes (nil:
 	// probe.Run, measuring bandwidth).
 	Probe func(progress func(step string)) probe.Report
+	// StartAPI starts the API server the settings can turn on
+	// (server.Start; nil: none).
+	StartAPI api.Start
 	// NewDrafter, when set, drafts instead of the model's own drafter (a
 	// drafter whose proposals a test knows).
 	NewDrafter func(slot int) (engine.Drafter, error)
@@ -67,7 +71,7 @@ func New(fy fyne.App, o Options) (*App, error) {
 			return nil, err
 		}
 	}
-	a := &App{fy: fy, o: o, st: st, sess: &session{st: st}, convs: conversations{st}, prefs: loadPrefs(st)}
+	a := &App{fy: fy, o: o, st: st, sess: &session{st: st, start: o.StartAPI}, convs: conversations{st}, prefs: loadPrefs(st)}
 	if o.Probe == nil {
 		a.o.Probe = func(progress func(string)) probe.Report {
 			return probe.Run(probe.Options{Measure: true, Progress: progress})

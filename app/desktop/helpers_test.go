@@ -10,6 +10,7 @@ import (
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
+	"dovetail/app/server"
 )
 
 // newTestApp builds the app on fyne's test driver (no display) with a
@@ -26,6 +27,9 @@ func newTestApp(t *testing.T, o Options) *App {
 	}
 	if o.Probe == nil {
 		o.Probe = func(progress func(string)) probe.Report { return probe.Run(probe.Options{Progress: progress}) }
+	}
+	if o.StartAPI == nil {
+		o.StartAPI = server.Start // as the desktop binary's main wires it
 	}
 	a, err := New(fy, o)
 	if err != nil {

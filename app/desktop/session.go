@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"dovetail/app/api"
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
-	"dovetail/app/server"
 	"dovetail/engine"
 	"dovetail/models/chat"
 )
@@ -33,7 +33,8 @@ type session struct {
 	gen      sync.WaitGroup
 	settings []string // the settings setup chose that this load used
 	requests []requestStat
-	srv      *server.Server
+	start    api.Start // the API server (nil: none in this build)
+	srv      api.Server
 	srvStop  func()
 	srvAddr  string
 	srvErr   error
@@ -170,7 +171,11 @@ func (s *session) serve(addr string) {
 		s.srvErr = errors.New("no room in memory for a second sequence")
 		return
 	}
-	srv, err := server.New(server.Config{Runner: s.run, ReserveSlots: 1, Queue: 16})
+	if s.start == nil {
+		s.srvErr = errors.New("this build has no API server")
+		return
+	}
+	srv, err := s.start(api.Config{Runner: s.run, ReserveSlots: 1, Queue: 16})
 	if err != nil {
 		s.srvErr = err
 		return

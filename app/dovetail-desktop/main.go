@@ -11,6 +11,7 @@ import (
 	"fyne.io/fyne/v2/app"
 
 	"dovetail/app/desktop"
+	"dovetail/app/server"
 )
 
 func main() {
@@ -19,7 +20,7 @@ func main() {
 	shots := flag.String("screenshots", "", "drive the app through its views, write screenshots to this folder, and quit")
 	flag.Parse()
 	fy := app.NewWithID("io.dovetail.desktop")
-	a, err := desktop.New(fy, desktop.Options{SkipSetup: *skip || *shots != "", Model: *model})
+	a, err := desktop.New(fy, desktop.Options{SkipSetup: *skip || *shots != "", Model: *model, StartAPI: server.Start})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dovetail-desktop:", err)
 		os.Exit(1)

@@ -7,6 +7,9 @@ import (
 	"os"
 
 	"dovetail/app/cli"
+	"dovetail/app/server"
 )
 
-func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }
+// main wires the API server into the command line: the one place the two
+// front ends meet.
+func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr, server.Start)) }

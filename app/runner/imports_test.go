@@ -45,6 +45,30 @@ func TestFrontEndsImportNoDevice(t *testing.T) {
 // devicePackages are the packages that open or run on a device.
 var devicePackages = []string{"dovetail/cpu", "dovetail/device", "dovetail/block", "dovetail/offload", "dovetail/dgf", "dovetail/train"}
 
+// Front ends import no other front end outside their tests: the command
+// line and the desktop app start the API server through api.Start, which
+// the binaries' mains (the one place they meet) hand them.
+func TestFrontEndsImportNoFrontEnd(t *testing.T) {
+	for _, fe := range []string{"cli", "server", "desktop"} {
+		files, err := filepath.Glob(filepath.Join("..", fe, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no Go files (%v)", fe, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue // tests wire what the mains wire
+			}
+			for _, imp := range imports(t, f) {
+				for _, other := range []string{"cli", "server", "desktop"} {
+					if other != fe && imp == "dovetail/app/"+other {
+						t.Errorf("%s imports %s: front ends meet in the mains", f, imp)
+					}
+				}
+			}
+		}
+	}
+}
+
 func isDevice(path string) bool {
 	for _, p := range devicePackages {
 		if path == p || strings.HasPrefix(path, p+"/") {

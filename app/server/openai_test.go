@@ -28,7 +28,7 @@ func client(ts *testServer, key string) openai.Client {
 func cliRun(t *testing.T, prompt string, n int) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	if code := cli.Main([]string{"run", "--json", "--temp", "0", "-n", strconv.Itoa(n), "-p", prompt}, &out, &errOut); code != 0 {
+	if code := cli.Main([]string{"run", "--json", "--temp", "0", "-n", strconv.Itoa(n), "-p", prompt}, &out, &errOut, server.Start); code != 0 {
 		t.Fatalf("dovetail run: exit %d: %s", code, errOut.String())
 	}
 	var r struct {

@@ -24,29 +24,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"dovetail/app/api"
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 )
 
-// Config sets up a server.
-type Config struct {
-	// Models are the models the server runs by name, loaded as requests
-	// name them (runner.NewFleet). Or Runner: one model, loaded already.
-	Models *runner.Fleet
-	Runner *runner.Runner
-	// ReserveSlots leaves Runner's first slots to the caller (the desktop
-	// app chats on slot 0 while the server answers on the others).
-	ReserveSlots int
-	APIKey       string // empty: no authentication
-	Queue        int    // requests that may wait for a model's slot (< 0: 0)
-	// ShutdownTimeout is how long Serve lets running generations finish
-	// once its context is cancelled before it cancels them (0: 10 s).
-	ShutdownTimeout time.Duration
-	// CORSOrigins are the browser origins allowed to call the API:
-	// "http://localhost:*" style patterns ("*": any port), or "*" for
-	// every origin. nil: http://localhost:* and http://127.0.0.1:*.
-	CORSOrigins []string
-}
+// Config sets up a server (see api.Config).
+type Config = api.Config
 
 // Server answers API requests. Create it with New, run it with Serve or
 // mount Handler, and Close it afterwards; the models are the caller's to
@@ -76,6 +60,15 @@ type route struct {
 	method  string
 	handler http.HandlerFunc
 	public  bool // answered without the API key
+}
+
+// Start is New as the front ends take it (api.Start).
+func Start(cfg api.Config) (api.Server, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // New serves the models of cfg.

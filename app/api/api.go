@@ -1,0 +1,46 @@
+// Package api is the HTTP API as the front ends that start it see it:
+// what they configure (Config) and what they run (Server). app/server
+// implements it; the binaries' mains hand server.Start to the command line
+// and the desktop app, so that no front end imports another.
+package api
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"dovetail/app/runner"
+)
+
+// Config sets up a server.
+type Config struct {
+	// Models are the models the server runs by name, loaded as requests
+	// name them (runner.NewFleet). Or Runner: one model, loaded already.
+	Models *runner.Fleet
+	Runner *runner.Runner
+	// ReserveSlots leaves Runner's first slots to the caller (the desktop
+	// app chats on slot 0 while the server answers on the others).
+	ReserveSlots int
+	APIKey       string // empty: no authentication
+	Queue        int    // requests that may wait for a model's slot (< 0: 0)
+	// ShutdownTimeout is how long Serve lets running generations finish
+	// once its context is cancelled before it cancels them (0: 10 s).
+	ShutdownTimeout time.Duration
+	// CORSOrigins are the browser origins allowed to call the API:
+	// "http://localhost:*" style patterns ("*": any port), or "*" for
+	// every origin. nil: http://localhost:* and http://127.0.0.1:*.
+	CORSOrigins []string
+}
+
+// Server answers API requests on a listener until its context ends, then
+// lets running generations finish (Config.ShutdownTimeout). Close it
+// afterwards; the models are the caller's to close after.
+type Server interface {
+	Serve(ctx context.Context, ln net.Listener) error
+	// Forget drops what the server keeps of a runner its fleet unloaded.
+	Forget(r *runner.Runner)
+	Close()
+}
+
+// Start makes a Server of cfg (server.Start), or says why it cannot.
+type Start func(cfg Config) (Server, error)
