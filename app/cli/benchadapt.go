@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,39 +61,9 @@ func newBenchAdaptCmd() *cobra.Command {
 }
 
 func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
-	if f.csvOut == "" {
-		return usageError{fmt.Errorf("bench adapt: --csv OUT.csv is required")}
-	}
-	if f.n < 1 {
-		return usageError{fmt.Errorf("bench adapt: -n %d must be at least 1", f.n)}
-	}
-	if f.repeat < 1 || f.repeat > 1000 {
-		return usageError{fmt.Errorf("bench adapt: --repeat %d out of range [1, 1000]", f.repeat)}
-	}
-	mf := f.modelFlags
-	mf.draft = "auto" // each of the list in turn
-	o, err := mf.options(c.ErrOrStderr())
+	o, drafts, modes, err := f.configs(c)
 	if err != nil {
 		return usageError{fmt.Errorf("bench adapt: %v", err)}
-	}
-	var modes []adapt.Mode
-	for _, m := range strings.Split(f.modes, ",") {
-		mode, err := adapt.ParseMode(strings.TrimSpace(m))
-		if err != nil {
-			return usageError{fmt.Errorf("bench adapt: --mode: %v", err)}
-		}
-		modes = append(modes, mode)
-	}
-	specs := strings.Split(f.draft, ",")
-	for i, s := range specs {
-		if specs[i] = strings.TrimSpace(s); specs[i] != "auto" && specs[i] != "scratch" && !strings.HasPrefix(specs[i], "dgf:") {
-			return usageError{fmt.Errorf("bench adapt: --draft %q: want auto, dgf:PATH or scratch", s)}
-		}
-		for _, mode := range modes {
-			if specs[i] == "scratch" && mode == adapt.Off {
-				return usageError{fmt.Errorf("bench adapt: a scratch draft without adaptation never learns anything: drop --mode off or --draft scratch")}
-			}
-		}
 	}
 	items, err := runner.ReadWorkload(f.workload)
 	if err != nil {
@@ -120,10 +91,10 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 	w.Write([]string{"request", "domain", "tau", "tokens_per_s", "draft_version", "config", "round_ms", "predicted_tokens_per_s"})
 	var all [][]runner.ReplayRow
 	var names []string
-	for _, spec := range specs {
+	for _, dr := range drafts {
 		for _, mode := range modes {
-			name := spec + "/" + mode.String()
-			res, err := runner.RunReplay(ctx, m, runner.Replay{Draft: spec, Mode: mode, Items: items, N: f.n, Temp: f.temp,
+			name := dr.String() + "/" + mode.String()
+			res, err := runner.RunReplay(ctx, m, runner.Replay{Draft: dr, Mode: mode, Items: items, N: f.n, Temp: f.temp,
 				Seed: f.seed, Options: o}, nil)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -131,17 +102,8 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 				}
 				return fmt.Errorf("bench adapt: %s: %w", name, err)
 			}
-			for _, r := range res.Rows {
-				w.Write([]string{strconv.Itoa(r.Request), r.Domain, fmt.Sprintf("%.4f", r.Tau), fmt.Sprintf("%.2f", r.TokensPerSec),
-					strconv.Itoa(r.Version), name, fmt.Sprintf("%.3f", r.RoundMs), fmt.Sprintf("%.2f", r.Predicted)})
-			}
-			if res.Adapted {
-				st := res.Adaptation
-				fmt.Fprintf(c.ErrOrStderr(), "%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held, %d tokens remembered\n",
-					name, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
-			}
+			writeReplay(c, w, name, res)
 			all, names = append(all, res.Rows), append(names, name)
-			summarize(c.OutOrStdout(), name, res.Rows)
 		}
 	}
 	w.Flush()
@@ -158,6 +120,60 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		}
 	}
 	return nil
+}
+
+// configs checks the flags and reads the options, drafts and modes to
+// replay: every draft in every mode.
+func (f benchAdaptFlags) configs(c *cobra.Command) (runner.Options, []runner.DraftChoice, []adapt.Mode, error) {
+	switch {
+	case f.csvOut == "":
+		return runner.Options{}, nil, nil, fmt.Errorf("--csv OUT.csv is required")
+	case f.n < 1:
+		return runner.Options{}, nil, nil, fmt.Errorf("-n %d must be at least 1", f.n)
+	case f.repeat < 1 || f.repeat > 1000:
+		return runner.Options{}, nil, nil, fmt.Errorf("--repeat %d out of range [1, 1000]", f.repeat)
+	}
+	mf := f.modelFlags
+	mf.draft = "auto" // each of the list in turn
+	o, err := mf.options(c.ErrOrStderr())
+	if err != nil {
+		return o, nil, nil, err
+	}
+	var modes []adapt.Mode
+	for _, m := range strings.Split(f.modes, ",") {
+		mode, err := adapt.ParseMode(strings.TrimSpace(m))
+		if err != nil {
+			return o, nil, nil, fmt.Errorf("--mode: %v", err)
+		}
+		modes = append(modes, mode)
+	}
+	var drafts []runner.DraftChoice
+	for _, s := range strings.Split(f.draft, ",") {
+		d, err := runner.ParseDraft(strings.TrimSpace(s))
+		if err != nil || strings.TrimSpace(s) == "" || d.Kind != runner.DraftAuto && d.Kind != runner.DraftScratch && d.Kind != runner.DraftDGF {
+			return o, nil, nil, fmt.Errorf("--draft %q: want auto, dgf:PATH or scratch", s)
+		}
+		if d.Kind == runner.DraftScratch && slices.Contains(modes, adapt.Off) {
+			return o, nil, nil, fmt.Errorf("a scratch draft without adaptation never learns anything: drop --mode off or --draft scratch")
+		}
+		drafts = append(drafts, d)
+	}
+	return o, drafts, modes, nil
+}
+
+// writeReplay writes one replay's rows to the CSV, what adaptation did to
+// stderr and the summary to stdout.
+func writeReplay(c *cobra.Command, w *csv.Writer, name string, res runner.ReplayResult) {
+	for _, r := range res.Rows {
+		w.Write([]string{strconv.Itoa(r.Request), r.Domain, fmt.Sprintf("%.4f", r.Tau), fmt.Sprintf("%.2f", r.TokensPerSec),
+			strconv.Itoa(r.Version), name, fmt.Sprintf("%.3f", r.RoundMs), fmt.Sprintf("%.2f", r.Predicted)})
+	}
+	if res.Adapted {
+		st := res.Adaptation
+		fmt.Fprintf(c.ErrOrStderr(), "%s: %d training runs, %d published (kept version %d), collecting at the end: %v, τ EMAs %.2f/%.2f, %d positions and %d rejected nodes held, %d tokens remembered\n",
+			name, st.Runs, st.Published, st.Version, st.Collecting, st.ShortTau, st.LongTau, st.Records, st.Branches, st.Remembered)
+	}
+	summarize(c.OutOrStdout(), name, res.Rows)
 }
 
 // summarize prints mean τ, tokens/s and round time per stretch of one

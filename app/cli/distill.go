@@ -18,8 +18,9 @@ import (
 )
 
 type distillFlags struct {
-	model string
-	o     distill.Options
+	model  string
+	device string
+	o      distill.Options
 }
 
 func newDistillCmd() *cobra.Command {
@@ -39,39 +40,44 @@ func newDistillCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runDistill(c, &f) },
 	}
+	d := distill.Defaults()
 	fl := c.Flags()
 	fl.StringVarP(&f.model, "model", "m", "", "target GGUF model (default: the embedded TinyStories-656K)")
 	fl.StringVar(&f.o.Corpus, "corpus", "", "text file, or directory of text files; documents separated by <|endoftext|>")
 	fl.IntVar(&f.o.Self, "self", 0, "first generate this many samples from the target and train on them")
-	fl.IntVar(&f.o.SelfLen, "self-len", 256, "most tokens per generated sample")
-	fl.Float32Var(&f.o.SelfTemp, "self-temp", 1, "generated samples' temperatures spread over [0, x] (the first of each prompt greedy)")
+	fl.IntVar(&f.o.SelfLen, "self-len", d.SelfLen, "most tokens per generated sample")
+	fl.Float32Var(&f.o.SelfTemp, "self-temp", d.SelfTemp, "generated samples' temperatures spread over [0, x] (the first of each prompt greedy)")
 	fl.StringVarP(&f.o.Out, "output", "o", "", "draft checkpoint to write (GGUF)")
-	fl.IntVar(&f.o.Blocks, "blocks", 1, "decoder blocks after the DGF (M, 1 to 16)")
-	fl.IntVar(&f.o.FFN, "ffn", 0, "MLP width of the blocks (0: the target's)")
-	fl.IntVar(&f.o.Steps, "steps", 0, "optimizer steps (0: --epochs)")
-	fl.Float64Var(&f.o.Epochs, "epochs", 1, "passes over the corpus when --steps is 0")
-	fl.Float32Var(&f.o.LR, "lr", 1e-3, "peak learning rate (AdamW β 0.9/0.95, cosine decay to a tenth)")
-	fl.IntVar(&f.o.Warmup, "warmup", 50, "learning-rate warm-up steps")
-	fl.IntVar(&f.o.SeqLen, "seq-len", 256, "positions per training window")
-	fl.IntVar(&f.o.Batch, "batch", 2048, "positions per optimizer step")
-	fl.IntVar(&f.o.Unroll, "unroll", 1, "training-time test: draft steps unrolled on the draft's own features (loss weights 0.8^i)")
-	fl.Float32Var(&f.o.Noise, "noise", 0, "uniform noise ±x added to the input features")
-	fl.Float32Var(&f.o.CEWeight, "ce-weight", 0.1, "weight of the soft cross-entropy on the LM head's output (EAGLE: 0.1)")
-	fl.Float32Var(&f.o.FeatWeight, "feature-weight", 1, "weight of SmoothL1 on the predicted features (EAGLE: 1)")
-	fl.Float64Var(&f.o.EvalFrac, "eval", 0.05, "share of the corpus held out for evaluation")
-	fl.Int64Var(&f.o.Seed, "seed", 1, "random seed (initialization, data order, samples)")
+	fl.IntVar(&f.o.Blocks, "blocks", d.Blocks, "decoder blocks after the DGF (M, 1 to 16)")
+	fl.IntVar(&f.o.FFN, "ffn", d.FFN, "MLP width of the blocks (0: the target's)")
+	fl.IntVar(&f.o.Steps, "steps", d.Steps, "optimizer steps (0: --epochs)")
+	fl.Float64Var(&f.o.Epochs, "epochs", d.Epochs, "passes over the corpus when --steps is 0")
+	fl.Float32Var(&f.o.LR, "lr", d.LR, "peak learning rate (AdamW β 0.9/0.95, cosine decay to a tenth)")
+	fl.IntVar(&f.o.Warmup, "warmup", d.Warmup, "learning-rate warm-up steps")
+	fl.IntVar(&f.o.SeqLen, "seq-len", d.SeqLen, "positions per training window")
+	fl.IntVar(&f.o.Batch, "batch", d.Batch, "positions per optimizer step")
+	fl.IntVar(&f.o.Unroll, "unroll", d.Unroll, "training-time test: draft steps unrolled on the draft's own features (loss weights 0.8^i)")
+	fl.Float32Var(&f.o.Noise, "noise", d.Noise, "uniform noise ±x added to the input features")
+	fl.Float32Var(&f.o.CEWeight, "ce-weight", d.CEWeight, "weight of the soft cross-entropy on the LM head's output (EAGLE: 0.1)")
+	fl.Float32Var(&f.o.FeatWeight, "feature-weight", d.FeatWeight, "weight of SmoothL1 on the predicted features (EAGLE: 1)")
+	fl.Float64Var(&f.o.EvalFrac, "eval", d.EvalFrac, "share of the corpus held out for evaluation")
+	fl.Int64Var(&f.o.Seed, "seed", d.Seed, "random seed (initialization, data order, samples)")
 	fl.IntVarP(&f.o.Threads, "threads", "t", runtime.NumCPU(), "CPU threads")
-	fl.StringVar(&f.o.Device, "device", "auto", "where the draft trains: auto (a CUDA GPU when there is one and the draft is large), cpu, or cuda[:N]")
+	fl.StringVar(&f.device, "device", d.Device.String(), "where the draft trains: auto (a CUDA GPU when there is one and the draft is large), cpu, or cuda[:N]")
 	fl.BoolVar(&f.o.Fresh, "fresh", false, "start over even if a resume checkpoint exists")
 	fl.BoolVar(&f.o.Install, "install", false, "also save the draft where `run --draft auto` looks for this target's draft (the one it replaces is kept: `dovetail drafts restore`)")
 	fl.BoolVar(&f.o.Force, "force", false, "overwrite an existing output file")
-	fl.DurationVar(&f.o.SaveEvery, "save-every", time.Minute, "how often to write checkpoints while training")
+	fl.DurationVar(&f.o.SaveEvery, "save-every", d.SaveEvery, "how often to write checkpoints while training")
 	fl.IntVar(&f.o.StopAfter, "stop-after", 0, "")
 	fl.MarkHidden("stop-after")
 	return c
 }
 
 func runDistill(c *cobra.Command, f *distillFlags) error {
+	var err error
+	if f.o.Device, err = runner.ParseDevice(f.device); err != nil {
+		return usageError{fmt.Errorf("distill: %v", err)}
+	}
 	if err := f.o.Validate(); err != nil {
 		return usageError{fmt.Errorf("distill: %v", err)}
 	}

@@ -56,9 +56,15 @@ func (f *modelFlags) options(stderr io.Writer) (runner.Options, error) {
 	if err != nil {
 		return o, usageError{err}
 	}
-	o.Threads, o.Ctx, o.Draft, o.Tree, o.Plan, o.Adapt, o.Device = f.threads, f.ctx, f.draft, f.tree, f.plan, a, f.adapt.device
+	o.Threads, o.Ctx, o.Tree, o.Plan, o.Adapt = f.threads, f.ctx, f.tree, f.plan, a
 	if f.threads < 1 {
 		return o, usageError{fmt.Errorf("--threads %d must be at least 1", f.threads)}
+	}
+	if o.Draft, err = runner.ParseDraft(f.draft); err != nil {
+		return o, usageError{err}
+	}
+	if o.Device, err = runner.ParseDevice(f.adapt.device); err != nil {
+		return o, usageError{err}
 	}
 	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
 		return o, usageError{err}

@@ -260,7 +260,7 @@ func TestServeSaysWhatItKeeps(t *testing.T) {
 		{func(*runner.Options) {}, []string{"text memory of the requests", "--adapt-no-save", "--adapt-memory 0", "drafts"}},
 		{func(o *runner.Options) { o.Adapt.Engine.MemoryTokens = 0 }, []string{"no text", "--adapt-no-save"}},
 		{func(o *runner.Options) { o.Adapt.Save = false }, []string{"keeping nothing"}},
-		{func(o *runner.Options) { o.Draft = "none" }, []string{"keeping nothing"}},
+		{func(o *runner.Options) { o.Draft = runner.DraftChoice{Kind: runner.DraftNone} }, []string{"keeping nothing"}},
 	} {
 		o := runner.DefaultOptions()
 		o.Threads, o.Plan = 1, false

@@ -86,7 +86,7 @@ func plainReply(t *testing.T, text string) (string, []int, int) {
 	}
 	defer m.Close()
 	o := runner.DefaultOptions()
-	o.Draft, o.Store = "none", store.At(t.TempDir())
+	o.Draft, o.Store = runner.DraftChoice{Kind: runner.DraftNone}, store.At(t.TempDir())
 	o.Adapt.Mode = adapt.Off
 	r, err := runner.New(m, o)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 func TestDayZeroDrafterStartsBehind(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Draft, o.Plan = "none", false
+	o.Draft, o.Plan = DraftChoice{Kind: DraftNone}, false
 	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 40)
 
 	o = options(t)

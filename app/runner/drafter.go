@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 
 	"dovetail/engine/adapt"
 	"dovetail/engine/drafters"
@@ -79,18 +78,17 @@ func (r *Runner) openDrafting() (*drafting, error) {
 		}
 		return d, nil
 	}
-	kind, arg, _ := strings.Cut(o.Draft, ":")
-	switch kind {
-	case "none":
+	switch o.Draft.Kind {
+	case DraftNone:
 		return d, nil
-	case "ngram":
+	case DraftNgram:
 		d.info.Name = "ngram"
 		for range r.slots {
 			d.drafters = append(d.drafters, &drafters.Ngram{})
 		}
 		return d, nil
-	case "model":
-		return d, r.openModelDrafter(d, arg)
+	case DraftModel:
+		return d, r.openModelDrafter(d, o.Draft.Path)
 	}
 	ck, where, err := r.dgfCheckpoint()
 	if err != nil {
@@ -98,9 +96,9 @@ func (r *Runner) openDrafting() (*drafting, error) {
 	}
 	mode := o.Adapt.Mode
 	switch {
-	case ck == nil && kind == "scratch" && mode == adapt.Off:
+	case ck == nil && o.Draft.Kind == DraftScratch && mode == adapt.Off:
 		return nil, errors.New("a new draft (scratch) learns only with adaptation on")
-	case ck == nil && kind != "scratch" && mode != adapt.Background:
+	case ck == nil && o.Draft.Kind != DraftScratch && mode != adapt.Background:
 		return d, nil // auto, and nothing to draft with
 	}
 	return d, r.openDGF(d, ck, where)
@@ -138,18 +136,17 @@ func (r *Runner) openModelDrafter(d *drafting, path string) error {
 // shipped draft, nil when there is none), dgf:PATH, or scratch (nil). It
 // refuses a draft made for another model.
 func (r *Runner) dgfCheckpoint() (*draft.Checkpoint, string, error) {
-	kind, arg, _ := strings.Cut(r.opts.Draft, ":")
 	var ck *draft.Checkpoint
-	where := kind
-	switch kind {
-	case "", "auto":
+	where := r.opts.Draft.String()
+	switch r.opts.Draft.Kind {
+	case DraftAuto:
 		ck, where = r.savedDraft()
-	case "dgf":
+	case DraftDGF:
 		var err error
-		if ck, err = draft.Load(arg); err != nil {
+		if ck, err = draft.Load(r.opts.Draft.Path); err != nil {
 			return nil, "", err
 		}
-		where = arg
+		where = r.opts.Draft.Path
 	}
 	if ck != nil {
 		if err := ck.CheckTarget(r.model.Fingerprint, r.model.Name); err != nil {
@@ -198,16 +195,15 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 	if ck != nil {
 		cfg = ck.Config
 	}
-	kind, ordinal, _ := parseDevice(o.Device)
 	var gdev device.Device
-	if large := cfg.Hidden*cfg.Vocab >= gpuMinHead; large || kind == "cuda" {
+	if large := cfg.Hidden*cfg.Vocab >= gpuMinHead; large || o.Device.Kind == DeviceCUDA {
 		var err error
 		if gdev, err = openGPU(o.Device, r.notify); err != nil {
 			return err
 		}
 	}
 	q := draftRequest{base: r.budget, cfg: cfg, m: r.model.Llama, ctx: r.ctx, seqs: len(r.slots),
-		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: kind == "cuda", onCPU: kind == "cpu", needLearn: ck == nil}
+		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: o.Device.Kind == DeviceCUDA, onCPU: o.Device.Kind == DeviceCPU, needLearn: ck == nil}
 	if o.Adapt.Mode != adapt.Off {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
@@ -233,7 +229,7 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 	if n := placeNotice(p, q.learn != nil, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
 		r.notify(Notice{Warning: true, Text: n})
 	}
-	devs, err := openPlaced(p, gdev, ordinal, r.per, o.Adapt.Threads)
+	devs, err := openPlaced(p, gdev, o.Device.Ordinal, r.per, o.Adapt.Threads)
 	if err != nil {
 		return err
 	}

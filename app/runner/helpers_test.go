@@ -70,3 +70,23 @@ func greedy(t testing.TB, r *Runner, prompt string, n int) ([]int, engine.Stats)
 	}
 	return out, st
 }
+
+// mustDraft is ParseDraft of a spec a test knows is good.
+func mustDraft(t testing.TB, spec string) DraftChoice {
+	t.Helper()
+	d, err := ParseDraft(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// mustDevice is ParseDevice of a spec a test knows is good.
+func mustDevice(t testing.TB, spec string) DeviceChoice {
+	t.Helper()
+	d, err := ParseDevice(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

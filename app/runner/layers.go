@@ -184,11 +184,10 @@ func (r *Runner) layerDevice() (device.Device, error) {
 	if r.opts.layerDevice != nil {
 		return r.opts.layerDevice()
 	}
-	kind, ordinal, err := parseDevice(r.opts.Device)
-	if err != nil || kind == "cpu" {
-		return nil, err
+	if r.opts.Device.Kind == DeviceCPU {
+		return nil, nil
 	}
-	return cuda.Open(ordinal)
+	return cuda.Open(r.opts.Device.Ordinal)
 }
 
 // leaveFile takes the matrices of layers [from, L) and the LM head, which

@@ -32,7 +32,7 @@ func layerPlaces(t *testing.T) map[string]func(*Options) {
 	places := map[string]func(*Options){"host": onHost}
 	if d, err := cuda.Open(0); err == nil {
 		d.Close()
-		places["cuda"] = func(o *Options) { o.Device = "auto" }
+		places["cuda"] = func(o *Options) { o.Device = DeviceChoice{} }
 	}
 	return places
 }
@@ -50,7 +50,7 @@ func TestOffloadSpeculative(t *testing.T) {
 		name, prompt := c.name, c.prompt
 		m := open(t, name)
 		o := options(t)
-		o.Draft, o.Plan, o.GPULayers = "none", false, 0
+		o.Draft, o.Plan, o.GPULayers = DraftChoice{Kind: DraftNone}, false, 0
 		cpuOut, _ := greedy(t, start(t, m, o), prompt, 40)
 		drafts := []string{"none", "ngram", "auto"}
 		if name != "" {
@@ -64,7 +64,7 @@ func TestOffloadSpeculative(t *testing.T) {
 					kind, _, _ := strings.Cut(d, ":")
 					t.Run(fmt.Sprintf("%s/%s/%s/k=%d/%s", place, m.Name, prompt, k, kind), func(t *testing.T) {
 						o := options(t)
-						o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = d, false, k, true, tree.Laptop
+						o.Draft, o.Plan, o.GPULayers, o.Greedy, o.Tree = mustDraft(t, d), false, k, true, tree.Laptop
 						o.Adapt.Mode = adapt.Off
 						to(&o)
 						r := start(t, m, o)
@@ -111,7 +111,7 @@ func TestOffloadWithoutGPU(t *testing.T) {
 		{0, "auto", ""},
 	} {
 		o := options(t)
-		o.Draft, o.GPULayers, o.Device = "none", c.layers, c.device
+		o.Draft, o.GPULayers, o.Device = DraftChoice{Kind: DraftNone}, c.layers, mustDevice(t, c.device)
 		var notes []string
 		o.Notify = func(n Notice) { notes = append(notes, n.Text) }
 		r := start(t, m, o)
@@ -209,7 +209,7 @@ func TestOffloadAutoSmallLayers(t *testing.T) {
 		t.Fatalf("the embedded model's layers: %d bytes each", b)
 	}
 	o := options(t)
-	o.Draft = "none"
+	o.Draft = DraftChoice{Kind: DraftNone}
 	var notes []string
 	o.Notify = func(n Notice) { notes = append(notes, n.Text) }
 	onHost(&o)

@@ -3,7 +3,6 @@ package runner
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"dovetail/engine/adapt"
@@ -30,14 +29,10 @@ type Options struct {
 	// MemoryLimit caps the host memory the placement may take, in bytes
 	// (0: what the machine has available).
 	MemoryLimit uint64
-	// Draft picks the drafter: none, ngram (prompt lookup), model:PATH (a
-	// smaller model of the same vocabulary), dgf:PATH (a Dovetail draft),
-	// scratch (a new DGF draft that learns from nothing) or auto (the
-	// target's saved or shipped DGF draft; with background adaptation a
-	// new one when it has none).
-	Draft string
-	// Device is where a DGF draft runs and trains: auto, cpu or cuda[:N].
-	Device string
+	// Draft picks the drafter (see DraftKind).
+	Draft DraftChoice
+	// Device is where a DGF draft runs and trains.
+	Device DeviceChoice
 	// GPULayers is how many of the target's last layers run on that GPU
 	// (with its final norm and LM head): GPULayersAuto lets the placement
 	// choose from the memory left after the draft; 0: none.
@@ -69,7 +64,7 @@ type Options struct {
 
 // DefaultOptions are what `dovetail run` does without flags.
 func DefaultOptions() Options {
-	return Options{Draft: "auto", Device: "auto", GPULayers: GPULayersAuto, Tree: tree.Server, Plan: true, Adapt: DefaultAdapt()}
+	return Options{GPULayers: GPULayersAuto, Tree: tree.Server, Plan: true, Adapt: DefaultAdapt()}
 }
 
 // Adapt are the online adaptation settings of a DGF draft.
@@ -138,25 +133,7 @@ func (o Options) Validate() error {
 	if o.Adapt.Mode == adapt.PerRequest && o.Slots > 1 {
 		return fmt.Errorf("per-request adaptation adapts the one draft to one request at a time: use one parallel sequence")
 	}
-	if _, _, err := parseDevice(o.Device); err != nil {
-		return err
-	}
-	return checkDraftSpec(o.Draft)
-}
-
-// checkDraftSpec refuses a --draft value no drafter answers to.
-func checkDraftSpec(spec string) error {
-	kind, arg, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "", "none", "ngram", "auto", "scratch":
-		return nil
-	case "model", "dgf":
-		if arg == "" {
-			return fmt.Errorf("draft %q needs a path: %s:PATH", spec, kind)
-		}
-		return nil
-	}
-	return fmt.Errorf("draft %q: want none, ngram, model:PATH, dgf:PATH, scratch or auto", spec)
+	return nil
 }
 
 // Notice is something a user should know: a warning (a draft that did

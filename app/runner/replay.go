@@ -60,7 +60,7 @@ func ReadWorkload(path string) ([]WorkItem, error) {
 // Replay is a workload replayed through one DGF draft and adaptation
 // mode: the configuration of `dovetail bench adapt`.
 type Replay struct {
-	Draft string // auto, dgf:PATH or scratch
+	Draft DraftChoice // auto, dgf:PATH or scratch
 	Mode  adapt.Mode
 	Items []WorkItem
 	N     int     // tokens per request
@@ -94,7 +94,7 @@ type ReplayResult struct {
 
 // RunReplay replays p on m, calling onRow after each request.
 func RunReplay(ctx context.Context, m *Model, p Replay, onRow func(ReplayRow)) (ReplayResult, error) {
-	if p.Draft == "scratch" && p.Mode == adapt.Off {
+	if p.Draft.Kind == DraftScratch && p.Mode == adapt.Off {
 		return ReplayResult{}, fmt.Errorf("a scratch draft without adaptation never learns anything")
 	}
 	o := p.Options
@@ -108,7 +108,7 @@ func RunReplay(ctx context.Context, m *Model, p Replay, onRow func(ReplayRow)) (
 	r.WaitDraft() // a workload measures the draft from its first request
 	info := r.Draft()
 	switch {
-	case info.Name == "none", p.Draft == "auto" && info.Name == "dgf:untrained":
+	case info.Name == "none", p.Draft.Kind == DraftAuto && info.Name == "dgf:untrained":
 		return ReplayResult{}, fmt.Errorf("no saved or shipped draft for %s: use --draft dgf:PATH or scratch", m.Name)
 	case !strings.HasPrefix(info.Name, "dgf:"):
 		return ReplayResult{}, fmt.Errorf("replay drafts with a DGF draft, not %s", info.Name)

@@ -56,7 +56,7 @@ func zeroDraft(t *testing.T, m *Model) string {
 func TestDrafterKinds(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Draft, o.Plan = "none", false
+	o.Draft, o.Plan = DraftChoice{Kind: DraftNone}, false
 	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 40)
 	zero := zeroDraft(t, m)
 	for _, c := range []struct {
@@ -71,7 +71,7 @@ func TestDrafterKinds(t *testing.T) {
 		{"auto", "none", "off"},
 	} {
 		o := options(t)
-		o.Draft, o.Plan, o.Slots, o.Greedy, o.Tree = c.spec, false, 2, true, tree.Laptop
+		o.Draft, o.Plan, o.Slots, o.Greedy, o.Tree = mustDraft(t, c.spec), false, 2, true, tree.Laptop
 		o.Adapt.Mode, _ = adapt.ParseMode(c.adapt)
 		if o.Adapt.Mode == adapt.PerRequest {
 			o.Slots = 1
@@ -112,24 +112,23 @@ func TestDrafterKinds(t *testing.T) {
 }
 
 // A draft model of another vocabulary, a draft of another target and a
-// bad option are refused with what was wrong.
+// bad option are refused with what was wrong (bad --draft values:
+// TestParseChoices).
 func TestDrafterErrors(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	other := open(t, "")
 	for spec, want := range map[string]string{
 		"model:" + golden.ModelPath("tinystories656K-f32.gguf"): "vocabularies differ",
 		"dgf:" + zeroDraft(t, other):                            "another model",
-		"magic":                                                 `draft "magic"`,
-		"dgf:":                                                  "needs a path",
 	} {
 		o := options(t)
-		o.Draft = spec
+		o.Draft = mustDraft(t, spec)
 		if _, err := New(m, o); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", spec, err, want)
 		}
 	}
 	o := options(t)
-	o.Draft, o.Adapt.Mode = "scratch", adapt.Off
+	o.Draft, o.Adapt.Mode = DraftChoice{Kind: DraftScratch}, adapt.Off
 	if _, err := New(m, o); err == nil || !strings.Contains(err.Error(), "adaptation") {
 		t.Errorf("scratch without adaptation: %v", err)
 	}
@@ -142,7 +141,7 @@ func TestDrafterErrors(t *testing.T) {
 func TestMemoryBudget(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Plan, o.Device = false, "cpu" // every part on the CPU, GPU or not
+	o.Plan, o.Device = false, DeviceChoice{Kind: DeviceCPU} // every part on the CPU, GPU or not
 	r := start(t, m, o)
 	b := r.Budget()
 	var names []string
@@ -181,7 +180,7 @@ func TestMemoryBudget(t *testing.T) {
 func TestMemoryLimitDegrades(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Plan, o.Device = false, "cpu" // the limit is the host's, GPU or not
+	o.Plan, o.Device = false, DeviceChoice{Kind: DeviceCPU} // the limit is the host's, GPU or not
 	full := start(t, m, o).Budget()
 	part := func(name string) uint64 {
 		for _, p := range full.Parts {
@@ -202,7 +201,7 @@ func TestMemoryLimitDegrades(t *testing.T) {
 		{target + 1024, "none", "drafting off"},
 	} {
 		o := options(t)
-		o.Plan, o.Device, o.Draft, o.MemoryLimit = false, "cpu", "dgf:"+zero, c.limit
+		o.Plan, o.Device, o.Draft, o.MemoryLimit = false, DeviceChoice{Kind: DeviceCPU}, DraftChoice{Kind: DraftDGF, Path: zero}, c.limit
 		r := start(t, m, o)
 		if r.Draft().Name != c.draft || r.Draft().Adapt != adapt.Off || !hasNotice(r.Notices(), c.note) {
 			t.Errorf("limit %d: %+v, want %s and %q", c.limit, r.Draft(), c.draft, c.note)
@@ -231,7 +230,7 @@ func TestSlotsShareWeights(t *testing.T) {
 	grow := func(slots int) (uint64, Budget) {
 		o := options(t)
 		// Every layer on the CPU, GPU or not: the weights measured are the heap's.
-		o.Draft, o.Plan, o.Slots, o.Ctx, o.Device = "none", false, slots, 32, "cpu"
+		o.Draft, o.Plan, o.Slots, o.Ctx, o.Device = DraftChoice{Kind: DraftNone}, false, slots, 32, DeviceChoice{Kind: DeviceCPU}
 		before := heapInUse()
 		r, err := New(m, o)
 		if err != nil {

@@ -103,9 +103,10 @@ func (ms ModelSettings) Apply(o *Options, given func(option string) bool) []stri
 	}
 	set("threads", ms.Threads > 0 && ms.Threads <= runtime.NumCPU(), func() { o.Threads = ms.Threads }, ms.Threads)
 	set("ctx", ms.Ctx > 0, func() { o.Ctx = ms.Ctx }, ms.Ctx)
-	set("draft", ms.Draft != "" && checkDraftSpec(ms.Draft) == nil, func() { o.Draft = ms.Draft }, ms.Draft)
-	_, _, derr := parseDevice(ms.Device)
-	set("device", ms.Device != "" && derr == nil, func() { o.Device = ms.Device }, ms.Device)
+	dr, derr := ParseDraft(ms.Draft)
+	set("draft", ms.Draft != "" && derr == nil, func() { o.Draft = dr }, ms.Draft)
+	dv, verr := ParseDevice(ms.Device)
+	set("device", ms.Device != "" && verr == nil, func() { o.Device = dv }, ms.Device)
 	// 0 is what setup saved before layers could go to a GPU: auto stands.
 	set("gpu layers", ms.GPULayers > 0, func() { o.GPULayers = ms.GPULayers }, ms.GPULayers)
 	set("tree", ms.Tree.Validate() == nil, func() { o.Tree = ms.Tree },

@@ -45,7 +45,7 @@ func TestSettingsPrecedence(t *testing.T) {
 		Predicted: Prediction{WithDraft: 42}}
 	o := DefaultOptions()
 	used := ms.Apply(&o, func(name string) bool { return name == "ctx" })
-	if o.Threads != 1 || o.Ctx != 0 || o.Draft != "ngram" || o.Device != "cpu" || o.Tree != tree.Laptop || o.Plan || o.Predicted != 42 {
+	if o.Threads != 1 || o.Ctx != 0 || o.Draft != (DraftChoice{Kind: DraftNgram}) || o.Device != (DeviceChoice{Kind: DeviceCPU}) || o.Tree != tree.Laptop || o.Plan || o.Predicted != 42 {
 		t.Errorf("options %+v", o)
 	}
 	if got := strings.Join(used, ", "); strings.Contains(got, "ctx") || !strings.Contains(got, "threads 1") || !strings.Contains(got, "draft ngram") {
@@ -65,7 +65,7 @@ func TestSettingsPrecedence(t *testing.T) {
 func TestHistory(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
-	o.Draft, o.Predicted = "ngram", 1e6
+	o.Draft, o.Predicted = DraftChoice{Kind: DraftNgram}, 1e6
 	r := start(t, m, o)
 	greedy(t, r, "Once upon a time", 40)
 	greedy(t, r, "Once upon a time", 40)

@@ -157,7 +157,7 @@ func TestLogprobs(t *testing.T) {
 		}
 	}
 	prompt := m.Tok.Encode("Once upon a time", true, false)
-	for _, o := range []runner.Options{testOptions(), func() runner.Options { o := testOptions(); o.Draft = "ngram"; return o }()} {
+	for _, o := range []runner.Options{testOptions(), func() runner.Options { o := testOptions(); o.Draft = runner.DraftChoice{Kind: runner.DraftNgram}; return o }()} {
 		ts := startWith(t, server.Config{}, m, o)
 		for _, temp := range []string{"0", "1"} {
 			code, b := post(t, ts.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":24,"seed":3,"logprobs":3,"temperature":`+temp+`}`)
@@ -188,7 +188,7 @@ func TestLogprobs(t *testing.T) {
 				slices.Reverse(top)
 				tops = append(tops, top)
 			}
-			check("completions "+o.Draft+" temp "+temp, prompt, tokens, lp.TokenLogprobs, tops)
+			check("completions "+o.Draft.String()+" temp "+temp, prompt, tokens, lp.TokenLogprobs, tops)
 		}
 		code, b := post(t, ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":16,"logprobs":true,"top_logprobs":3,"temperature":0}`)
 		var answer struct {
@@ -224,7 +224,7 @@ func TestLogprobs(t *testing.T) {
 				t.Errorf("bytes %v of %q", c.Bytes, c.Token)
 			}
 		}
-		check("chat "+o.Draft, chatPrompt, tokens, lps, tops)
+		check("chat "+o.Draft.String(), chatPrompt, tokens, lps, tops)
 	}
 }
 

@@ -39,7 +39,7 @@ func tinyModel(t testing.TB) *runner.Model {
 // testOptions run one slot on two threads without drafting.
 func testOptions() runner.Options {
 	o := runner.DefaultOptions()
-	o.Threads, o.Draft, o.Plan = min(2, runtime.NumCPU()), "none", false
+	o.Threads, o.Draft, o.Plan = min(2, runtime.NumCPU()), runner.DraftChoice{Kind: runner.DraftNone}, false
 	return o
 }
 

@@ -22,15 +22,15 @@ import (
 
 // Options say what to distill and how.
 type Options struct {
-	Corpus   string  // a text file or a directory of them; documents separated by <|endoftext|>
-	Self     int     // first generate this many samples from the target and train on them
-	SelfLen  int     // most tokens per sample
-	SelfTemp float32 // samples' temperatures spread over [0, SelfTemp]
-	Out      string  // the draft checkpoint to write
-	Device   string  // where the draft trains: auto, cpu or cuda[:N]
-	Blocks   int     // decoder blocks after the DGF
-	FFN      int     // their MLP width (0: the target's)
-	Steps    int     // optimizer steps (0: Epochs)
+	Corpus   string              // a text file or a directory of them; documents separated by <|endoftext|>
+	Self     int                 // first generate this many samples from the target and train on them
+	SelfLen  int                 // most tokens per sample
+	SelfTemp float32             // samples' temperatures spread over [0, SelfTemp]
+	Out      string              // the draft checkpoint to write
+	Device   runner.DeviceChoice // where the draft trains
+	Blocks   int                 // decoder blocks after the DGF
+	FFN      int                 // their MLP width (0: the target's)
+	Steps    int                 // optimizer steps (0: Epochs)
 	Epochs   float64
 	LR       float32
 	Warmup   int
@@ -55,7 +55,7 @@ type Options struct {
 
 // Defaults are `dovetail distill`'s defaults.
 func Defaults() Options {
-	return Options{SelfLen: 256, SelfTemp: 1, Device: "auto", Blocks: 1, Epochs: 1, LR: 1e-3, Warmup: 50, SeqLen: 256,
+	return Options{SelfLen: 256, SelfTemp: 1, Blocks: 1, Epochs: 1, LR: 1e-3, Warmup: 50, SeqLen: 256,
 		Batch: 2048, Unroll: 1, CEWeight: 0.1, FeatWeight: 1, EvalFrac: 0.05, Seed: 1, Threads: 1, SaveEvery: time.Minute}
 }
 
