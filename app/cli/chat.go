@@ -234,22 +234,17 @@ func (s *chatSession) reply(text string) error {
 	defer stop()
 	s.in.cooked() // Ctrl-C is a signal while the model writes
 	defer s.in.raw()
-	dec := s.m.Tok.NewDecoder()
-	var answer strings.Builder
-	req := engine.Request{Prompt: prompt, Sampler: s.params, Stop: s.m.Tok.IsEOG}
-	st, err := s.r.Slot(0).Generate(ctx, req, func(tok int) error {
-		piece := dec.Add(tok)
-		answer.WriteString(piece)
-		_, err := io.WriteString(s.out, piece)
-		return err
-	})
-	tail := dec.Flush()
-	answer.WriteString(tail)
-	fmt.Fprintln(s.out, tail)
+	res, err := s.r.Slot(0).GenerateText(ctx, runner.TextRequest{Prompt: prompt, Sampler: s.params,
+		OnText: func(p runner.Piece) error {
+			_, err := io.WriteString(s.out, p.Text)
+			return err
+		}})
+	fmt.Fprintln(s.out)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
-	s.history = append(s.history, chat.Message{Role: "assistant", Content: answer.String()})
+	s.history = append(s.history, chat.Message{Role: "assistant", Content: res.Text})
+	st := res.Stats
 	stopped := ""
 	if ctx.Err() != nil {
 		stopped = ", stopped"

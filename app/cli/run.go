@@ -131,37 +131,27 @@ func run(c *cobra.Command, f runFlags) error {
 	defer stop()
 	out := bufio.NewWriter(c.OutOrStdout())
 	defer out.Flush()
-	dec := m.Tok.NewDecoder()
-	var tokens []int
-	var text strings.Builder // the continuation, leading space kept
 	ids := m.Tok.Encode(prompt, true, false)
-	req := engine.Request{Prompt: ids, MaxTokens: f.n, Sampler: params, Stop: m.Tok.IsEOG}
-	if f.ignoreEOS {
-		req.Stop = nil
-	}
-	st, err := r.Slot(0).Generate(ctx, req, func(tok int) error {
-		tokens = append(tokens, tok)
-		piece := dec.Add(tok)
-		text.WriteString(piece)
-		if !f.json {
-			out.WriteString(piece)
+	req := runner.TextRequest{Prompt: ids, MaxTokens: f.n, Sampler: params, IgnoreEOS: f.ignoreEOS}
+	if !f.json {
+		req.OnText = func(p runner.Piece) error {
+			out.WriteString(p.Text)
 			out.Flush()
+			return nil
 		}
-		return nil
-	})
-	tail := dec.Flush()
-	text.WriteString(tail)
+	}
+	res, err := r.Slot(0).GenerateText(ctx, req)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
 	if f.json {
-		if err := writeRunJSON(out, r, ids, tokens, text.String(), st, seed); err != nil {
+		if err := writeRunJSON(out, r, ids, res.Tokens, res.Text, res.Stats, seed); err != nil {
 			return err
 		}
 	} else {
-		out.WriteString(tail + "\n")
+		out.WriteString("\n")
 		out.Flush()
-		reportRun(c.ErrOrStderr(), r, st, seed)
+		reportRun(c.ErrOrStderr(), r, res.Stats, seed)
 	}
 	if ctx.Err() != nil {
 		return errInterrupted

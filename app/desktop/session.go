@@ -244,15 +244,13 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 		update(reply{done: true, err: err})
 		return
 	}
-	dec := m.Tok.NewDecoder()
 	var rep reply
 	var text strings.Builder
 	start := time.Now()
 	first := time.Duration(0)
-	req := engine.Request{Prompt: prompt, Sampler: params, Stop: m.Tok.IsEOG, MaxTokens: p.MaxTokens,
-		OnRound: func(rd engine.Round) {
-			for i, tok := range rd.Tokens {
-				piece := dec.Add(tok)
+	req := runner.TextRequest{Prompt: prompt, Sampler: params, MaxTokens: p.MaxTokens,
+		OnRound: func(rd engine.Round, texts []string) {
+			for i, piece := range texts {
 				text.WriteString(piece)
 				rep.segments = appendSegment(rep.segments, piece, rd.Sources[i])
 			}
@@ -262,8 +260,9 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 			rep.text, rep.stats.TokensPerSec, rep.stats.Tau, rep.stats.DraftVersion = text.String(), rd.TokensPerSec, rd.Tau, rd.DraftVersion
 			update(rep)
 		}}
-	st, err := r.Slot(0).Generate(ctx, req, func(int) error { return nil })
-	if tail := dec.Flush(); tail != "" {
+	res, err := r.Slot(0).GenerateText(ctx, req)
+	st := res.Stats
+	if tail := strings.TrimPrefix(res.Text, text.String()); tail != "" {
 		text.WriteString(tail)
 		rep.segments = appendSegment(rep.segments, tail, engine.FromTarget)
 	}

@@ -164,78 +164,38 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp re
 	out.done()
 }
 
-// errStopString ends generation from the emit callback.
-var errStopString = errors.New("stop string reached")
-
-// run generates on wk and hands text to onText as soon as it is final:
-// complete UTF-8, and past any point where a stop string could begin,
-// with the logprobs of the tokens since the last text when the job asks
-// for them. It returns the finish reason, "stop" (end-of-generation token
-// or stop string) or "length", and every token's logprobs. An error from
+// run generates on wk and hands text to onText as soon as it is final
+// (runner.Piece), with the logprobs of its tokens when the job asks for
+// them. It returns the finish reason, "stop" (end-of-generation token or
+// stop string) or "length", and every token's logprobs. An error from
 // onText (the client is gone) or a cancelled ctx ends generation at the
 // next token.
 func (s *Server) run(ctx context.Context, wk *worker, j *job, onText func(string, []tokenLogprob) error) (engine.Stats, string, []tokenLogprob, error) {
 	tok := j.lease.Model().Tok
-	dec := tok.NewDecoder()
-	sm := &stopMatcher{stops: j.stops}
-	stopped := false
-	var all, pending []tokenLogprob
-	req := engine.Request{Prompt: j.prompt, MaxTokens: j.maxTokens, Sampler: j.sampler, Stop: tok.IsEOG}
-	if j.logprobs {
-		req.TopLogprobs = j.topLogprobs
-		req.OnLogprob = func(lp engine.Logprob) {
-			t := tokenLogprobOf(tok, lp)
-			all, pending = append(all, t), append(pending, t)
+	convert := func(in []engine.Logprob) (out []tokenLogprob) {
+		for _, lp := range in {
+			out = append(out, tokenLogprobOf(tok, lp))
 		}
+		return out
 	}
-	send := func(text string) error {
-		if text == "" && len(pending) == 0 {
-			return nil
-		}
-		lps := pending
-		pending = nil
-		if text == "" {
-			pending = lps // held until text goes with them
-			return nil
-		}
-		return onText(text, lps)
+	req := runner.TextRequest{Prompt: j.prompt, MaxTokens: j.maxTokens, Sampler: j.sampler, Stops: j.stops,
+		Logprobs: j.logprobs, TopLogprobs: j.topLogprobs,
+		OnText: func(p runner.Piece) error { return onText(p.Text, convert(p.Logprobs)) }}
+	res, err := wk.slot.GenerateText(ctx, req)
+	s.observe(res.Stats)
+	if err != nil {
+		return res.Stats, "", nil, err
 	}
-	st, err := wk.slot.Generate(ctx, req, func(id int) error {
-		if j.onToken != nil {
+	if j.onToken != nil {
+		for _, id := range res.Tokens {
 			j.onToken(id)
 		}
-		out, stop := sm.add(dec.Add(id))
-		if err := send(out); err != nil {
-			return err
-		}
-		if stop {
-			stopped = true
-			return errStopString
-		}
-		return nil
-	})
-	s.observe(st)
-	if err != nil && !errors.Is(err, errStopString) {
-		return st, "", nil, err
 	}
-	finish := st.StopReason
-	if !stopped {
-		out, stop := sm.add(dec.Flush())
-		if stop {
-			finish = "stop"
-		} else {
-			out += sm.flush()
-		}
-		if err := send(out); err != nil {
-			return st, "", nil, err
-		}
-	} else {
-		finish = "stop"
-	}
+	finish := res.Finish
 	if finish != "stop" {
 		finish = "length"
 	}
-	return st, finish, all, nil
+	return res.Stats, finish, convert(res.Logprobs), nil
 }
 
 func (s *Server) observe(st engine.Stats) {
