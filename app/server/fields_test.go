@@ -157,7 +157,11 @@ func TestLogprobs(t *testing.T) {
 		}
 	}
 	prompt := m.Tok.Encode("Once upon a time", true, false)
-	for _, o := range []runner.Options{testOptions(), func() runner.Options { o := testOptions(); o.Draft = runner.DraftChoice{Kind: runner.DraftNgram}; return o }()} {
+	for _, o := range []runner.Options{testOptions(), func() runner.Options {
+		o := testOptions()
+		o.Draft = runner.DraftChoice{Kind: runner.DraftNgram}
+		return o
+	}()} {
 		ts := startWith(t, server.Config{}, m, o)
 		for _, temp := range []string{"0", "1"} {
 			code, b := post(t, ts.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":24,"seed":3,"logprobs":3,"temperature":`+temp+`}`)
