@@ -12,22 +12,18 @@ import (
 	"dovetail/internal/golden"
 	"dovetail/models"
 	"dovetail/models/gguf"
-	"dovetail/models/safetensors"
 	"dovetail/quant"
 )
 
-// qwen2FromSafetensors rebuilds TinyStories-656K as a "qwen2" GGUF from its
-// Hugging Face original: Q and K rows unpermuted, so the rotate-half (NEOX)
-// RoPE of the qwen2 path is the right one; Q and K biases are zero and every
-// V bias value is vBias.
-func qwen2FromSafetensors(t *testing.T, vBias float32) *models.Llama {
+// qwen2Of rebuilds TinyStories-656K as a "qwen2" GGUF from its llama
+// GGUF: Q and K rows unpermuted back to the Hugging Face original's order
+// (llama.cpp's converter interleaves each head's two halves for the
+// adjacent-pairs RoPE), so that the rotate-half (NEOX) RoPE of the qwen2
+// path is the right one; Q and K biases are zero and every V bias value
+// is vBias.
+func qwen2Of(t *testing.T, vBias float32) *models.Llama {
 	t.Helper()
-	dir := filepath.Join(golden.Root(), "models", "tinystories656K")
-	st, err := safetensors.Read(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := gguf.Open(filepath.Join(dir, "tinystories656K-f32.gguf"))
+	ref, err := gguf.Open(filepath.Join(golden.Root(), "models", "tinystories656K", "tinystories656K-f32.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,16 +37,15 @@ func qwen2FromSafetensors(t *testing.T, vBias float32) *models.Llama {
 			w.Set(kv.Key, kv.Value)
 		}
 	}
-	add := func(name, hf string) {
-		src := st.Tensors[hf]
-		if src == nil {
-			t.Fatalf("safetensors lacks %s", hf)
+	heads := map[string]int{"attn_q.weight": 8, "attn_k.weight": 4}
+	for i := range ref.Tensors {
+		ti := &ref.Tensors[i]
+		data := ref.TensorData(ti)
+		_, kind, _ := strings.Cut(strings.TrimPrefix(ti.Name, "blk."), ".")
+		if h := heads[kind]; h > 0 && strings.HasPrefix(ti.Name, "blk.") {
+			data = unpermute(data, int(ti.Dims[1]), int(ti.Dims[0]), h)
 		}
-		dims := make([]uint64, len(src.Shape))
-		for i, d := range src.Shape {
-			dims[len(dims)-1-i] = uint64(d)
-		}
-		if err := w.AddTensor(name, quant.F32, dims, src.Data); err != nil {
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,19 +56,8 @@ func qwen2FromSafetensors(t *testing.T, vBias float32) *models.Llama {
 		}
 		w.AddTensor(name, quant.F32, []uint64{uint64(n)}, b)
 	}
-	add("token_embd.weight", "lm_head.weight")
-	add("output_norm.weight", "model.norm.weight")
 	for l := 0; l < 2; l++ {
-		p, hf := fmt.Sprintf("blk.%d.", l), fmt.Sprintf("model.layers.%d.", l)
-		add(p+"attn_norm.weight", hf+"input_layernorm.weight")
-		add(p+"attn_q.weight", hf+"self_attn.q_proj.weight")
-		add(p+"attn_k.weight", hf+"self_attn.k_proj.weight")
-		add(p+"attn_v.weight", hf+"self_attn.v_proj.weight")
-		add(p+"attn_output.weight", hf+"self_attn.o_proj.weight")
-		add(p+"ffn_norm.weight", hf+"post_attention_layernorm.weight")
-		add(p+"ffn_gate.weight", hf+"mlp.gate_proj.weight")
-		add(p+"ffn_up.weight", hf+"mlp.up_proj.weight")
-		add(p+"ffn_down.weight", hf+"mlp.down_proj.weight")
+		p := fmt.Sprintf("blk.%d.", l)
 		vec(p+"attn_q.bias", 128, 0)
 		vec(p+"attn_k.bias", 64, 0)
 		vec(p+"attn_v.bias", 64, vBias)
@@ -90,10 +74,27 @@ func qwen2FromSafetensors(t *testing.T, vBias float32) *models.Llama {
 	return m
 }
 
+// unpermute undoes llama.cpp's permutation of a Q or K matrix of f32 rows
+// (cols values each), heads heads: row 2i+h of a head holds the original
+// row h·d/2+i of that head (d rows a head).
+func unpermute(data []byte, rows, cols, heads int) []byte {
+	out := make([]byte, len(data))
+	d, rb := rows/heads, 4*cols
+	for hd := range heads {
+		for i := range d / 2 {
+			for h := range 2 {
+				from, to := hd*d+2*i+h, hd*d+h*d/2+i
+				copy(out[to*rb:(to+1)*rb], data[from*rb:(from+1)*rb])
+			}
+		}
+	}
+	return out
+}
+
 // The qwen2 path (rotate-half RoPE on unpermuted weights, QKV biases)
 // reproduces llama.cpp's output for the llama GGUF of the same model.
 func TestQwen2PathMatchesGolden(t *testing.T) {
-	m := qwen2FromSafetensors(t, 0)
+	m := qwen2Of(t, 0)
 	if m.Config.RopeStyle != models.RopeNeox || !m.Config.QKVBias || !m.Config.TiedOutput {
 		t.Fatalf("config %+v", m.Config)
 	}
@@ -122,7 +123,7 @@ func TestQwen2PathMatchesGolden(t *testing.T) {
 	}
 
 	// The V bias is applied: a constant bias shifts the attention output.
-	mb := qwen2FromSafetensors(t, 0.5)
+	mb := qwen2Of(t, 0.5)
 	rb := reference.New(mb, pool.Threads(), 0)
 	sb := rb.NewState()
 	lb := make([]float32, m.Config.Vocab)

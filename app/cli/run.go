@@ -63,11 +63,12 @@ type memoryStats struct {
 	CPUBytes       uint64        `json:"cpu_bytes"`
 	GPUBytes       uint64        `json:"gpu_bytes"`
 	AvailableBytes uint64        `json:"available_bytes"`
+	HeapLimitBytes uint64        `json:"heap_limit_bytes,omitempty"` // the Go heap's soft limit the runner set
 	Parts          []runner.Part `json:"parts"`
 }
 
 func memoryOf(b runner.Budget) memoryStats {
-	return memoryStats{CPUBytes: b.CPU(), GPUBytes: b.GPU(), AvailableBytes: b.Available, Parts: b.Parts}
+	return memoryStats{CPUBytes: b.CPU(), GPUBytes: b.GPU(), AvailableBytes: b.Available, HeapLimitBytes: b.HeapLimit, Parts: b.Parts}
 }
 
 func newRunCmd() *cobra.Command {

@@ -22,6 +22,9 @@ type Budget struct {
 	// GPUFree is the chosen GPU's free memory before the draft was
 	// placed there; 0 without one.
 	GPUFree uint64 `json:"gpu_free_bytes,omitempty"`
+	// HeapLimit is the Go heap's soft limit the runner set as it opened
+	// (heaplimit.go); 0 when GOMEMLIMIT stands.
+	HeapLimit uint64 `json:"heap_limit_bytes,omitempty"`
 }
 
 // CPU is the bytes of the parts in host memory.

@@ -123,7 +123,7 @@ func New(m *Model, o Options) (*Runner, error) {
 	r.active = 0
 	r.lastEnd = time.Now() // a caller's first request comes now
 	r.mu.Unlock()
-	r.release = holdMemory(r.budget.CPU())
+	r.budget.HeapLimit, r.release = holdMemory(r.budget.CPU())
 	if drafting && o.Plan {
 		r.plan = r.planner()
 	}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"hash/crc64"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"unsafe"
@@ -353,14 +351,4 @@ func Fingerprint(f *gguf.File) string {
 		put(t)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// DefaultPath is where the draft of a target is kept for `--draft auto`:
-// os.UserConfigDir()/dovetail/drafts/FINGERPRINT.gguf.
-func DefaultPath(fingerprint string) (string, error) {
-	dir, err := os.UserConfigDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, "dovetail", "drafts", fingerprint+".gguf"), nil
 }

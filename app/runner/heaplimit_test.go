@@ -14,8 +14,8 @@ func TestMemoryLimitFollowsRunners(t *testing.T) {
 	}
 	r := start(t, open(t, ""), options(t))
 	b := r.Budget().CPU()
-	if got, want := debug.SetMemoryLimit(-1), int64(b+limitHeadroom(b)); got != want || b == 0 {
-		t.Errorf("limit %d with a runner of %d bytes open, want %d", got, b, want)
+	if got, want := debug.SetMemoryLimit(-1), int64(b+limitHeadroom(b)); got != want || b == 0 || r.Budget().HeapLimit != uint64(want) {
+		t.Errorf("limit %d with a runner of %d bytes open (it says %d), want %d", got, b, r.Budget().HeapLimit, want)
 	}
 	r2 := start(t, open(t, "stories260K-f32.gguf"), options(t))
 	b2 := r2.Budget().CPU()
