@@ -19,44 +19,7 @@ func newDraftsCmd() *cobra.Command {
 			"(the verified text whose continuations drafts propose). `dovetail drafts rm` deletes both;\n" +
 			"`dovetail drafts restore` brings back the draft an install replaced.",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			st, err := store.Open()
-			if err != nil {
-				return err
-			}
-			ds, err := st.Drafts()
-			if err != nil {
-				return err
-			}
-			if len(ds) == 0 {
-				fmt.Fprintf(c.OutOrStdout(), "no saved drafts in %s\n", st.DraftsDir())
-				return nil
-			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tMEMORY\tSAVED")
-			for _, d := range ds {
-				if d.Err != nil {
-					fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(max(d.Size, d.Memory))), d.Err)
-					continue
-				}
-				size, memory := "-", "-"
-				if d.Size > 0 {
-					size = humanBytes(uint64(d.Size))
-				}
-				if d.Memory > 0 {
-					memory = humanBytes(uint64(d.Memory))
-				}
-				version := orDash(d.Version)
-				if d.Prev {
-					version += " (+prev)"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, size, version,
-					orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
-			}
-			w.Flush()
-			fmt.Fprintf(c.OutOrStdout(), "in %s\n", st.DraftsDir())
-			return nil
-		},
+		RunE: func(c *cobra.Command, _ []string) error { return listDrafts(c) },
 	}
 	c.AddCommand(&cobra.Command{
 		Use:   "rm TARGET|FINGERPRINT...",
@@ -65,52 +28,98 @@ func newDraftsCmd() *cobra.Command {
 			"only what it names unambiguously: a whole fingerprint, or a target file name exactly one\n" +
 			"entry has; otherwise the candidates are listed and nothing is removed.",
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			st, err := store.Open()
-			if err != nil {
-				return err
-			}
-			// Every name is resolved before anything is removed.
-			var found []store.Saved
-			for _, a := range args {
-				d, err := st.Find(a)
-				if err != nil {
-					return fmt.Errorf("drafts rm: %w", err)
-				}
-				found = append(found, d)
-			}
-			for _, d := range found {
-				removed, err := st.Remove(d)
-				for _, p := range removed {
-					fmt.Fprintf(c.OutOrStdout(), "removed %s (%s)\n", p, orDash(d.Target))
-				}
-				if err != nil {
-					return fmt.Errorf("drafts rm: %w", err)
-				}
-			}
-			return nil
-		},
+		RunE: removeDrafts,
 	}, &cobra.Command{
 		Use:   "restore TARGET|FINGERPRINT",
 		Short: "Bring back the draft an install replaced (run again to undo)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(c *cobra.Command, args []string) error {
-			st, err := store.Open()
-			if err != nil {
-				return err
-			}
-			d, err := st.Find(args[0])
-			if err != nil {
-				return fmt.Errorf("drafts restore: %w", err)
-			}
-			if err := st.Restore(d.Fingerprint); err != nil {
-				return fmt.Errorf("drafts restore: %w", err)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "restored the earlier draft of %s; the one it replaced is kept (run again to undo)\n", orDash(d.Target))
-			return nil
-		},
+		RunE:  restoreDraft,
 	})
 	return c
+}
+
+// listDrafts is `dovetail drafts`: a table of the saved drafts.
+func listDrafts(c *cobra.Command) error {
+	st, err := store.Open()
+	if err != nil {
+		return err
+	}
+	ds, err := st.Drafts()
+	if err != nil {
+		return err
+	}
+	if len(ds) == 0 {
+		fmt.Fprintf(c.OutOrStdout(), "no saved drafts in %s\n", st.DraftsDir())
+		return nil
+	}
+	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tMEMORY\tSAVED")
+	for _, d := range ds {
+		if d.Err != nil {
+			fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(max(d.Size, d.Memory))), d.Err)
+			continue
+		}
+		size, memory := "-", "-"
+		if d.Size > 0 {
+			size = humanBytes(uint64(d.Size))
+		}
+		if d.Memory > 0 {
+			memory = humanBytes(uint64(d.Memory))
+		}
+		version := orDash(d.Version)
+		if d.Prev {
+			version += " (+prev)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Target, d.Fingerprint, size, version,
+			orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
+	}
+	w.Flush()
+	fmt.Fprintf(c.OutOrStdout(), "in %s\n", st.DraftsDir())
+	return nil
+}
+
+// removeDrafts is `dovetail drafts rm`: every name is resolved before
+// anything is removed.
+func removeDrafts(c *cobra.Command, args []string) error {
+	st, err := store.Open()
+	if err != nil {
+		return err
+	}
+	var found []store.Saved
+	for _, a := range args {
+		d, err := st.Find(a)
+		if err != nil {
+			return fmt.Errorf("drafts rm: %w", err)
+		}
+		found = append(found, d)
+	}
+	for _, d := range found {
+		removed, err := st.Remove(d)
+		for _, p := range removed {
+			fmt.Fprintf(c.OutOrStdout(), "removed %s (%s)\n", p, orDash(d.Target))
+		}
+		if err != nil {
+			return fmt.Errorf("drafts rm: %w", err)
+		}
+	}
+	return nil
+}
+
+// restoreDraft is `dovetail drafts restore`.
+func restoreDraft(c *cobra.Command, args []string) error {
+	st, err := store.Open()
+	if err != nil {
+		return err
+	}
+	d, err := st.Find(args[0])
+	if err != nil {
+		return fmt.Errorf("drafts restore: %w", err)
+	}
+	if err := st.Restore(d.Fingerprint); err != nil {
+		return fmt.Errorf("drafts restore: %w", err)
+	}
+	fmt.Fprintf(c.OutOrStdout(), "restored the earlier draft of %s; the one it replaced is kept (run again to undo)\n", orDash(d.Target))
+	return nil
 }
 
 func orDash(s string) string {

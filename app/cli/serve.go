@@ -16,10 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dovetail/app/api"
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
-	"dovetail/app/api"
 )
 
 type serveFlags struct {

@@ -324,7 +324,8 @@ func splitGPT2(cpts []rune, windows []int) []int {
 }
 
 // splitLlama3 is llama.cpp's unicode_regex_split_custom_llama3, the fast path
-// for reLlama3.
+// for reLlama3: each piece is the first of the regex's alternatives that
+// matches where the last one ended.
 func splitLlama3(cpts []rune, windows []int) []int {
 	var out []int
 	start := 0
@@ -332,44 +333,25 @@ func splitLlama3(cpts []rune, windows []int) []int {
 		c := cursor{cpts: cpts, begin: start, end: start + w}
 		start += w
 		prev := c.begin
-		add := func(end int) int {
-			n := end - prev
-			if n > 0 {
+		add := func(end int) {
+			if n := end - prev; n > 0 {
 				out = append(out, n)
 			}
 			prev = end
-			return n
 		}
 		for pos := c.begin; pos < c.end; {
-			cpt := c.cpt(pos)
-			f := c.flags(pos)
-			if cpt == '\'' && pos+1 < c.end {
-				next := asciiLower(c.cpt(pos + 1))
-				if next == 's' || next == 't' || next == 'm' || next == 'd' {
-					pos += add(pos + 2)
-					continue
-				}
-				if pos+2 < c.end {
-					nn := asciiLower(c.cpt(pos + 2))
-					if (next == 'r' && nn == 'e') || (next == 'v' && nn == 'e') || (next == 'l' && nn == 'l') {
-						pos += add(pos + 3)
-						continue
-					}
-				}
+			if end, ok := llama3Contraction(&c, pos); ok {
+				add(end)
+				pos = end
+				continue
 			}
-			// [^\r\n\p{L}\p{N}]?\p{L}+
-			if !(cpt == '\r' || cpt == '\n' || f.number()) {
-				if f.letter() || c.flags(pos+1).letter() {
-					pos++
-					for c.flags(pos).letter() {
-						pos++
-					}
-					add(pos)
-					continue
-				}
+			if end, ok := llama3Letters(&c, pos); ok {
+				add(end)
+				pos = end
+				continue
 			}
 			// \p{N}{1,3}
-			if f.number() {
+			if c.flags(pos).number() {
 				ini := pos
 				for c.flags(pos).number() {
 					pos++
@@ -381,56 +363,93 @@ func splitLlama3(cpts []rune, windows []int) []int {
 				add(pos)
 				continue
 			}
-			// <space>?[^\s\p{L}\p{N}]+[\r\n]*
-			f2 := f
-			if cpt == ' ' {
-				f2 = c.flags(pos + 1)
-			}
-			// llama.cpp tests the current codepoint's flags for "some flag
-			// set" here, not f2's: a lone trailing space enters this branch.
-			if !f2.whitespace && !f2.letter() && !f2.number() && !f.outside {
-				if cpt == ' ' {
-					pos++
-				}
-				for classless(f2) {
-					pos++
-					f2 = c.flags(pos)
-				}
-				for c2 := c.cpt(pos); c2 == '\r' || c2 == '\n'; c2 = c.cpt(pos) {
-					pos++
-				}
-				add(pos)
+			if end, ok := llama3Punct(&c, pos); ok {
+				add(end)
+				pos = end
 				continue
 			}
-			nws, lastRN := 0, 0
-			for c.flags(pos + nws).whitespace {
-				if c2 := c.cpt(pos + nws); c2 == '\r' || c2 == '\n' {
-					lastRN = pos + nws + 1
-				}
-				nws++
-			}
-			// \s*[\r\n]+
-			if lastRN > 0 {
-				pos = lastRN
-				add(pos)
-				continue
-			}
-			// \s+(?!\S)
-			if nws > 1 && c.cpt(pos+nws) != outOfRange {
-				pos += nws - 1
-				add(pos)
-				continue
-			}
-			if nws > 0 {
-				pos += nws
-				add(pos)
-				continue
-			}
-			pos++
+			pos = llama3Space(&c, pos)
 			add(pos)
 		}
 	}
 	return out
+}
+
+// llama3Contraction matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at pos.
+func llama3Contraction(c *cursor, pos int) (end int, ok bool) {
+	if c.cpt(pos) != '\'' || pos+1 >= c.end {
+		return 0, false
+	}
+	next := asciiLower(c.cpt(pos + 1))
+	if next == 's' || next == 't' || next == 'm' || next == 'd' {
+		return pos + 2, true
+	}
+	if pos+2 < c.end {
+		nn := asciiLower(c.cpt(pos + 2))
+		if (next == 'r' && nn == 'e') || (next == 'v' && nn == 'e') || (next == 'l' && nn == 'l') {
+			return pos + 3, true
+		}
+	}
+	return 0, false
+}
+
+// llama3Letters matches [^\r\n\p{L}\p{N}]?\p{L}+ at pos.
+func llama3Letters(c *cursor, pos int) (end int, ok bool) {
+	cpt, f := c.cpt(pos), c.flags(pos)
+	if cpt == '\r' || cpt == '\n' || f.number() || !f.letter() && !c.flags(pos+1).letter() {
+		return 0, false
+	}
+	pos++
+	for c.flags(pos).letter() {
+		pos++
+	}
+	return pos, true
+}
+
+// llama3Punct matches <space>?[^\s\p{L}\p{N}]+[\r\n]* at pos.
+func llama3Punct(c *cursor, pos int) (end int, ok bool) {
+	cpt, f := c.cpt(pos), c.flags(pos)
+	f2 := f
+	if cpt == ' ' {
+		f2 = c.flags(pos + 1)
+	}
+	// llama.cpp tests the current codepoint's flags for "some flag set"
+	// here, not f2's: a lone trailing space enters this branch.
+	if f2.whitespace || f2.letter() || f2.number() || f.outside {
+		return 0, false
+	}
+	if cpt == ' ' {
+		pos++
+	}
+	for classless(f2) {
+		pos++
+		f2 = c.flags(pos)
+	}
+	for c2 := c.cpt(pos); c2 == '\r' || c2 == '\n'; c2 = c.cpt(pos) {
+		pos++
+	}
+	return pos, true
+}
+
+// llama3Space matches \s*[\r\n]+, \s+(?!\S) or \s+ at pos, or else the
+// one codepoint there, and returns where the match ends.
+func llama3Space(c *cursor, pos int) int {
+	nws, lastRN := 0, 0
+	for c.flags(pos + nws).whitespace {
+		if c2 := c.cpt(pos + nws); c2 == '\r' || c2 == '\n' {
+			lastRN = pos + nws + 1
+		}
+		nws++
+	}
+	switch {
+	case lastRN > 0: // \s*[\r\n]+
+		return lastRN
+	case nws > 1 && c.cpt(pos+nws) != outOfRange: // \s+(?!\S)
+		return pos + nws - 1
+	case nws > 0:
+		return pos + nws
+	}
+	return pos + 1
 }
 
 func asciiLower(c rune) rune {

@@ -26,23 +26,45 @@ var (
 		"<end_of_utterance>"}
 )
 
+// specialIDs are the special tokens GGUF names beside BOS, EOS and UNK
+// (which the Tokenizer keeps itself): null where a file names none.
+type specialIDs struct {
+	eot, eom       int32
+	fim            [6]int32 // pre suf mid pad rep sep
+	sep, pad, mask int32
+}
+
+// loadSpecial reads the special tokens, which end generation, and how
+// each special token's text is matched, as llama.cpp's vocabulary loader
+// does.
 func (t *Tokenizer) loadSpecial(f *gguf.File) error {
+	ids := t.readSpecialIDs(f)
+	if err := t.readAddFlags(f); err != nil {
+		return err
+	}
+	t.detectSpecial(&ids)
+	t.collectEOG(ids)
+	t.sortSpecial()
+	t.stripAttrs(f)
+	return nil
+}
+
+// readSpecialIDs reads the ids GGUF names (tokenizer.ggml.*_token_id).
+func (t *Tokenizer) readSpecialIDs(f *gguf.File) specialIDs {
 	n := int32(len(t.tokens))
-	eot, eom := int32(null), int32(null)
-	fim := [6]int32{null, null, null, null, null, null} // pre suf mid pad rep sep
-	sep, pad, mask := int32(null), int32(null), int32(null)
+	ids := specialIDs{eot: null, eom: null, fim: [6]int32{null, null, null, null, null, null}, sep: null, pad: null, mask: null}
 	// The last three are deprecated spellings of the first FIM keys; they are
 	// read after the current ones, as llama.cpp does.
 	for _, k := range []struct {
 		key string
 		id  *int32
 	}{
-		{"bos_token_id", &t.bos}, {"eos_token_id", &t.eos}, {"eot_token_id", &eot},
-		{"eom_token_id", &eom}, {"unknown_token_id", &t.unk}, {"seperator_token_id", &sep},
-		{"padding_token_id", &pad}, {"mask_token_id", &mask}, {"fim_pre_token_id", &fim[0]},
-		{"fim_suf_token_id", &fim[1]}, {"fim_mid_token_id", &fim[2]}, {"fim_pad_token_id", &fim[3]},
-		{"fim_rep_token_id", &fim[4]}, {"fim_sep_token_id", &fim[5]}, {"prefix_token_id", &fim[0]},
-		{"suffix_token_id", &fim[1]}, {"middle_token_id", &fim[2]},
+		{"bos_token_id", &t.bos}, {"eos_token_id", &t.eos}, {"eot_token_id", &ids.eot},
+		{"eom_token_id", &ids.eom}, {"unknown_token_id", &t.unk}, {"seperator_token_id", &ids.sep},
+		{"padding_token_id", &ids.pad}, {"mask_token_id", &ids.mask}, {"fim_pre_token_id", &ids.fim[0]},
+		{"fim_suf_token_id", &ids.fim[1]}, {"fim_mid_token_id", &ids.fim[2]}, {"fim_pad_token_id", &ids.fim[3]},
+		{"fim_rep_token_id", &ids.fim[4]}, {"fim_sep_token_id", &ids.fim[5]}, {"prefix_token_id", &ids.fim[0]},
+		{"suffix_token_id", &ids.fim[1]}, {"middle_token_id", &ids.fim[2]},
 	} {
 		if *k.id >= n {
 			*k.id = null // a default the vocabulary is too small for
@@ -53,7 +75,12 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 			*k.id = int32(v)
 		}
 	}
+	return ids
+}
 
+// readAddFlags reads whether encoding adds BOS and EOS, refusing a file
+// that asks for one it does not name.
+func (t *Tokenizer) readAddFlags(f *gguf.File) error {
 	if v, ok := f.Bool(keyPrefix + "add_bos_token"); ok {
 		t.addBOS = v
 	}
@@ -66,7 +93,12 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 	if t.addEOS && t.eos == null {
 		return fmt.Errorf("tokenizer: tokenizer.ggml.add_eos_token is true, but tokenizer.ggml.eos_token_id is not set")
 	}
+	return nil
+}
 
+// detectSpecial finds the end-of-turn, end-of-message and FIM tokens a
+// file does not name by their usual texts, and marks them control tokens.
+func (t *Tokenizer) detectSpecial(ids *specialIDs) {
 	// llama.cpp walks a hash map here and takes whichever match it meets
 	// first; the lowest id is the deterministic stand-in.
 	detect := func(p *int32, texts []string) {
@@ -82,14 +114,17 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 			t.attrs[*p] |= attrControl
 		}
 	}
-	detect(&eot, eotTexts)
-	detect(&eom, eomTexts)
+	detect(&ids.eot, eotTexts)
+	detect(&ids.eom, eomTexts)
 	for i, texts := range [][]string{fimPreTexts, fimSufTexts, fimMidTexts, fimPadTexts, fimRepTexts, fimSepTexts} {
-		detect(&fim[i], texts)
+		detect(&ids.fim[i], texts)
 	}
+}
 
+// collectEOG gathers the tokens that end generation.
+func (t *Tokenizer) collectEOG(ids specialIDs) {
 	t.eog = map[int32]bool{}
-	for _, id := range fim[3:] { // pad, rep, sep
+	for _, id := range ids.fim[3:] { // pad, rep, sep
 		if id != null {
 			t.eog[id] = true
 		}
@@ -100,7 +135,7 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 			t.attrs[id] |= attrControl
 		}
 	}
-	for _, id := range []int32{t.eos, eot, eom} {
+	for _, id := range []int32{t.eos, ids.eot, ids.eom} {
 		if id != null {
 			t.eog[id] = true
 		}
@@ -111,7 +146,11 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 		delete(t.eog, id)
 		t.attrs[id] = attrUserDefined
 	}
+}
 
+// sortSpecial lists the special tokens, longest text first: the order
+// their texts are matched in.
+func (t *Tokenizer) sortSpecial() {
 	for id, a := range t.attrs {
 		if a&(attrControl|attrUserDefined|attrUnknown) != 0 {
 			t.special = append(t.special, int32(id))
@@ -122,9 +161,11 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 	sort.SliceStable(t.special, func(a, b int) bool {
 		return len(t.tokens[t.special[a]]) > len(t.tokens[t.special[b]])
 	})
+}
 
-	// Per-model strip attributes llama.cpp hard-codes, as HF's added_tokens
-	// carry them but GGUF does not.
+// stripAttrs sets the per-model strip attributes llama.cpp hard-codes,
+// as HF's added_tokens carry them but GGUF does not.
+func (t *Tokenizer) stripAttrs(f *gguf.File) {
 	name, _ := f.String("general.name")
 	name = strings.ToLower(name)
 	switch {
@@ -139,7 +180,6 @@ func (t *Tokenizer) loadSpecial(f *gguf.File) error {
 			t.setAttr(s, attrRStrip, false)
 		}
 	}
-	return nil
 }
 
 func (t *Tokenizer) hasEOG(text string) bool {

@@ -169,34 +169,19 @@ func Run(ctx context.Context, m *runner.Model, o Options, progress func(Progress
 	pool := cpu.NewPool(o.Threads)
 	defer pool.Close()
 	r := &run{o: o, m: m, target: cpu.NewTarget(m.Llama, pool, 0), progress: progress, notify: notify}
-	return r.distill(ctx, pool)
+	return r.distill(ctx)
 }
 
-func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
+func (r *run) distill(ctx context.Context) (Result, error) {
 	o, m := r.o, r.m
-	var docs []string
-	if o.Self > 0 {
-		var err error
-		if docs, err = r.selfCorpus(ctx); err != nil {
-			return Result{}, err
-		}
+	docs, data, err := r.corpus(ctx)
+	if err != nil {
+		return Result{}, err
 	}
-	if o.Corpus != "" {
-		more, err := readCorpus(o.Corpus)
-		if err != nil {
-			return Result{}, err
-		}
-		docs = append(docs, more...)
+	r.total = o.Steps
+	if r.total == 0 {
+		r.total = data.stepsFor(o.Epochs, o.Batch, o.SeqLen, uint64(o.Seed))
 	}
-	data := prepareData(docs, m.Tok, r.target.Context(), o.SeqLen, o.EvalFrac)
-	if data.trainPositions == 0 {
-		return Result{}, fmt.Errorf("the corpus holds no text to train on (%d documents)", len(docs))
-	}
-	total := o.Steps
-	if total == 0 {
-		total = data.stepsFor(o.Epochs, o.Batch, o.SeqLen, uint64(o.Seed))
-	}
-	r.total = total
 	cfg := draft.ForTarget(m.Config(), o.Blocks, o.FFN)
 	dev, err := runner.TrainDevice(o.Device, cfg, o.Threads, r.notify)
 	if err != nil {
@@ -208,24 +193,64 @@ func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
 		return Result{}, err
 	}
 	defer d.Free()
+	tr, st, err := r.trainer(d)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tr.Free()
+	r.info("distilling a DGF draft of %d block(s), %.2fM parameters, for %s on %s",
+		cfg.Blocks, float64(cfg.Params())/1e6, m.Name, dev.Name())
+	r.info("corpus: %d documents, %d training positions, %d held out; %d steps of up to %d positions",
+		len(docs), data.trainPositions, data.evalPositions, r.total, o.Batch)
+	return r.trainAndSave(ctx, d, tr, st, data)
+}
+
+// corpus is the text to train on: the target's own samples first
+// (--self), then the corpus's documents, split for training and held out.
+func (r *run) corpus(ctx context.Context) ([]string, *corpusData, error) {
+	o := r.o
+	var docs []string
+	if o.Self > 0 {
+		var err error
+		if docs, err = r.selfCorpus(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.Corpus != "" {
+		more, err := readCorpus(o.Corpus)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs = append(docs, more...)
+	}
+	data := prepareData(docs, r.m.Tok, r.target.Context(), o.SeqLen, o.EvalFrac)
+	if data.trainPositions == 0 {
+		return nil, nil, fmt.Errorf("the corpus holds no text to train on (%d documents)", len(docs))
+	}
+	return docs, data, nil
+}
+
+// trainer prepares d's training: from the resume checkpoint beside the
+// output when there is one (and not --fresh), else from a new draft.
+func (r *run) trainer(d *dgf.Draft) (*train.Trainer, *runState, error) {
+	o, m := r.o, r.m
 	tc := train.DefaultTrainConfig()
-	tc.LR, tc.Warmup, tc.TotalSteps, tc.Unroll, tc.Noise, tc.Seed = o.LR, o.Warmup, total, o.Unroll, o.Noise, uint64(o.Seed)
+	tc.LR, tc.Warmup, tc.TotalSteps, tc.Unroll, tc.Noise, tc.Seed = o.LR, o.Warmup, r.total, o.Unroll, o.Noise, uint64(o.Seed)
 	tc.ProbWeight, tc.FeatureWeight = o.CEWeight, o.FeatWeight
 	st := &runState{}
 	resumePath := o.Out + ".resume"
-	settings := o.settings(total)
 	var resumeCk *draft.Checkpoint
 	if !o.Fresh {
 		ck, err := draft.Load(resumePath)
 		switch {
 		case err == nil:
-			if err := st.resume(ck, d, m.Fingerprint, m.Name, settings); err != nil {
-				return Result{}, err
+			if err := st.resume(ck, d, m.Fingerprint, m.Name, o.settings(r.total)); err != nil {
+				return nil, nil, err
 			}
 			tc.Seed += uint64(st.step) // fresh noise after the resume point
 			resumeCk = ck
 		case !errors.Is(err, fs.ErrNotExist):
-			return Result{}, fmt.Errorf("%w (use --fresh to start over)", err)
+			return nil, nil, fmt.Errorf("%w (use --fresh to start over)", err)
 		}
 	}
 	if resumeCk == nil {
@@ -233,31 +258,35 @@ func (r *run) distill(ctx context.Context, pool *cpu.Pool) (Result, error) {
 	}
 	tr, err := train.NewTrainer(d, tc, o.Batch, o.SeqLen)
 	if err != nil {
-		return Result{}, err
+		return nil, nil, err
 	}
-	defer tr.Free()
 	if resumeCk != nil {
 		if err := tr.Opt.Load(resumeCk); err != nil {
-			return Result{}, fmt.Errorf("%s: %w (use --fresh to start over)", resumePath, err)
+			tr.Free()
+			return nil, nil, fmt.Errorf("%s: %w (use --fresh to start over)", resumePath, err)
 		}
-		r.info("resuming from %s at step %d of %d", resumePath, st.step, total)
+		r.info("resuming from %s at step %d of %d", resumePath, st.step, r.total)
 	}
-	r.info("distilling a DGF draft of %d block(s), %.2fM parameters, for %s on %s",
-		cfg.Blocks, float64(cfg.Params())/1e6, m.Name, dev.Name())
-	r.info("corpus: %d documents, %d training positions, %d held out; %d steps of up to %d positions",
-		len(docs), data.trainPositions, data.evalPositions, total, o.Batch)
+	return tr, st, nil
+}
+
+// trainAndSave trains to the last step, saving as it goes, scores the
+// draft on the held-out text and saves it; a cancelled run saves where it
+// got to and returns *Interrupted.
+func (r *run) trainAndSave(ctx context.Context, d *dgf.Draft, tr *train.Trainer, st *runState, data *corpusData) (Result, error) {
+	o := r.o
 	res := Result{Path: o.Out}
 	save := func(final bool) error { return r.save(d, tr, st, final, &res) }
 	evalWins, err := data.evalWindows(r.target, o.SeqLen, 8192)
 	if err != nil {
 		return Result{}, err
 	}
-	err = st.train(ctx, r, tr, data, total, save)
+	err = st.train(ctx, r, tr, data, r.total, save)
 	if errors.Is(err, context.Canceled) {
 		if err := save(false); err != nil {
 			return Result{}, err
 		}
-		return Result{}, &Interrupted{Step: st.step, Total: total, Out: o.Out, Resume: resumePath}
+		return Result{}, &Interrupted{Step: st.step, Total: r.total, Out: o.Out, Resume: o.Out + ".resume"}
 	}
 	if err != nil {
 		return Result{}, err
