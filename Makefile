@@ -57,10 +57,11 @@ device/cuda/kernels.ptx: device/cuda/kernels.cu
 build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail
 
-# The desktop app (fyne: cgo, and the X11 and OpenGL headers, see the
-# README's prerequisites). Without animations: fyne's fading text cursor
-# repaints the whole window every frame while the message box has focus,
-# on the CPUs the model runs on when no GPU draws (docs/measurements).
+# The desktop app (fyne: cgo, and the X11 and OpenGL headers, see the README's
+# prerequisites). Without animations: fyne's fading text cursor repaints the
+# whole window every frame while the message box has focus, on the CPUs the
+# model runs on when no GPU draws (docs/measurements/desktop.md, "The desktop
+# app").
 DESKTOP_TAGS := no_animations
 desktop: kernels
 	$(GO) build -tags $(DESKTOP_TAGS) -o $(BIN)/dovetail-desktop ./app/dovetail-desktop

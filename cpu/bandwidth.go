@@ -10,9 +10,9 @@ import (
 // MeasureBandwidth estimates memory bandwidth in GB/s, counted as STREAM's
 // copy counts it (bytes read plus bytes written), with threads goroutines
 // each copying its own 64 MiB. A large last-level cache keeps part of that
-// between passes and reads it faster than memory (docs/measurements, "The
-// roofline, read from the weights"): it is the figure probe shows, no
-// prediction's.
+// between passes and reads it faster than memory
+// (docs/measurements/kernels.md, "The roofline, read from the weights"): it
+// is the figure probe shows, no prediction's.
 func MeasureBandwidth(threads, reps int) float64 {
 	const size = 64 << 20
 	src, dst := touchedBuffers(threads, size), touchedBuffers(threads, size)
@@ -23,16 +23,16 @@ func MeasureBandwidth(threads, reps int) float64 {
 	})
 }
 
-// MeasureWeightRead measures how fast threads goroutines read the weights
-// one decode step reads on the CPU, each streaming its share of every
-// matrix with f.K's loads (kernels.Set.StreamRead) as decoding streams them:
-// the packed copies where f has them, else the file's bytes. It returns the
-// best of reps passes in GB/s and the bytes a pass reads. One decode step
-// can be no faster than this read of its weights: it is decoding's
-// roofline. A buffer of the read's own would not be the same memory: one of
-// 128 MiB, read pass after pass, was partly served from a 32 MiB L3 and
-// read 15% faster than a gigabyte does (docs/measurements, "The roofline,
-// read from the weights").
+// MeasureWeightRead measures how fast threads goroutines read the weights one
+// decode step reads on the CPU, each streaming its share of every matrix with
+// f.K's loads (kernels.Set.StreamRead) as decoding streams them: the packed
+// copies where f has them, else the file's bytes. It returns the best of reps
+// passes in GB/s and the bytes a pass reads. One decode step can be no faster
+// than this read of its weights: it is decoding's roofline. A buffer of the
+// read's own would not be the same memory: one of 128 MiB, read pass after
+// pass, was partly served from a 32 MiB L3 and read 15% faster than a
+// gigabyte does (docs/measurements/kernels.md, "The roofline, read from the
+// weights").
 func (f *Fast) MeasureWeightRead(threads, reps int) (gbs float64, bytes int64) {
 	threads = max(1, threads)
 	shares := make([][][]byte, threads)

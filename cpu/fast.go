@@ -42,7 +42,8 @@ type Options struct {
 	// none). Handing part of it to another thread costs about a
 	// microsecond and saves less; and a step of a tiny model, a few dozen
 	// such calls, then never waits for a thread the OS has preempted
-	// (docs/measurements, "Small products on one thread").
+	// (docs/measurements/kernels-attention-threads.md, "Small products on
+	// one thread, and a spin-wait that yields").
 	AloneBytes int
 }
 
@@ -145,11 +146,14 @@ func (f *Fast) matmul(out []float32, w *models.Tensor, a *actBuf) {
 		g := f.K.PackRows
 		groups := (w.Rows + g - 1) / g
 		if th := f.pool.cThreads(f.K); th != nil {
-			// One call into C for the whole product: see kernels.Threads.
-			// Each piece restarts the weight stream's prefetch, so pieces
-			// are a quarter of a thread's share, or half with 8 rows or
-			// more: smaller pieces made verification slower, a whole
-			// share no faster (docs/measurements, "Pieces of a product").
+			// One call into C for the whole product: see
+			// kernels.Threads. Each piece restarts the weight
+			// stream's prefetch, so pieces are a quarter of a
+			// thread's share, or half with 8 rows or more:
+			// smaller pieces made verification slower, a whole
+			// share no faster
+			// (docs/measurements/kernels-attention-threads.md,
+			// "Pieces of a product").
 			grain := max(groups/(4*th.N()), 4)
 			if a.n >= 8 {
 				grain = max(groups/(2*th.N()), 2)

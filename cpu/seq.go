@@ -240,13 +240,13 @@ func (s *Seq) mlp(l, n int, x []float32) {
 // Seq.yield.
 const yieldEvery = 4 * time.Millisecond
 
-// yield lets the Go scheduler see the goroutine reschedule every
-// yieldEvery. A forward pass spends its time in calls into C, which the
-// scheduler counts as system calls; one that runs 10 ms on one
-// scheduling tick gets its P retaken by sysmon every 20 µs for as long
-// as it goes on (runtime.retake), waking runtime threads onto the cores
-// the kernels' threads spin and stream on (docs/measurements, "The Go
-// scheduler during a forward pass").
+// yield lets the Go scheduler see the goroutine reschedule every yieldEvery.
+// A forward pass spends its time in calls into C, which the scheduler counts
+// as system calls; one that runs 10 ms on one scheduling tick gets its P
+// retaken by sysmon every 20 µs for as long as it goes on (runtime.retake),
+// waking runtime threads onto the cores the kernels' threads spin and stream
+// on (docs/measurements/kernels-attention-threads.md, "The Go scheduler
+// during a forward pass").
 func (s *Seq) yield() {
 	if now := time.Now(); now.Sub(s.yielded) >= yieldEvery {
 		runtime.Gosched()

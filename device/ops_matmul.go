@@ -125,14 +125,13 @@ func (h *host[T]) MatMulFrozen(out, x Buffer, w Matrix, n int) {
 }
 
 // frozenKernel multiplies a large frozen matrix in its own format with the
-// CPU kernels, the target's own matrix products, its activations quantized
-// as the target quantizes its own (Q8_0 blocks for Q8_0 and Q4_0 weights,
-// and so on). Dequantizing the matrix a chunk at a time instead made every
-// draft step a Go pass over the whole LM head (docs/measurements, "The
-// draft's LM head on the host"). The products differ from the
-// dequantized float32 ones by the activations' rounding, which a draft's
-// proposals tolerate; the float64 device, for gradient checks, keeps the
-// exact path.
+// CPU kernels, the target's own matrix products, its activations quantized as
+// the target quantizes its own (Q8_0 blocks for Q8_0 and Q4_0 weights, and so
+// on). Dequantizing the matrix a chunk at a time instead made every draft
+// step a Go pass over the whole LM head (docs/measurements/gpu.md, "The
+// draft's LM head on the host"). The products differ from the dequantized
+// float32 ones by the activations' rounding, which a draft's proposals
+// tolerate; the float64 device, for gradient checks, keeps the exact path.
 func (h *host[T]) frozenKernel(out, x []float32, m *hostMat, n int) {
 	act := h.k.Activations(m.t, make([]byte, kernels.ActivationBytes(m.t, len(x))), x)
 	rb := kernels.ActivationBytes(m.t, m.cols)

@@ -26,13 +26,13 @@ func (d *Draft) Init(seed uint64) {
 
 // InitDayZero is how a draft that learns from traffic starts (day 0): as
 // Init, but with the last matrix of each block's two residual branches
-// (attn_output, ffn_down) at zero, so that every block starts as the
-// identity and the first prediction is the DGF's fusion of its inputs.
-// The branches then grow from what the gradients ask for, not from noise
-// the early steps must first undo; on both test models a draft adapting
-// from scratch reached a higher τ this way (docs/measurements, "Day 0").
-// Tests keep Init: with a branch at zero, the gradients of the weights
-// behind it vanish at the first step.
+// (attn_output, ffn_down) at zero, so that every block starts as the identity
+// and the first prediction is the DGF's fusion of its inputs. The branches
+// then grow from what the gradients ask for, not from noise the early steps
+// must first undo; on both test models a draft adapting from scratch reached
+// a higher τ this way (docs/measurements/adaptation.md, "Day 0" and "Online
+// adaptation"). Tests keep Init: with a branch at zero, the gradients of the
+// weights behind it vanish at the first step.
 func (d *Draft) InitDayZero(seed uint64) {
 	_ = d.initUnless(seed, true, nil)
 }
@@ -45,7 +45,7 @@ func (d *Draft) InitDayZero(seed uint64) {
 // so that their float32 values, most of a new draft's memory, are never
 // written: a 7B target's new draft in the background took seconds of
 // page faults and as many bytes of memory again for them
-// (docs/measurements, "A new draft beside a 7B target").
+// (docs/measurements/memory-and-startup.md, "A new draft beside a 7B target").
 func (d *Draft) DayZeroForDraftingUnless(seed uint64, stopped func() bool) error {
 	ends := d.branchEnds(true)
 	buf := make([]float32, initChunk)

@@ -6,7 +6,7 @@ import "math"
 // value; (-1, -Inf) when there is none (x empty, or all -Inf or NaN: a NaN
 // is never larger). Four lanes keep their own maxima, so that no compare
 // waits on the branch before it: faster than one running maximum
-// (docs/measurements, "Greedy picks").
+// (docs/measurements/kernels-attention-threads.md, "Greedy picks").
 func argmaxFirst(x []float32) (int, float32) {
 	inf := float32(math.Inf(-1))
 	bi := [4]int{-1, -1, -1, -1}

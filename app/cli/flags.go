@@ -100,8 +100,8 @@ func (f *adaptFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.noSave, "adapt-no-save", false, "keep nothing on disk: neither the adapted draft nor the text memory of your requests")
 	fl.BoolVar(&f.noIdle, "adapt-no-idle", false, "a trainer on the CPU competes with decoding at normal priority (it learns sooner; decoding is slower) instead of computing on idle cores only")
 	fl.DurationVar(&f.saveTime, "adapt-save-every", d.SaveEvery, "save the adapted draft this often while it improves (and at exit)")
-	// The recipe: measured defaults (docs/measurements), flags for
-	// experiments.
+	// The recipe: measured defaults (docs/measurements/adaptation.md,
+	// "The defaults of adaptation"), flags for experiments.
 	fl.Float32Var(&f.lr, "adapt-lr", d.LR, "adaptation: learning rate (AdamW)")
 	fl.Float32Var(&f.anchor, "adapt-anchor", d.Anchor, "adaptation, per-request: weight λ of KL(q_start ‖ q)")
 	fl.IntVar(&f.unroll, "adapt-unroll", d.Unroll, "adaptation: training-time-test steps")

@@ -21,9 +21,10 @@ import (
 )
 
 // frameInterval bounds how often a streaming message is redrawn: tokens
-// arrive faster than anyone reads them, every redraw re-lays the message
-// out, and every frame repaints the whole window on the CPUs the model
-// decodes on when the GPU does not draw (docs/measurements: issue 19).
+// arrive faster than anyone reads them, every redraw re-lays the message out,
+// and every frame repaints the whole window on the CPUs the model decodes on
+// when the GPU does not draw (docs/measurements/desktop.md, "The desktop
+// app").
 const frameInterval = 100 * time.Millisecond
 
 // chatView is the chat: conversations on the left, the model picker and

@@ -24,11 +24,13 @@ import (
 // greedyTargetSharpness sharpens the target's distribution that a draft
 // adapting for greedy decoding learns (train.TrainConfig.TargetSharpness):
 // greedy verification accepts the target's argmax, so a sharper target
-// teaches what is accepted (docs/measurements, "A sharpened target").
+// teaches what is accepted (docs/measurements/adaptation.md, "A sharpened
+// target for greedy adaptation").
 const greedyTargetSharpness = 2
 
-// greedySharpness ranks a DGF draft's tree more sharply for greedy
-// decoding (drafters.DGF.Sharpness; docs/measurements).
+// greedySharpness ranks a DGF draft's tree more sharply for greedy decoding
+// (drafters.DGF.Sharpness; docs/measurements/speculation.md, "A DGF draft
+// ranking its tree for greedy decoding").
 const greedySharpness = 2
 
 // adaptive is a DGF draft that adapts online while it drafts: its live

@@ -110,7 +110,7 @@ func plainSpeed(t engine.Target, prompt, n int) (float64, error) {
 // holds (at least 8). Beside the engine's work a step of a large model
 // is all T_T, which the profile has just measured: on a 7B target 64
 // tokens, three times, took as long as the rest of a calibration
-// (docs/measurements, "Calibration of a 7B target").
+// (docs/measurements/memory-and-startup.md, "Calibration of a 7B target").
 func plainTokens(tt time.Duration) int {
 	if tt <= 0 {
 		return 64

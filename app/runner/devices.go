@@ -12,7 +12,7 @@ import (
 // gpuMinHead is the size of LM head (hidden × vocabulary values) from which
 // device auto drafts on a GPU: each tree level multiplies it, and below
 // this size a CPU round is as fast as a GPU's, whose kernel launches and
-// waits dominate (docs/measurements, "The draft on a GPU").
+// waits dominate (docs/measurements/gpu.md, "The draft on a GPU").
 const gpuMinHead = 1 << 22
 
 // draftDevices are where a DGF draft drafts and trains: on a GPU, two

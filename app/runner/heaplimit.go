@@ -9,13 +9,13 @@ import (
 
 // The runner is the one place that sets the process's Go heap soft limit
 // (debug.SetMemoryLimit): once as each runner opens, to the open runners'
-// host budgets plus headroom, and once as it closes; Budget.HeapLimit
-// says what it set, and `run --json` shows it. Left to GOGC alone, the
-// collector lets garbage grow the heap to twice what is live before it
-// collects, and a trainer makes garbage at a steady rate: a long session
-// held far more memory than its budget (docs/measurements, "A session's
-// memory"). With the limit the collector runs more often as the heap
-// nears the budget instead. A GOMEMLIMIT the user set stands.
+// host budgets plus headroom, and once as it closes; Budget.HeapLimit says
+// what it set, and `run --json` shows it. Left to GOGC alone, the collector
+// lets garbage grow the heap to twice what is live before it collects, and a
+// trainer makes garbage at a steady rate: a long session held far more memory
+// than its budget (docs/measurements/memory-and-startup.md, "A session's
+// memory"). With the limit the collector runs more often as the heap nears
+// the budget instead. A GOMEMLIMIT the user set stands.
 var memLimit struct {
 	sync.Mutex
 	total uint64 // the open runners' host budgets

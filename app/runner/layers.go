@@ -21,11 +21,12 @@ const GPULayersAuto = -1
 // allocator's slack, which no buffer count sees.
 const gpuReserve = 512 << 20
 
-// gpuMinLayerBytes is the size of a target layer's weights, as its file
-// holds them, from which --gpu-layers auto puts layers on a GPU: below it
-// the CPU reads a layer faster than the GPU path launches the layer's
-// kernels and waits for them, so offloading would slow decoding down
-// (docs/measurements, "The target's layers on a GPU").
+// gpuMinLayerBytes is the size of a target layer's weights, as its file holds
+// them, from which --gpu-layers auto puts layers on a GPU: below it the CPU
+// reads a layer faster than the GPU path launches the layer's kernels and
+// waits for them, so offloading would slow decoding down
+// (docs/measurements/gpu.md, "The CUDA tests and the target's layers on a
+// GPU, measured on one").
 const gpuMinLayerBytes = 8 << 20
 
 // layerBytes is the mean size of one of m's layers in its file.

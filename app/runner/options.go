@@ -86,7 +86,8 @@ type Adapt struct {
 	Recall bool
 }
 
-// DefaultAdapt are the measured defaults (docs/measurements).
+// DefaultAdapt are the measured defaults (docs/measurements/adaptation.md,
+// "The defaults of adaptation").
 func DefaultAdapt() Adapt {
 	return Adapt{Mode: adapt.Background, Engine: adapt.DefaultConfig(), LR: 1e-3, Anchor: 1, Unroll: 1,
 		Threads: 1, Idle: true, SaveEvery: time.Minute, Save: true, Recall: true}

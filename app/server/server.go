@@ -7,8 +7,8 @@
 // cache and scratch) over the one copy of the model weights, with its own
 // share of the threads (slots sharing one pool would make every matrix
 // product of one request wait for the chunks of another's; see
-// docs/measurements). Requests beyond the slots wait in a bounded queue,
-// and beyond that are refused with 429.
+// docs/measurements/server.md, "Parallel slots"). Requests beyond the slots
+// wait in a bounded queue, and beyond that are refused with 429.
 package server
 
 import (

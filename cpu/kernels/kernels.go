@@ -32,8 +32,9 @@
 //     disjoint row ranges of one MatMul, or disjoint query rows of one
 //     Attention, at the same time.
 //   - A call into C through purego costs several times a cgo call's
-//     (docs/measurements, "Calls into C"), so give each worker one call per
-//     matrix (a row range [lo, hi)), and pass RMSNorm all rows at once.
+//     (docs/measurements/kernels-attention-threads.md, "Calls into C"),
+//     so give each worker one call per matrix (a row range [lo, hi)), and
+//     pass RMSNorm all rows at once.
 //   - No alignment and no padding is needed anywhere: kernels use unaligned
 //     loads and never read past the end of a weight row or activation row
 //     (tested with data placed just before an unmapped page). Strides may be

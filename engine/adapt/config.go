@@ -23,7 +23,8 @@ type Config struct {
 	// idle: for a trainer on the CPU (with one thread: a host device's
 	// extra workers run at normal priority). Decoding then keeps its
 	// speed, and the trainer learns only in the decoder's gaps
-	// (docs/measurements, "A trainer on the CPU at idle priority").
+	// (docs/measurements/adaptation.md, "A trainer on the CPU at idle
+	// priority").
 	IdleThread bool
 	// RequestWindow is the most positions of its own text a per-request
 	// step trains on.
@@ -41,14 +42,14 @@ type Config struct {
 	Seed         uint64
 }
 
-// DefaultConfig are the settings chosen with `dovetail bench adapt`
-// on both test models (docs/measurements, "Online adaptation" and "The
-// defaults of adaptation"): short windows and short training runs
-// publishing on a small simulated τ gain over requests held out whole
-// (windows of the requests trained on let overfit drafts in); duty 1 (a
-// lower duty saved nothing of decode speed); rejected branches off (their
-// gain stayed inside the noise); and a text memory of 256K tokens, which
-// does most of adaptation's work where text recurs.
+// DefaultConfig are the settings chosen with `dovetail bench adapt` on both
+// test models (docs/measurements/adaptation.md, "Online adaptation" and "The
+// defaults of adaptation"): short windows and short training runs publishing
+// on a small simulated τ gain over requests held out whole (windows of the
+// requests trained on let overfit drafts in); duty 1 (a lower duty saved
+// nothing of decode speed); rejected branches off (their gain stayed inside
+// the noise); and a text memory of 256K tokens, which does most of
+// adaptation's work where text recurs.
 func DefaultConfig() Config {
 	return Config{Mode: Background, RecordBytes: 16 << 20, Window: 32, Batch: 8, Steps: 24, HeldOut: 8,
 		MinGain: 0.02, Duty: 1, RequestWindow: 64, BranchBytes: 16 << 20, MemoryTokens: 1 << 18,

@@ -64,9 +64,9 @@ func (d *Drafter) Recall(ctx []int, p tree.Params) *tree.Tree {
 // requests or earlier in this one (the more recent on a tie).
 //
 // A continuation is trusted for up to twice the length of the suffix that
-// matched (SuffixDecoding's α = 2), beyond the tree's depth if need be:
-// the longest rule that did not lose τ anywhere (docs/measurements,
-// "Continuation length").
+// matched (SuffixDecoding's α = 2), beyond the tree's depth if need be: the
+// longest rule that did not lose τ anywhere (docs/measurements/adaptation.md,
+// "Continuation length" and "A text memory of verified text").
 func (d *Drafter) recall(ctx []int, limit int) []int {
 	chain, n := d.a.mem.Lookup(ctx, limit)
 	if d.own != nil {

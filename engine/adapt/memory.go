@@ -32,9 +32,9 @@ type TextMemory struct {
 	open  bool // a sequence is being appended
 }
 
-// memoryGrams are the suffix lengths looked up, longest first. A single
-// token proposes too often wrongly to be looked up (docs/measurements,
-// "A text memory of verified text").
+// memoryGrams are the suffix lengths looked up, longest first. A single token
+// proposes too often wrongly to be looked up
+// (docs/measurements/adaptation.md, "A text memory of verified text").
 var memoryGrams = []int{16, 12, 8, 6, 5, 4, 3, 2}
 
 const memorySep = -1

@@ -44,8 +44,10 @@ type Planner struct {
 	// overhead is an EMA of the seconds a round spends outside the
 	// target's forward and the draft: emitting tokens, the drafter's
 	// bookkeeping, the plan itself. Every round pays it once, a plain
-	// step as a speculative round; at small model sizes it is a large part
-	// of a step (docs/measurements).
+	// step as a speculative round; at small model sizes it is a large
+	// part of a step (docs/measurements/speculation.md, "Cold start: a
+	// new draft starts behind the first token" and "Predictions of setup
+	// against what run measures").
 	overhead float64
 	overN    int
 	rounds   int

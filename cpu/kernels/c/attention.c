@@ -7,11 +7,12 @@
 
 #define MAX_HD 1024
 
-// ATT_AHEAD is how many positions ahead the keys and values a head reads
-// are prefetched. A head reads hd halves of every row of the cache, rows
-// kvdim apart: a stride the hardware prefetchers follow too slowly, so
-// at a thousand positions decode spent most of its time waiting for them
-// (docs/measurements, "Attention over a long context").
+// ATT_AHEAD is how many positions ahead the keys and values a head reads are
+// prefetched. A head reads hd halves of every row of the cache, rows kvdim
+// apart: a stride the hardware prefetchers follow too slowly, so at a
+// thousand positions decode spent most of its time waiting for them
+// (docs/measurements/kernels-attention-threads.md, "Attention over a long
+// context").
 #define ATT_AHEAD 32
 
 // prefetch_head asks for the hd halves at p (a line each 32).
@@ -339,15 +340,15 @@ DT_INLINE void quad_values(float *out, const float *s, int64_t T, const uint16_t
 }
 
 // att_quad is att_row for four queries at once (row jr[r] of head hr[r]),
-// each query's arithmetic in att_row's order. Four rows of a tree's head,
-// or four heads of a decode row that share their KV head (grouped-query
-// attention), read the same keys and values: converted from f16 once for
-// the four, they cost a quarter as much. Four heads of a decode row with
-// KV heads of their own (multi-head attention) read neighbouring stretches
-// of every cache row: one pass over those rows where a head at a time took
-// four, each reading a line or two of a row and waiting on memory for most
-// of its time (docs/measurements, "Four heads a pass"). s holds 4*(past+n)
-// floats.
+// each query's arithmetic in att_row's order. Four rows of a tree's head, or
+// four heads of a decode row that share their KV head (grouped-query
+// attention), read the same keys and values: converted from f16 once for the
+// four, they cost a quarter as much. Four heads of a decode row with KV heads
+// of their own (multi-head attention) read neighbouring stretches of every
+// cache row: one pass over those rows where a head at a time took four, each
+// reading a line or two of a row and waiting on memory for most of its time
+// (docs/measurements/kernels-attention-threads.md, "Four heads a pass"). s
+// holds 4*(past+n) floats.
 #define QUAD_APART 1 // att_quad takes heads with keys and values of their own
 static void att_quad(float *out, const float *q, const uint16_t *kc, const uint16_t *vc, int64_t past, int64_t n,
                      const uint8_t *mask, int64_t heads, int64_t group, int64_t kvdim, int64_t hd, float scale,
@@ -464,7 +465,7 @@ DT_API void dt_attention_sweep(int64_t bytes) { sweep_bytes = bytes; }
 // more slowly than a sweep in order (which the hardware prefetchers
 // follow) before them, on an AMD Zen 5; software prefetches of the same
 // lines did not. On an Intel Xeon the sweep made attention slower
-// (docs/measurements, "Sweeping the KV cache").
+// (docs/measurements/kernels-attention-threads.md, "Sweeping the KV cache").
 static void sweep_kv(const uint16_t *kc, const uint16_t *vc, int64_t rows, int64_t kvdim, int64_t c0, int64_t c1) {
 	uint32_t acc = 0;
 	for (int64_t t = 0; t < rows; t++)

@@ -111,12 +111,12 @@ DT_INLINE void iq1_m_groups(const uint8_t *wb, iq_group g[8]) {
 }
 
 #if defined(DT_AVX512)
-// iq1_pairs makes a super-block's pairs from its 32 grid indices (idx,
-// words in value order), the entries whose delta is -1/8 (bit k of neg:
-// entry k) and its 16 scales ls (word 2ib+h: group ib's half h): the
-// values 8g ± 1 as magnitudes and signs. The entries are loaded one by one
-// into a buffer and read back as vectors (vpgatherdq took a third longer:
-// docs/measurements).
+// iq1_pairs makes a super-block's pairs from its 32 grid indices (idx, words
+// in value order), the entries whose delta is -1/8 (bit k of neg: entry k)
+// and its 16 scales ls (word 2ib+h: group ib's half h): the values 8g ± 1 as
+// magnitudes and signs. The entries are loaded one by one into a buffer and
+// read back as vectors (vpgatherdq took a third longer:
+// docs/measurements/kernels-i-quants.md, "IQ1_S and IQ1_M").
 DT_INLINE void iq1_pairs(__m512i idx, uint32_t neg, __m256i ls, iq_pairs *p) {
 	const __m512i plus = _mm512_set1_epi8(1), minus = _mm512_set1_epi8(-1), m8 = _mm512_set1_epi8((char)0xf8);
 	uint16_t ix[32] __attribute__((aligned(64)));
@@ -235,8 +235,9 @@ static float dot_iq1_m(const uint8_t *w, const uint8_t *x, int64_t nb) { return 
 #endif
 
 #if defined(DT_AVX512)
-// The tiles (iqtile.h) unpack IQ1_M's groups from its pairs, IQ1_S's one
-// by one: the faster of the two for each (docs/measurements).
+// The tiles (iqtile.h) unpack IQ1_M's groups from its pairs, IQ1_S's one by
+// one: the faster of the two for each (docs/measurements/kernels-i-quants.md,
+// "IQ1_S and IQ1_M").
 IQ_GROUPS_OF_PAIRS(iq1_m_groups512, iq1_m_pairs)
 IQ_MATMUL_PAIRS(iq1_s, IQ1_S_SIZE, iq1_s_pairs, iq1_s_groups, 0.125f)
 IQ_MATMUL_PAIRS_D(iq1_m, IQ1_M_SIZE, iq1_m_pairs, iq1_m_groups512, iq1_m_d, 0.125f)

@@ -108,8 +108,9 @@ DT_INLINE void iq2_xxs_groups(const uint8_t *wb, iq_group g[8]) {
 		const uint8_t *q = wb + 2 + 8 * ib;
 		// Four loads rather than a gather, at every level (IQ2_XS's
 		// too): on AMD's Zen 5 the loads decoded faster
-		// (docs/measurements, "Side by side" and "The i-quants' signs
-		// and scales").
+		// (docs/measurements/kernels-i-quants.md, "The files users
+		// download, against ik_llama.cpp again" ("Side by side") and
+		// "The i-quants' signs and scales, a super-block at once").
 		g[ib].q = _mm256_set_epi64x((int64_t)dt_iq2xxs_grid[q[3]], (int64_t)dt_iq2xxs_grid[q[2]],
 		                            (int64_t)dt_iq2xxs_grid[q[1]], (int64_t)dt_iq2xxs_grid[q[0]]);
 		g[ib].neg = iq_neg(signs[ib]);
@@ -143,9 +144,11 @@ DT_INLINE void iq2_s_groups(const uint8_t *wb, iq_group g[8]) {
 	#pragma GCC unroll 8
 	for (int ib = 0; ib < 8; ib++) {
 #if defined(DT_AVX512)
-		// Entry l's index: qs[4ib+l] and bits 2l, 2l+1 of qh[ib] as its top
-		// two. A gather: its indices take a few operations each, and the
-		// loads decoded slower here (docs/measurements).
+		// Entry l's index: qs[4ib+l] and bits 2l, 2l+1 of qh[ib] as
+		// its top two. A gather: its indices take a few operations
+		// each, and the loads decoded slower here
+		// (docs/measurements/kernels-i-quants.md, "The i-quants'
+		// signs and scales, a super-block at once").
 		const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh[ib]), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi32(3));
 		const __m128i idx = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(ld32(qs + 4 * ib))), _mm_slli_epi32(hi, 8));
 		g[ib].q = _mm256_i32gather_epi64((const long long *)dt_iq2s_grid, idx, 8);

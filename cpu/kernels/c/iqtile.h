@@ -5,7 +5,7 @@
 // entries, sign bytes, scales) and then takes each activation row in turn
 // with 256-bit multiplies that reduce horizontally: verifying 16 tokens
 // cost about sixteen times decoding one, and prefill ran far behind the
-// peers' (docs/measurements, "The i-quants' tiles").
+// peers' (docs/measurements/kernels-i-quants.md, "The i-quants' tiles").
 // Here the super-blocks of 16 weight rows are unpacked once into signed
 // bytes, moved 64 up (unsigned, for vpdpbusd; |value| ≤ 62), transposed
 // so that lane i is row i (transpose32), and every activation row then

@@ -10,7 +10,7 @@
 // A tile's RT rows are RT short streams (a row of a small model is a few
 // KB), which the hardware prefetchers barely start on before the tile
 // ends: each tile asks for the same columns of the next tile's rows as it
-// reads its own (docs/measurements, "F16 weights").
+// reads its own (docs/measurements/kernels-products.md, "F16 weights").
 #include "common.h"
 #include "widen.h"
 

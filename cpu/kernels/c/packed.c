@@ -236,13 +236,13 @@ DT_INLINE void pq5_1_block(const uint8_t *pb, __m512i W[8]) { pq5_fifth(pb + 64,
 
 // pk_tile multiplies one group (at its block b0) by NT activation rows over
 // nbc blocks, with the tile's accumulators in registers. PB and unpack fix
-// the weight type, MO where its minimums are (0: it has none). xp and tt
-// are the tile's activations and table as pk_prep lays them out (block
-// after block, the NT rows' quants or entries one after another), so that
-// every address a block takes is a constant offset from one pointer:
-// with the rows arb bytes apart, 16 rows' addresses outgrew the general
-// registers and a block spent more instructions on them than on its 128
-// vpdpbusd (docs/measurements, "The tiles' activations laid out").
+// the weight type, MO where its minimums are (0: it has none). xp and tt are
+// the tile's activations and table as pk_prep lays them out (block after
+// block, the NT rows' quants or entries one after another), so that every
+// address a block takes is a constant offset from one pointer: with the rows
+// arb bytes apart, 16 rows' addresses outgrew the general registers and a
+// block spent more instructions on them than on its 128 vpdpbusd
+// (docs/measurements/kernels-products.md, "The tiles' activations laid out").
 #define PK_TILE(name, PB, unpack, MO)                                                                            \
 	DT_INLINE void name(const int NT, const uint8_t *pg, int rows, int64_t b0, int64_t nbc, const uint8_t *xp,   \
 	                    const q8a *tt, float *out, int64_t ldo, int add) {                                       \
@@ -431,7 +431,7 @@ AMX_FNS(amx_q4_0)
 // piece after the other: the group's weights stream from memory in one
 // run. (Taking the first PK_KC blocks of every group before the rest
 // read a 5632-wide matrix at 26 GB/s where narrower ones streamed at 36:
-// docs/measurements, "Wide matrices in one run".)
+// docs/measurements/kernels-products.md, "Wide matrices in one run".)
 //
 // PK_TAB entries bound a chunk's table: rows of more than PK_TAB/PK_JC
 // blocks come in chunks of fewer rows (whole activation tiles, for AMX,

@@ -58,11 +58,11 @@
 
 #if defined(DT_AVX512)
 
-// A super-block's sub-blocks are summed per activation row in t, each
-// product times its sub-block's scale, and t times the row's scale dy
-// then added into the row's accumulator (pk_rows_add): one multiply per
-// row and super-block rather than one per sub-block, which with 16 rows
-// beside each other bound the tiles (docs/measurements, "Scales once a
+// A super-block's sub-blocks are summed per activation row in t, each product
+// times its sub-block's scale, and t times the row's scale dy then added into
+// the row's accumulator (pk_rows_add): one multiply per row and super-block
+// rather than one per sub-block, which with 16 rows beside each other bound
+// the tiles (docs/measurements/kernels-products.md, "Scales once a
 // super-block").
 
 // pk_chains adds one sub-block's products, times its scale per row (lane)
@@ -115,16 +115,16 @@ DT_INLINE void pk_rows_add(const int NT, __m512 *acc, const __m512 *t, const flo
 	for (int j = 0; j < NT; j++) acc[j] = _mm512_fmadd_ps(t[j], _mm512_set1_ps(dy[j]), acc[j]);
 }
 
-// PK_PASSES adds a super-block's products, times the activation rows'
-// scales dy, into the NT rows' accumulators acc: subs(n, t, x, ...) sums
-// them for n rows into t (x the first row's laid-out super-block, the rows
-// KS(n) bytes apart). With split, sixteen rows go in two passes of eight,
-// the weights unpacked again for the second: sixteen rows' sums beside the
-// accumulators, the weights and their products outgrew the 32 vector
-// registers, and for the 4-bit types the spills cost more than unpacking
-// twice; Q6_K's, Q3_K's and Q2_K's unpacking costs more than the spills
-// (docs/measurements, "Eight rows a pass"). Each row's float steps are the
-// same either way.
+// PK_PASSES adds a super-block's products, times the activation rows' scales
+// dy, into the NT rows' accumulators acc: subs(n, t, x, ...) sums them for n
+// rows into t (x the first row's laid-out super-block, the rows KS(n) bytes
+// apart). With split, sixteen rows go in two passes of eight, the weights
+// unpacked again for the second: sixteen rows' sums beside the accumulators,
+// the weights and their products outgrew the 32 vector registers, and for the
+// 4-bit types the spills cost more than unpacking twice; Q6_K's, Q3_K's and
+// Q2_K's unpacking costs more than the spills
+// (docs/measurements/kernels-products.md, "Eight rows a pass"). Each row's
+// float steps are the same either way.
 #define PK_PASSES(NT, split, acc, dy, x, subs, ...)                                                           \
 	do {                                                                                                       \
 		if ((split) && (NT) == 16) {                                                                           \
@@ -423,7 +423,8 @@ DT_INLINE void q6_subs(const int n, __m512 *t, const uint8_t *x, const uint8_t *
 	} else if (n >= 4) {
 		// One quarter's two sub-blocks an iteration: unrolled, the
 		// super-block's code outgrew the core's op cache
-		// (docs/measurements, "The k-quant tiles in the op cache").
+		// (docs/measurements/kernels-products.md, "The k-quant tiles
+		// in the op cache").
 		#pragma GCC unroll 1
 		for (int k = 0; k < 16; k += 2) q6_pair(n, t, pb, q6_order[k], x);
 	} else {
@@ -518,10 +519,10 @@ DT_INLINE void pk45_tile(const int NT, const int Q5, const uint8_t *pg, int rows
 }
 
 // The tiles read their NT activation rows laid out by pkk_layout: row j's
-// super-block b at act + (b*NT + j)*PKK_ROW (one row: the row as it is, b
-// at act + b*Q8_K_SIZE), so that every address a super-block takes is a constant offset
-// from one pointer (as packed.c's tiles, docs/measurements, "The tiles'
-// activations laid out").
+// super-block b at act + (b*NT + j)*PKK_ROW (one row: the row as it is, b at
+// act + b*Q8_K_SIZE), so that every address a super-block takes is a constant
+// offset from one pointer (as packed.c's tiles,
+// docs/measurements/kernels-products.md, "The tiles' activations laid out").
 typedef void (*pk45_fn)(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo);
 #define PK45_FN(name, NT)                                                                                      \
 	static void name##_##NT(const uint8_t *pg, int rows, int64_t nb, const uint8_t *act, float *out, int64_t ldo) { \

@@ -141,14 +141,15 @@ static void run_pieces(dt_pool *p, int caller) {
 	}
 }
 
-// relax is one round of a spin-wait: a pause, and every YIELD_EVERY rounds
-// a sched_yield. Linux may wake a thread on the CPU of the thread that
-// woke it, though another CPU is idle, and let it preempt that thread
-// (perf's sched_switch events showed it on a 2-core VM): spinning there
-// on pauses alone, the woken thread held the caller off that CPU until it
-// slept again, half a millisecond, and a tiny model's decode steps of 40
-// µs took 500 (docs/measurements, "Small products on one thread").
-// Yielding lets the thread it waits for run.
+// relax is one round of a spin-wait: a pause, and every YIELD_EVERY rounds a
+// sched_yield. Linux may wake a thread on the CPU of the thread that woke it,
+// though another CPU is idle, and let it preempt that thread (perf's
+// sched_switch events showed it on a 2-core VM): spinning there on pauses
+// alone, the woken thread held the caller off that CPU until it slept again,
+// half a millisecond, and a tiny model's decode steps of 40 µs took 500
+// (docs/measurements/kernels-attention-threads.md, "Small products on one
+// thread, and a spin-wait that yields"). Yielding lets the thread it waits
+// for run.
 #define YIELD_EVERY 64
 
 static inline void relax(int spins) {
@@ -340,7 +341,8 @@ DT_API void dt_pool_attention(void *pool, float *out, const float *q, const uint
 	p->heads = heads, p->kvheads = kvheads, p->hd = hd, p->scale_bits = scale_bits, p->scratch0 = scratch;
 	// Row groups are pieces enough for a large tree; fewer are split by
 	// heads, a piece a thread: two a thread made a decode row's attention
-	// slower (docs/measurements, "A decode row's heads a piece a thread").
+	// slower (docs/measurements/kernels-attention-threads.md, "A decode
+	// row's heads a piece a thread").
 	const int64_t groups = (jhi - jlo + DT_ATT_ROWS - 1) / DT_ATT_ROWS;
 	int64_t hs = (p->threads + groups - 1) / groups;
 	p->hsplit = hs < 1 ? 1 : hs > heads ? heads : hs;
