@@ -64,13 +64,7 @@ func gradCheck(t *testing.T, name string, rng *rand.Rand, ins []Buffer, wrt []bo
 		x := vals(in)
 		worst := 0.0
 		for j := range x {
-			orig := x[j]
-			x[j] = orig + fdEps
-			lp := loss()
-			x[j] = orig - fdEps
-			lm := loss()
-			x[j] = orig
-			num := (lp - lm) / (2 * fdEps)
+			num := dgftest.CentralDiff(x, j, fdEps, loss)
 			ana := vals(grads[i])[j] - start[i][j]
 			err := math.Abs(num-ana) / max(1, math.Abs(num), math.Abs(ana))
 			worst = max(worst, err)

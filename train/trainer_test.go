@@ -96,13 +96,7 @@ func TestGradDraft(t *testing.T) {
 			x, g := device.Values64(p.W), append([]float64(nil), device.Values64(p.G)...)
 			worst := 0.0
 			for j := range x {
-				orig := x[j]
-				x[j] = orig + fdEps
-				lp := loss()
-				x[j] = orig - fdEps
-				lm := loss()
-				x[j] = orig
-				num := (lp - lm) / (2 * fdEps)
+				num := dgftest.CentralDiff(x, j, fdEps, loss)
 				e := math.Abs(num-g[j]) / max(1e-3, math.Abs(num), math.Abs(g[j]))
 				worst = max(worst, e)
 				if e > 1e-5 {

@@ -96,3 +96,16 @@ func CloseTo(t testing.TB, what string, got, want []float32, tol float64) {
 		}
 	}
 }
+
+// CentralDiff is the derivative of loss with respect to x[j] by central
+// differences of step eps, x[j] left as it was: what gradient checks hold
+// a backward pass to.
+func CentralDiff(x []float64, j int, eps float64, loss func() float64) float64 {
+	orig := x[j]
+	x[j] = orig + eps
+	lp := loss()
+	x[j] = orig - eps
+	lm := loss()
+	x[j] = orig
+	return (lp - lm) / (2 * eps)
+}

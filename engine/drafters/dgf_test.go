@@ -171,7 +171,7 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 		drs[i].Prefilled(ctx, hidden)
 	}
 	// Twelve plain greedy steps: each root runs and is accepted alone.
-	root := argmax(logits)
+	root := golden.Argmax(logits)
 	for range 12 {
 		ctx = append(ctx, root)
 		if logits, hidden, err = target.ForwardFeatures([]int{root}); err != nil {
@@ -180,7 +180,7 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 		for _, dr := range drs {
 			dr.Accepted([]int{root}, hidden)
 		}
-		root = argmax(logits)
+		root = golden.Argmax(logits)
 	}
 	ctx = append(ctx, root)
 	n, err := drs[0].CatchUp(ctx)
@@ -205,14 +205,4 @@ func TestDGFCatchUpDraftsTheSameTree(t *testing.T) {
 	if n, err := drs[0].CatchUp(ctx); n != 0 || err != nil {
 		t.Errorf("CatchUp again: %d positions (%v), want 0", n, err)
 	}
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
