@@ -72,6 +72,9 @@ func speculate(ctx context.Context, t Target, req Request, s *Sampler, e *emitte
 		if err := sp.verify(); err != nil {
 			return err
 		}
+		if err := sp.accept(); err != nil {
+			return err
+		}
 		sp.account()
 		if done, err := sp.emit(); done || err != nil {
 			return err
@@ -175,10 +178,9 @@ func (sp *speculation) draft() error {
 	return checkDraft(r.tree, r.p.Tokens, sp.t.Vocab())
 }
 
-// verify runs the root and the tree in one pass of the target, accepts
-// the path the target would have produced itself, and commits it.
+// verify runs the root and the tree in one pass of the target.
 func (sp *speculation) verify() error {
-	r, t := &sp.r, sp.t
+	r := &sp.r
 	r.nodes = append(r.nodes, r.root)
 	r.parents = append(r.parents, -1)
 	for i, par := range r.tree.Parents {
@@ -186,15 +188,20 @@ func (sp *speculation) verify() error {
 		r.parents = append(r.parents, par+1)
 	}
 	var err error
-	if r.logits, r.hidden, err = t.Extend(r.nodes, r.parents); err != nil {
-		return err
-	}
+	r.logits, r.hidden, err = sp.t.Extend(r.nodes, r.parents)
+	return err
+}
+
+// accept follows the path the target would have produced itself and
+// commits it; the planner is told what verifying took.
+func (sp *speculation) accept() error {
+	r := &sp.r
 	r.path, r.next = sp.acc.accept(r.tree, r.logits, sp.e.history)
 	if pl := sp.req.Planner; pl != nil {
 		pl.ObserveTarget(len(r.nodes), time.Since(r.t1))
 		sp.work = time.Since(r.t0) + r.caught
 	}
-	return t.Commit(r.path)
+	return sp.t.Commit(r.path)
 }
 
 // account counts the round in the statistics, and tells the drafter what
