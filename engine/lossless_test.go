@@ -5,12 +5,11 @@ import (
 	"math"
 	"testing"
 
+	"dovetail/cpu"
+	"dovetail/engine"
 	"dovetail/engine/drafters"
 	"dovetail/engine/enginetest"
 	"dovetail/engine/tree"
-
-	"dovetail/cpu"
-	"dovetail/engine"
 )
 
 // exactJoint is the exact distribution of the first n tokens generated

@@ -6,12 +6,11 @@ import (
 	"slices"
 	"testing"
 
+	"dovetail/cpu"
+	"dovetail/engine"
 	"dovetail/engine/drafters"
 	"dovetail/engine/enginetest"
 	"dovetail/engine/tree"
-
-	"dovetail/cpu"
-	"dovetail/engine"
 )
 
 // oracle drafts, as a chain, the tokens a known output continues with:

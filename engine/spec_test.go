@@ -8,13 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/cpu"
+	"dovetail/engine"
 	"dovetail/engine/drafters"
 	"dovetail/engine/enginetest"
 	"dovetail/engine/plan"
 	"dovetail/engine/tree"
-
-	"dovetail/cpu"
-	"dovetail/engine"
 	"dovetail/internal/golden"
 )
 

@@ -11,12 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"dovetail/engine/adapt"
-
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
 	"dovetail/assets"
+	"dovetail/engine/adapt"
 )
 
 type benchAdaptFlags struct {

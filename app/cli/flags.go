@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/tree"
-
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
 )
 
 // modelFlags are what run and serve share: the model, how it runs and how

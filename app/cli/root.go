@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 
-	"dovetail/app/api"
-
 	"github.com/spf13/cobra"
+
+	"dovetail/app/api"
 )
 
 // Main runs the command line and returns the exit status. Errors print as

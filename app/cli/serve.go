@@ -12,14 +12,13 @@ import (
 	"syscall"
 	"time"
 
-	"dovetail/engine/adapt"
-
 	"github.com/spf13/cobra"
 
 	"dovetail/app/api"
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
+	"dovetail/engine/adapt"
 )
 
 type serveFlags struct {

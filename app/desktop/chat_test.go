@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/tree"
-
 	"fyne.io/fyne/v2"
 	fynedesktop "fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
@@ -20,6 +17,8 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
 	"dovetail/models/chat"
 )
 

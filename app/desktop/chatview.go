@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"dovetail/engine/adapt"
-
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
@@ -18,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"dovetail/app/runner"
+	"dovetail/engine/adapt"
 )
 
 // frameInterval bounds how often a streaming message is redrawn: tokens

@@ -11,12 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/drafters"
-
 	"dovetail/app/runner/store"
 	"dovetail/device"
 	"dovetail/dgf"
+	"dovetail/engine/adapt"
+	"dovetail/engine/drafters"
 	"dovetail/models/draft"
 	"dovetail/train"
 )

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/app/runner/store"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
-
-	"dovetail/app/runner/store"
 	"dovetail/models/draft"
 )
 

@@ -8,15 +8,14 @@ import (
 	"slices"
 	"time"
 
-	"dovetail/engine/drafters"
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
 	"dovetail/dgf"
 	"dovetail/engine"
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
 	"dovetail/models/draft"
 )
 

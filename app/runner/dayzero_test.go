@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"dovetail/engine"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
-
-	"dovetail/engine"
 )
 
 // A new draft starts in the background: the runner says at once what it

@@ -6,15 +6,14 @@ import (
 	"io"
 	"io/fs"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/drafters"
-
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
 	"dovetail/dgf"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/drafters"
 	"dovetail/models/draft"
 	"dovetail/train"
 )

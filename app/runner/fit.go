@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"slices"
 
-	"dovetail/engine/plan"
-	"dovetail/engine/tree"
-
 	"gonum.org/v1/gonum/stat"
 
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
 	"dovetail/models/draft"
 	"dovetail/offload"
 	"dovetail/train"

@@ -6,14 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
 	"dovetail/internal/golden"
 	"dovetail/offload"
 	"dovetail/quant"

@@ -5,12 +5,11 @@ import (
 	"runtime"
 	"time"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner/store"
 	"dovetail/device"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
 )
 
 // Options say how a model runs. Start from DefaultOptions: a front end

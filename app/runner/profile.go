@@ -9,12 +9,11 @@ import (
 	"os"
 	"time"
 
-	"dovetail/engine/plan"
-
 	"github.com/klauspost/cpuid/v2"
 
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
+	"dovetail/engine/plan"
 )
 
 // Calibration is what predictions need of one model on this machine at a

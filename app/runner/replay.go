@@ -7,10 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"dovetail/engine/adapt"
-
 	"dovetail/assets"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
 )
 
 // WorkItem is one request of a workload.

@@ -10,13 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/plan"
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/plan"
+	"dovetail/engine/tree"
 	"dovetail/internal/sysmem"
 )
 

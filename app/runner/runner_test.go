@@ -10,11 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"dovetail/engine/adapt"
-	"dovetail/engine/tree"
-
 	"dovetail/assets"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
 )

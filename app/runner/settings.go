@@ -10,9 +10,8 @@ import (
 	"runtime"
 	"time"
 
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner/store"
+	"dovetail/engine/tree"
 )
 
 // ModelSettings are the settings setup chose for a model, which run, serve

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"dovetail/engine/drafters"
-	"dovetail/engine/tree"
-
 	"dovetail/app/runner"
 	"dovetail/app/server"
 	"dovetail/engine"
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
 )
 
 // openStream starts a streaming completion and returns its events as they

@@ -4,14 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"dovetail/engine/drafters"
-	"dovetail/engine/tree"
-
 	"github.com/openai/openai-go/v3"
 
 	"dovetail/app/runner"
 	"dovetail/app/server"
 	"dovetail/engine"
+	"dovetail/engine/drafters"
+	"dovetail/engine/tree"
 )
 
 // versioned is a drafter whose weights are at version 7 (as an adapting

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"dovetail/device"
-
 	"github.com/ebitengine/purego"
+
+	"dovetail/device"
 )
 
 // The CUDA driver API and cuBLAS, reached through purego: no cgo, so one

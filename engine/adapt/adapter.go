@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"dovetail/engine/drafters"
-
 	"dovetail/internal/osthread"
 )
 

@@ -6,15 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"dovetail/engine/drafters"
-	"dovetail/engine/enginetest"
-	"dovetail/engine/tree"
-
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/dgf"
 	"dovetail/engine"
+	"dovetail/engine/drafters"
+	"dovetail/engine/enginetest"
+	"dovetail/engine/tree"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
 	"dovetail/models/tokenizer"

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"dovetail/engine/adapt"
-
 	"dovetail/models/draft"
 )
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"dovetail/engine/adapt"
-
 	"dovetail/models/draft"
 )
 
