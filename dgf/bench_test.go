@@ -17,7 +17,7 @@ import (
 // the host, and CUDA where there is a GPU.
 func BenchmarkDraftTree(b *testing.B) {
 	for _, c := range []draft.Config{
-		{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512, Context: 512, RopeTheta: 10000, RMSEps: 1e-5},
+		dgftest.Stories260KDraft,
 		dgftest.TinyLlamaDraft,
 	} {
 		devs := map[string]device.Device{"host": device.NewHost(0)}

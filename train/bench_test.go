@@ -16,8 +16,8 @@ import (
 // drafts of the shapes of the two test models (M = 1).
 func BenchmarkTrainStep(b *testing.B) {
 	for _, c := range []draft.Config{
-		{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512, Context: 512, RopeTheta: 10000, RMSEps: 1e-5},
-		{Hidden: 128, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 16, FFN: 384, Vocab: 2048, Context: 512, RopeTheta: 10000, RMSEps: 1e-6},
+		dgftest.Stories260KDraft,
+		dgftest.TinyStories656KDraft,
 	} {
 		b.Run(fmt.Sprintf("H%d-V%d", c.Hidden, c.Vocab), func(b *testing.B) { benchTrainOn(b, device.NewHost(2), c) })
 	}
@@ -60,8 +60,8 @@ func benchTrainOn(b *testing.B, dev device.Device, c draft.Config) {
 func BenchmarkCUDATrainStep(b *testing.B) {
 	dev := cudatest.Device(b)
 	for _, c := range []draft.Config{
-		{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512, Context: 512, RopeTheta: 10000, RMSEps: 1e-5},
-		{Hidden: 128, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 16, FFN: 384, Vocab: 2048, Context: 512, RopeTheta: 10000, RMSEps: 1e-6},
+		dgftest.Stories260KDraft,
+		dgftest.TinyStories656KDraft,
 		dgftest.TinyLlamaDraft,
 	} {
 		b.Run(fmt.Sprintf("H%d-V%d", c.Hidden, c.Vocab), func(b *testing.B) { benchTrainOn(b, dev, c) })

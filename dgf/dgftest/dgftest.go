@@ -18,6 +18,15 @@ import (
 var TinyConfig = draft.Config{Hidden: 8, Blocks: 2, Heads: 2, KVHeads: 1, HeadDim: 4, FFN: 12, Vocab: 16,
 	Context: 64, RopeTheta: 10000, RMSEps: 1e-5}
 
+// Stories260KDraft and TinyStories656KDraft are the drafts (M = 1) of the
+// two test models' shapes: the benchmarks' small shapes.
+var (
+	Stories260KDraft = draft.Config{Hidden: 64, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 8, FFN: 172, Vocab: 512,
+		Context: 512, RopeTheta: 10000, RMSEps: 1e-5}
+	TinyStories656KDraft = draft.Config{Hidden: 128, Blocks: 1, Heads: 8, KVHeads: 4, HeadDim: 16, FFN: 384, Vocab: 2048,
+		Context: 512, RopeTheta: 10000, RMSEps: 1e-6}
+)
+
 // TinyLlamaDraft is the draft of a TinyLlama-1.1B target (M = 1), the
 // smallest real target whose draft is worth a GPU: the benchmarks' large
 // shape.
