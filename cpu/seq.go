@@ -102,7 +102,7 @@ type batch struct {
 // CPU's speed comes from.
 func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	f, c := s.f, s.f.M.Config
-	b, err := s.add(tokens, parents)
+	b, err := s.addNodes(tokens, parents)
 	if err != nil {
 		return err
 	}
@@ -136,9 +136,9 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	return nil
 }
 
-// add checks a pass's nodes and adds them to the pending tree: their
+// addNodes checks a pass's nodes and adds them to the pending tree: their
 // positions in s.pos, their mask rows, scratch for the pass.
-func (s *Seq) add(tokens, parents []int) (batch, error) {
+func (s *Seq) addNodes(tokens, parents []int) (batch, error) {
 	f, c := s.f, s.f.M.Config
 	n, base := len(tokens), s.pending.Len()
 	if len(parents) != n {
@@ -257,10 +257,11 @@ func (s *Seq) yield() {
 // commit keeps the pending nodes on path (a chain, see pending.Tree) as
 // the next committed positions, here and on the offloaded layers' device.
 func (s *Seq) commit(path []int) error {
-	if err := s.pending.CheckPath(path); err != nil {
-		return err
-	}
 	if s.off != nil {
+		// Checked before the other device moves its rows by it.
+		if err := s.pending.CheckPath(path); err != nil {
+			return err
+		}
 		if err := s.off.Commit(s.len, path); err != nil {
 			return err
 		}

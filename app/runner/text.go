@@ -68,9 +68,11 @@ func (s *Slot) GenerateText(ctx context.Context, req TextRequest) (TextResult, e
 	g := newTextGen(s.r.model, req)
 	st, err := s.Generate(ctx, g.request(), g.emit)
 	res := TextResult{Stats: st, Finish: st.StopReason}
-	if err == nil || errors.Is(err, errStopString) || ctx.Err() != nil {
-		ferr := g.finish()
-		if err == nil || errors.Is(err, errStopString) {
+	if errors.Is(err, errStopString) {
+		err = nil
+	}
+	if err == nil || ctx.Err() != nil {
+		if ferr := g.finish(); err == nil {
 			err = ferr
 		}
 	}
