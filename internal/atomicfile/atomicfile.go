@@ -17,10 +17,25 @@ func Write(path string, write func(io.Writer) error) error {
 
 // WriteMode is Write making a file of the given mode (0600 for what holds
 // a user's text): the mode is set before anything is written.
-func WriteMode(path string, mode os.FileMode, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func WriteMode(path string, mode os.FileMode, write func(io.Writer) error) error {
+	tmp, err := writeTemp(path, mode, write)
 	if err != nil {
 		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	syncDir(path)
+	return nil
+}
+
+// writeTemp writes a whole, fsynced temporary file beside path and
+// returns its name; on an error it leaves none.
+func writeTemp(path string, mode os.FileMode, write func(io.Writer) error) (name string, err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -30,23 +45,24 @@ func WriteMode(path string, mode os.FileMode, write func(io.Writer) error) (err 
 	}()
 	// CreateTemp makes the file private (0600).
 	if err = tmp.Chmod(mode); err != nil {
-		return err
+		return "", err
 	}
 	if err = write(tmp); err != nil {
-		return err
+		return "", err
 	}
 	if err = tmp.Sync(); err != nil {
-		return err
+		return "", err
 	}
 	if err = tmp.Close(); err != nil {
-		return err
+		return "", err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+	return tmp.Name(), nil
+}
+
+// syncDir makes a rename in path's directory durable.
+func syncDir(path string) {
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()
 		d.Close()
 	}
-	return nil
 }

@@ -45,3 +45,29 @@ func TestWriteMode(t *testing.T) {
 		t.Errorf("mode %v, %v %v", st.Mode(), err, serr)
 	}
 }
+
+// WriteNewMode never replaces a file, and leaves no temporary file.
+func TestWriteNewMode(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "model.gguf")
+	if err := os.WriteFile(path, []byte("GGUF weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := func(w io.Writer) error { _, err := w.Write([]byte("{}")); return err }
+	if err := WriteNewMode(path, 0o600, text); !errors.Is(err, os.ErrExist) {
+		t.Errorf("over an existing file: %v, want ErrExist", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "GGUF weights" {
+		t.Errorf("the existing file holds %q", b)
+	}
+	fresh := filepath.Join(dir, "conv.json")
+	if err := WriteNewMode(fresh, 0o600, text); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("new file: %v %v", st, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("%d files in the directory, want 2", len(ents))
+	}
+}
