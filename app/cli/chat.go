@@ -1,23 +1,17 @@
 package cli
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
 	"dovetail/engine"
-	"dovetail/internal/atomicfile"
 	"dovetail/models/chat"
 )
 
@@ -25,6 +19,7 @@ type chatFlags struct {
 	modelFlags
 	sampling
 	system string
+	models string
 }
 
 // sampling are the sampling flags of run and chat.
@@ -54,25 +49,46 @@ func (s *sampling) params() (engine.SamplerParams, error) {
 	return p, p.Validate()
 }
 
+// chatCommands is the commands' help, in the command's help and /help.
+const chatCommands = `  /set parameter NAME VALUE  temperature, top_k, top_p, min_p, repeat_penalty, seed,
+                             num_predict, num_ctx
+  /set system TEXT           the system prompt (also /system TEXT)
+  /set wordwrap|nowordwrap   wrap replies between words at the terminal's width, or not
+  /show info|parameters|system|template
+  /load MODEL                another model: the conversation starts anew, the settings stay
+  /save FILE                 save the conversation as JSON, never over a file (/save! FILE replaces it)
+  /clear                     forget the conversation
+  /bye                       leave (or Ctrl-D)
+  /?, /help                  this list`
+
 func newChatCmd() *cobra.Command {
 	var f chatFlags
 	c := &cobra.Command{
-		Use:   "chat [-m MODEL.gguf] [--system TEXT]",
+		Use:   "chat [MODEL] [--system TEXT]",
 		Short: "Chat with a model in the terminal",
 		Long: "Chat with a model in the terminal, with its chat template: replies stream as they are\n" +
-			"generated, each followed by its speed and τ. Enter sends; a line ending in \\ goes on on the\n" +
-			"next line, and \"\"\" opens and closes a block of several lines. Up and down recall earlier\n" +
-			"lines. Ctrl-C stops a reply; Ctrl-D or /bye leaves.\n\n" +
-			"  /system TEXT   set the system prompt (no text: show it)\n" +
-			"  /clear         forget the conversation\n" +
-			"  /save FILE     save the conversation (JSON)\n" +
-			"  /bye           leave",
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return chatLoop(c, &f) },
+			"generated, each followed by its speed and τ. MODEL is a GGUF file, or a model's name as\n" +
+			"`serve --models` lists it (the user's ollama and LM Studio models, the files under --models,\n" +
+			"the embedded model); -m says the same; without either, the embedded model chats.\n" +
+			"Enter sends; a line ending in \\ goes on on the next line, and \"\"\" opens and closes a block\n" +
+			"of several lines. Up and down recall earlier lines. Ctrl-C clears the line, or stops a\n" +
+			"reply (the conversation stays); Ctrl-D or /bye leaves.\n\n" + chatCommands,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if f.model != "" {
+					return usageError{fmt.Errorf("chat: name the model once: -m %s or %s", f.model, args[0])}
+				}
+				f.model = args[0]
+			}
+			return chatLoop(c, &f)
+		},
 	}
 	f.modelFlags.register(c, draftHelp)
 	f.sampling.register(c)
 	c.Flags().StringVar(&f.system, "system", "", "system prompt")
+	c.Flags().StringVar(&f.models, "models", "", "a folder of GGUF models MODEL may name, besides the user's ollama and LM Studio models")
+	c.Flags().Lookup("model").Usage = "GGUF model file or model name (default: the embedded TinyStories-656K)"
 	return c
 }
 
@@ -85,10 +101,13 @@ type conversation struct {
 // chatSession is one terminal chat.
 type chatSession struct {
 	c       *cobra.Command
+	f       *chatFlags
+	opts    runner.Options // from the flags: /load and num_ctx start from them
 	r       *runner.Runner
 	m       *runner.Model
-	params  engine.SamplerParams
-	system  string
+	entry   discover.Model // the model's file and name
+	closeM  func()
+	set     chatSettings
 	history []chat.Message // user and assistant turns
 	in      lineReader
 	out     io.Writer
@@ -103,23 +122,34 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 	if err != nil {
 		return err
 	}
-	o.Greedy = params.Temperature <= 0
-	m, r, done, err := openRunner(c, f.model, &o)
+	s := &chatSession{c: c, f: f, opts: o,
+		set: chatSettings{params: params, seed: f.seed, numPredict: -1, numCtx: f.ctx, system: f.system, wrap: true}}
+	e, err := findModel(f.model, f.models)
 	if err != nil {
+		return usageError{fmt.Errorf("chat: %v", err)}
+	}
+	if err := s.open(e); err != nil {
 		return err
 	}
-	defer done()
-	in, restore := newLineReader(c)
-	defer restore()
-	s := &chatSession{c: c, r: r, m: m, params: params, system: f.system, in: in, out: in.writer()}
-	fmt.Fprintf(s.out, "chatting with %s (draft %s); /bye or Ctrl-D leaves, Ctrl-C stops a reply\n", m.Name, r.Draft().Name)
+	defer s.close()
+	s.in = newLineReader(c)
+	s.out = s.in.writer()
+	eof := false
+	defer func() { s.in.leave(eof) }()
+	fmt.Fprintf(s.out, "chatting with %s (draft %s); /? lists the commands, /bye or Ctrl-D leaves, Ctrl-C stops a reply\n",
+		s.m.Name, s.r.Draft().Name)
 	for {
 		text, err := s.read()
-		if errors.Is(err, io.EOF) {
-			fmt.Fprintln(s.out)
+		switch {
+		case errors.Is(err, errInterruptedLine):
+			if text == "" {
+				fmt.Fprintln(s.out, "Use Ctrl + d or /bye to exit.")
+			}
+			continue
+		case errors.Is(err, io.EOF):
+			eof = true
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
 		if done, err := s.handle(text); done || err != nil {
@@ -129,15 +159,21 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 }
 
 // read reads one message: a line, lines joined by a trailing \, or a
-// """ block.
+// """ block. Ctrl-C drops the message, with the text it dropped.
 func (s *chatSession) read() (string, error) {
 	line, err := s.in.readLine(">>> ")
 	if err != nil {
-		return "", err
+		return line, err
+	}
+	var b strings.Builder
+	more := func() error {
+		if line, err = s.in.readLine("... "); err != nil {
+			b.WriteString(line) // what Ctrl-C drops
+		}
+		return err
 	}
 	switch {
 	case strings.HasPrefix(line, `"""`):
-		var b strings.Builder
 		rest := strings.TrimPrefix(line, `"""`)
 		for {
 			if body, ok := strings.CutSuffix(rest, `"""`); ok {
@@ -145,16 +181,16 @@ func (s *chatSession) read() (string, error) {
 				return b.String(), nil
 			}
 			b.WriteString(rest + "\n")
-			if rest, err = s.in.readLine("... "); err != nil {
-				return "", err
+			if err := more(); err != nil {
+				return b.String(), err
 			}
+			rest = line
 		}
 	case strings.HasSuffix(line, `\`):
-		var b strings.Builder
 		for strings.HasSuffix(line, `\`) {
 			b.WriteString(strings.TrimSuffix(line, `\`) + "\n")
-			if line, err = s.in.readLine("... "); err != nil {
-				return "", err
+			if err := more(); err != nil {
+				return b.String(), err
 			}
 		}
 		b.WriteString(line)
@@ -166,6 +202,7 @@ func (s *chatSession) read() (string, error) {
 // handle runs a command or sends a message; done ends the chat.
 func (s *chatSession) handle(text string) (done bool, err error) {
 	cmd, arg, _ := strings.Cut(strings.TrimSpace(text), " ")
+	arg = strings.TrimSpace(arg)
 	switch {
 	case strings.TrimSpace(text) == "":
 		return false, nil
@@ -175,86 +212,32 @@ func (s *chatSession) handle(text string) (done bool, err error) {
 		s.history = nil
 		fmt.Fprintln(s.out, "cleared the conversation")
 	case cmd == "/system":
-		if arg = strings.TrimSpace(arg); arg == "" {
-			fmt.Fprintf(s.out, "system prompt: %q\n", s.system)
-		} else {
-			s.system = arg
-			fmt.Fprintln(s.out, "set the system prompt")
-		}
-	case cmd == "/save":
-		s.save(strings.TrimSpace(arg))
+		s.setSystem(arg)
+	case cmd == "/set":
+		return false, s.setCmd(arg)
+	case cmd == "/show":
+		s.show(arg)
+	case cmd == "/load":
+		return false, s.load(arg)
+	case cmd == "/save" || cmd == "/save!":
+		s.save(arg, cmd == "/save!")
 	case cmd == "/help" || cmd == "/?":
-		fmt.Fprintln(s.out, "/system TEXT, /clear, /save FILE, /bye; \"\"\" for several lines")
+		fmt.Fprintln(s.out, chatCommands+"\n"+`  """ opens and closes a block of several lines; a line ending in \ goes on on the next`)
 	case strings.HasPrefix(cmd, "/"):
-		fmt.Fprintf(s.out, "unknown command %s (/help lists them)\n", cmd)
+		fmt.Fprintf(s.out, "unknown command %s (/? lists them)\n", cmd)
 	default:
 		return false, s.reply(text)
 	}
 	return false, nil
 }
 
-// save writes the conversation to path, private to the user.
-func (s *chatSession) save(path string) {
-	if path == "" {
-		fmt.Fprintln(s.out, "usage: /save FILE")
-		return
-	}
-	conv := conversation{Model: s.m.Name, Messages: s.messages()}
-	err := atomicfile.WriteMode(path, 0o600, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(conv)
-	})
-	if err != nil {
-		fmt.Fprintf(s.out, "not saved: %v\n", err)
-		return
-	}
-	fmt.Fprintf(s.out, "saved the conversation to %s\n", path)
-}
-
 // messages is the conversation with its system prompt.
 func (s *chatSession) messages() []chat.Message {
 	var out []chat.Message
-	if s.system != "" {
-		out = append(out, chat.Message{Role: "system", Content: s.system})
+	if s.set.system != "" {
+		out = append(out, chat.Message{Role: "system", Content: s.set.system})
 	}
 	return append(out, s.history...)
-}
-
-// reply sends text and streams the model's answer; Ctrl-C stops it.
-func (s *chatSession) reply(text string) error {
-	s.history = append(s.history, chat.Message{Role: "user", Content: text})
-	prompt, err := s.fit()
-	if err != nil {
-		s.history = s.history[:len(s.history)-1]
-		fmt.Fprintf(s.out, "%v\n", err)
-		return nil
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	s.in.cooked() // Ctrl-C is a signal while the model writes
-	defer s.in.raw()
-	res, err := s.r.Slot(0).GenerateText(ctx, runner.TextRequest{Prompt: prompt, Sampler: s.params,
-		OnText: func(p runner.Piece) error {
-			_, err := io.WriteString(s.out, p.Text)
-			return err
-		}})
-	fmt.Fprintln(s.out)
-	if err != nil && ctx.Err() == nil {
-		return err
-	}
-	s.history = append(s.history, chat.Message{Role: "assistant", Content: res.Text})
-	st := res.Stats
-	stopped := ""
-	if ctx.Err() != nil {
-		stopped = ", stopped"
-	}
-	tau := "-"
-	if st.Rounds > 0 {
-		tau = fmt.Sprintf("%.2f", st.Tau())
-	}
-	fmt.Fprintf(s.out, "[%d tokens, %.1f tokens/s, τ %s%s]\n", st.GenTokens, st.GenTokensPerSec(), tau, stopped)
-	return nil
 }
 
 // fit is the conversation's tokens, its oldest turns dropped while it
@@ -275,71 +258,3 @@ func (s *chatSession) fit() ([]int, error) {
 		s.history = s.history[min(2, len(s.history)-1):] // a user turn and its answer
 	}
 }
-
-// lineReader reads the user's lines: with editing and history on a
-// terminal, plainly from a pipe.
-type lineReader interface {
-	readLine(prompt string) (string, error)
-	writer() io.Writer
-	raw()    // back to reading keys
-	cooked() // the terminal as usual, Ctrl-C a signal
-}
-
-// newLineReader reads from the command's input; restore puts a terminal
-// back as it was.
-func newLineReader(c *cobra.Command) (lineReader, func()) {
-	if f, ok := c.InOrStdin().(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		t := &termReader{fd: int(f.Fd()), t: term.NewTerminal(struct {
-			io.Reader
-			io.Writer
-		}{f, c.OutOrStdout()}, "")}
-		t.raw()
-		return t, t.cooked
-	}
-	return &pipeReader{sc: bufio.NewScanner(c.InOrStdin()), out: c.OutOrStdout()}, func() {}
-}
-
-type termReader struct {
-	fd    int
-	t     *term.Terminal
-	state *term.State
-}
-
-func (r *termReader) readLine(prompt string) (string, error) {
-	r.t.SetPrompt(prompt)
-	return r.t.ReadLine()
-}
-
-func (r *termReader) writer() io.Writer { return r.t }
-
-func (r *termReader) raw() {
-	if r.state == nil {
-		r.state, _ = term.MakeRaw(r.fd)
-	}
-}
-
-func (r *termReader) cooked() {
-	if r.state != nil {
-		term.Restore(r.fd, r.state)
-		r.state = nil
-	}
-}
-
-type pipeReader struct {
-	sc  *bufio.Scanner
-	out io.Writer
-}
-
-func (r *pipeReader) readLine(string) (string, error) {
-	if !r.sc.Scan() {
-		if err := r.sc.Err(); err != nil {
-			return "", err
-		}
-		return "", io.EOF
-	}
-	return strings.TrimRight(r.sc.Text(), "\r"), nil
-}
-
-func (r *pipeReader) writer() io.Writer { return r.out }
-func (r *pipeReader) raw()              {}
-func (r *pipeReader) cooked()           {}

@@ -1,16 +1,11 @@
 package cli
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/creack/pty"
 )
 
 // dovetail chat in a terminal: a message streams its reply and a line of
@@ -18,52 +13,8 @@ import (
 // what they say; up recalls the last line; Ctrl-D leaves.
 func TestChatInTerminal(t *testing.T) {
 	saved := filepath.Join(t.TempDir(), "conv.json")
-	c := command("chat", "--temp", "0", "--draft", "ngram", "--plan=false")
-	ptmx, err := pty.Start(c)
-	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
-	}
-	defer ptmx.Close()
-	out := make(chan string, 1024)
-	go func() {
-		r := bufio.NewReader(ptmx)
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				b.Write(buf[:n])
-				out <- b.String()
-			}
-			if err != nil {
-				close(out)
-				return
-			}
-		}
-	}()
-	seen := ""
-	expectN := func(what string, n int) {
-		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for strings.Count(seen, what) < n {
-			select {
-			case s, ok := <-out:
-				if !ok {
-					t.Fatalf("the chat ended before %q:\n%s", what, seen)
-				}
-				seen = s
-			case <-deadline:
-				t.Fatalf("no %q in:\n%s", what, seen)
-			}
-		}
-	}
-	expect := func(what string) { t.Helper(); expectN(what, strings.Count(seen, what)+1) }
-	send := func(s string) {
-		t.Helper()
-		if _, err := io.WriteString(ptmx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p := startChat(t, 80, "--temp", "0", "--draft", "ngram", "--plan=false")
+	expectN, expect, send := p.expectN, p.expect, p.send
 	expectN(">>> ", 1)
 	send("Once upon a time\r")
 	expectN("tokens/s, τ ", 1)
@@ -78,8 +29,8 @@ func TestChatInTerminal(t *testing.T) {
 	send("\x15/clear\r") // Ctrl-U clears the recalled line first
 	expectN("cleared the conversation", 1)
 	send("\x04") // Ctrl-D
-	if err := c.Wait(); err != nil {
-		t.Errorf("exit: %v\n%s", err, seen)
+	if err := p.wait(); err != nil {
+		t.Errorf("exit: %v\n%s", err, p.seen)
 	}
 	var conv conversation
 	b, err := os.ReadFile(saved)
