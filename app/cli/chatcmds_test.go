@@ -138,11 +138,13 @@ func TestChatByName(t *testing.T) {
 			t.Errorf("chat %v: %v\n%s", c.args, err, out)
 		}
 	}
-	c0 := command("chat", "no-such-model")
-	c0.Env = append(c0.Env, "OLLAMA_MODELS="+store)
-	out, err := c0.CombinedOutput()
-	if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 || !strings.Contains(string(out), `no model "no-such-model"`) {
-		t.Errorf("chat no-such-model: %v\n%s", err, out)
+	for _, bad := range [][]string{{"no-such-model"}, {"-m", "tiny", "tiny"}, {"../../testdata"}} {
+		c0 := command(append([]string{"chat"}, bad...)...)
+		c0.Env = append(c0.Env, "OLLAMA_MODELS="+store)
+		out, err := c0.CombinedOutput()
+		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 || !strings.Contains(string(out), bad[len(bad)-1]) {
+			t.Errorf("chat %v: %v\n%s", bad, err, out)
+		}
 	}
 }
 
