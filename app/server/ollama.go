@@ -19,10 +19,10 @@ func (s *Server) ollamaRoutes() {
 		"/api/show":     {method: http.MethodPost, handler: s.handleShow},
 		"/api/chat":     {method: http.MethodPost, handler: s.handleOllamaChat},
 		"/api/generate": {method: http.MethodPost, handler: s.handleGenerate},
-		"/api/version":  {method: http.MethodGet, handler: s.handleVersion, public: true},
+		"/api/version":  {method: http.MethodGet, handler: s.handleVersion},
 		"/api/ps":       {method: http.MethodGet, handler: s.handlePS},
 		// ollama's clients check that the server is up here.
-		"/": {method: http.MethodGet, public: true, handler: func(w http.ResponseWriter, r *http.Request) {
+		"/": {method: http.MethodGet, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprint(w, "Ollama is running (Dovetail, speaking ollama's API)")
 		}},
