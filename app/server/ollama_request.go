@@ -221,6 +221,9 @@ func (s *Server) prepareOllama(w http.ResponseWriter, r *http.Request, chatMode 
 		ollamaError(w, s.unknownModel(q.Model))
 		return nil, nil, nil, 0, false
 	}
+	if s.unloadOnly(w, &q, chatMode) {
+		return nil, nil, nil, 0, false
+	}
 	if e := q.refuse(); e != nil {
 		ollamaError(w, e)
 		return nil, nil, nil, 0, false
