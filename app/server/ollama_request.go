@@ -228,6 +228,10 @@ func (s *Server) prepareOllama(w http.ResponseWriter, r *http.Request, chatMode 
 		ollamaError(w, e)
 		return nil, nil, nil, 0, false
 	}
+	if e := checkIntegers(q.Options); e != nil {
+		ollamaError(w, e)
+		return nil, nil, nil, 0, false
+	}
 	j := &job{chat: chatMode, stream: q.Stream == nil || *q.Stream}
 	var e *apiError
 	if j.numCtx, e = parseOptions(q.Options, j); e != nil {
