@@ -59,7 +59,7 @@ func newServeCmd(start api.Start) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; use --api-key then)")
 	fl.IntVar(&f.port, "port", 11435, "TCP port (0: any free port)")
-	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' on every request but /health (default: $DOVETAIL_API_KEY)")
+	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' (Bearer in any case) on every request but /health (default: $DOVETAIL_API_KEY)")
 	fl.IntVar(&f.parallel, "parallel", 1, "sequences generated at the same time, each with its own KV cache")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
 	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's ollama and LM Studio models, by name, loading each when a request names it")
