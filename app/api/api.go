@@ -21,15 +21,25 @@ type Config struct {
 	// ReserveSlots leaves Runner's first slots to the caller (the desktop
 	// app chats on slot 0 while the server answers on the others).
 	ReserveSlots int
-	APIKey       string // empty: no authentication
+	APIKey       string // required on every route but /health (empty: none)
 	Queue        int    // requests that may wait for a model's slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
 	// once its context is cancelled before it cancels them (0: 10 s).
 	ShutdownTimeout time.Duration
-	// CORSOrigins are the browser origins allowed to call the API:
-	// "http://localhost:*" style patterns ("*": any port), or "*" for
-	// every origin. nil: http://localhost:* and http://127.0.0.1:*.
+	// CORSOrigins are browser origins allowed to call the API besides the
+	// defaults, ollama's: pages on this machine (http and https on
+	// localhost, 127.0.0.1, 0.0.0.0 and [::1], any port) and app://,
+	// file://, tauri://, vscode-webview:// and vscode-file:// pages.
+	// "https://ui.example:*" style patterns ("*": any port, "*.example":
+	// its subdomains), or "*" for every origin. A request from any other
+	// page is refused (403).
 	CORSOrigins []string
+	// AllowedHosts are the Host header names answered besides loopback
+	// names and addresses (localhost, *.localhost, 127.0.0.0/8, ::1):
+	// names or addresses, or "*" for any. Other names are refused (403),
+	// against DNS rebinding, unless the server listens on an address
+	// other than loopback (then every name is answered, as by ollama).
+	AllowedHosts []string
 }
 
 // Server answers API requests on a listener until its context ends, then

@@ -26,6 +26,7 @@ type serveFlags struct {
 	host      string
 	port      int
 	apiKey    string
+	allowHost []string
 	parallel  int
 	queue     int
 	models    string
@@ -58,13 +59,14 @@ func newServeCmd(start api.Start) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; use --api-key then)")
 	fl.IntVar(&f.port, "port", 11435, "TCP port (0: any free port)")
-	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1 requests (default: $DOVETAIL_API_KEY)")
+	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' (Bearer in any case) on every request but /health (default: $DOVETAIL_API_KEY)")
 	fl.IntVar(&f.parallel, "parallel", 1, "sequences generated at the same time, each with its own KV cache")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
 	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's ollama and LM Studio models, by name, loading each when a request names it")
 	fl.IntVar(&f.maxLoaded, "max-loaded", 1, "with --models: models loaded at once")
 	fl.DurationVar(&f.keepAlive, "keep-alive", 5*time.Minute, "with --models: how long an idle model stays loaded (negative: forever)")
-	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API, such as http://localhost:* (repeatable; * allows every origin; default: http://localhost:* and http://127.0.0.1:*)")
+	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API besides pages on this machine (localhost, 127.0.0.1, 0.0.0.0, any port) and app://, file://, tauri://, vscode-webview://, such as https://ui.example:* (repeatable; * allows every origin); pages of other origins are refused (403)")
+	fl.StringSliceVar(&f.allowHost, "allow-host", nil, "a host name the API answers to besides loopback names and addresses and --host, such as mybox.lan (repeatable or comma-separated; * allows any); other Host headers are refused (403) against DNS rebinding, unless --host is not loopback")
 	fl.Lookup("threads").Usage = "CPU threads, split between the parallel sequences (at most the machine's logical CPUs)"
 	fl.Lookup("ctx").Usage = "context length per sequence (0: the model's)"
 	return c
@@ -92,6 +94,7 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 		return fmt.Errorf("serve: this build has no API server")
 	}
 	cfg := api.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second, CORSOrigins: f.cors}
+	cfg.AllowedHosts = append(f.allowHost, f.host)
 	var srv api.Server
 	if f.models != "" {
 		fleet, err := serveFleet(c, f, o, func(r *runner.Runner) { srv.Forget(r) })

@@ -175,7 +175,8 @@ func (s *session) serve(addr string) {
 		s.srvErr = errors.New("this build has no API server")
 		return
 	}
-	srv, err := s.start(api.Config{Runner: s.run, ReserveSlots: 1, Queue: 16})
+	host, _, _ := net.SplitHostPort(addr)
+	srv, err := s.start(api.Config{Runner: s.run, ReserveSlots: 1, Queue: 16, AllowedHosts: []string{host}})
 	if err != nil {
 		s.srvErr = err
 		return

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,21 +93,44 @@ func (f *Fleet) Entries() []discover.Model {
 	return out
 }
 
-// Lookup finds the entry a request names: its name, or its name without
-// the extension, or (with one model) "default" or "".
+// Lookup finds the entry a request names: its name or path as listed,
+// else the first whose name ollama would resolve to the same model
+// (discover.Canonical: "s110", "s110:latest", "s110.gguf" alike), or
+// (with one model) "default" or "".
 func (f *Fleet) Lookup(name string) (discover.Model, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.lookup(name)
+}
+
+func (f *Fleet) lookup(name string) (discover.Model, bool) {
 	if (name == "" || name == "default") && len(f.entries) == 1 {
 		return f.entries[0], true
 	}
 	for _, e := range f.entries {
-		if e.Name == name || strings.TrimSuffix(e.Name, ".gguf") == name || e.Path != "" && e.Path == name ||
-			!strings.Contains(e.Name, ":") && e.Name+":latest" == name {
+		if e.Name == name || e.Path != "" && e.Path == name {
+			return e, true
+		}
+	}
+	want := discover.Canonical(name)
+	for _, e := range f.entries {
+		if discover.Canonical(e.Name) == want {
 			return e, true
 		}
 	}
 	return discover.Model{}, false
+}
+
+// Tagged is the name ollama's clients see for e (discover.Model.Tagged),
+// or its own name where the tagged one would find another model.
+func (f *Fleet) Tagged(e discover.Model) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := e.Tagged()
+	if found, ok := f.lookup(t); ok && found.Name == e.Name {
+		return t
+	}
+	return e.Name
 }
 
 // ErrNoModel is a name no entry answers to.
@@ -145,6 +167,28 @@ func (l *Lease) Release(keepAlive time.Duration, override bool) {
 		f.idle(r)
 	}
 	f.cond.Broadcast()
+}
+
+// Expire unloads the model named as soon as no request holds it (ollama's
+// keep_alive 0 with nothing to generate): a model that is not loaded stays
+// so, and no other model is touched. A pinned model stays loaded.
+func (f *Fleet) Expire(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoModel, name)
+	}
+	r := f.loaded[e.Name]
+	if r == nil || r.pinned || r.err != nil {
+		return nil
+	}
+	r.keepAlive = 0
+	if r.refs == 0 && !r.loading {
+		f.unload(r)
+		f.cond.Broadcast()
+	}
+	return nil
 }
 
 // idle starts an idle model's keep-alive, or unloads it at once when

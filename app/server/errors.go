@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // apiError is an error as OpenAI reports it, so that clients written for
@@ -44,7 +45,7 @@ func serverError(err error) *apiError {
 
 var (
 	errUnauthorized = &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-		Message: "Incorrect or missing API key: send it as 'Authorization: Bearer KEY'."}
+		Message: "Incorrect or missing API key: send it as 'Authorization: Bearer KEY' (every route but /health needs it)."}
 	errQueueFull = &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
 		Message: "The server is busy: every generation slot is taken and the wait queue is full. Retry later."}
 	errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
@@ -56,6 +57,16 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, e.Status, errorBody{Error: e})
+}
+
+// answerError writes e in the shape of the API that path belongs to:
+// ollama's {"error": "…"} under /api/, OpenAI's elsewhere.
+func answerError(w http.ResponseWriter, path string, e *apiError) {
+	if path == "/api" || strings.HasPrefix(path, "/api/") {
+		ollamaError(w, e)
+		return
+	}
+	writeError(w, e)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

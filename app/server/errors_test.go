@@ -113,13 +113,13 @@ func TestErrors(t *testing.T) {
 		})
 	}
 
-	// What needs no key, and what the key opens.
+	// What needs no key (/health alone), and what the key opens.
 	for _, c := range []struct {
 		method, path, body string
 		header             []string
 	}{
 		{"GET", "/health", "", nil},
-		{"GET", "/metrics", "", nil},
+		{"GET", "/metrics", "", auth},
 		{"GET", "/v1/models", "", auth},
 		{"GET", "/v1/models/default", "", auth},
 		{"POST", complURL, `{"prompt":"Hi","max_tokens":2,"model":"tinystories656K-Q8_0"}`, auth},

@@ -15,8 +15,9 @@ import (
 	"dovetail/models/chat"
 )
 
-// A browser's preflight from a page on this machine is answered, and the
-// answer names the page's origin; another origin is not, unless asked for.
+// A browser's preflight from a page on this machine (http or https, as
+// ollama allows) is answered, and the answer names the page's origin;
+// another origin is not, unless asked for.
 func TestCORS(t *testing.T) {
 	ts := start(t, server.Config{})
 	preflight := func(url, origin string) *http.Response {
@@ -31,7 +32,7 @@ func TestCORS(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	for _, origin := range []string{"http://localhost:5173", "http://127.0.0.1:8080", "http://LOCALHOST:3000"} {
+	for _, origin := range []string{"http://localhost:5173", "http://127.0.0.1:8080", "http://LOCALHOST:3000", "https://localhost:5173"} {
 		r := preflight(ts.URL, origin)
 		if r.StatusCode != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != origin ||
 			!strings.Contains(r.Header.Get("Access-Control-Allow-Methods"), "POST") ||
@@ -39,7 +40,7 @@ func TestCORS(t *testing.T) {
 			t.Errorf("preflight from %s: %d %v", origin, r.StatusCode, r.Header)
 		}
 	}
-	for _, origin := range []string{"https://evil.example", "http://localhost.evil.example:80", "https://localhost:5173"} {
+	for _, origin := range []string{"https://evil.example", "http://localhost.evil.example:80", "null"} {
 		if r := preflight(ts.URL, origin); r.StatusCode != http.StatusForbidden || r.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("preflight from %s: %d %v", origin, r.StatusCode, r.Header)
 		}

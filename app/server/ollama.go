@@ -19,10 +19,10 @@ func (s *Server) ollamaRoutes() {
 		"/api/show":     {method: http.MethodPost, handler: s.handleShow},
 		"/api/chat":     {method: http.MethodPost, handler: s.handleOllamaChat},
 		"/api/generate": {method: http.MethodPost, handler: s.handleGenerate},
-		"/api/version":  {method: http.MethodGet, handler: s.handleVersion, public: true},
+		"/api/version":  {method: http.MethodGet, handler: s.handleVersion},
 		"/api/ps":       {method: http.MethodGet, handler: s.handlePS},
 		// ollama's clients check that the server is up here.
-		"/": {method: http.MethodGet, public: true, handler: func(w http.ResponseWriter, r *http.Request) {
+		"/": {method: http.MethodGet, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			fmt.Fprint(w, "Ollama is running (Dovetail, speaking ollama's API)")
 		}},
@@ -67,7 +67,7 @@ func (n *ndjson) done() error { return nil }
 // but are not implemented are refused by name.
 var (
 	ignoredOptions = map[string]bool{"num_thread": true, "num_gpu": true, "main_gpu": true, "num_batch": true, "use_mmap": true,
-		"use_mlock": true, "numa": true, "low_vram": true, "f16_kv": true, "vocab_only": true, "num_keep": true}
+		"use_mlock": true, "numa": true, "low_vram": true, "f16_kv": true, "vocab_only": true, "num_keep": true, "logits_all": true}
 	// refusedUnless are options refused unless they hold the value that
 	// changes nothing.
 	refusedUnless = map[string]float64{"typical_p": 1, "tfs_z": 1, "presence_penalty": 0, "frequency_penalty": 0, "mirostat": 0}

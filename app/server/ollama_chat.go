@@ -29,8 +29,8 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(msgs) == 0 {
 		// ollama's way to load a model: an empty chat.
-		writeJSON(w, http.StatusOK, ollamaChunk{Model: lease.Entry().Name, CreatedAt: time.Now().UTC(),
-			Message: &ollamaMessage{Role: "assistant"}, ollamaDone: ollamaDone{Done: true, DoneReason: loadReason(q)}})
+		writeJSON(w, http.StatusOK, ollamaChunk{Model: s.fleet.Tagged(lease.Entry()), CreatedAt: time.Now().UTC(),
+			Message: &ollamaMessage{Role: "assistant"}, ollamaDone: ollamaDone{Done: true, DoneReason: "load"}})
 		return
 	}
 	var e *apiError
@@ -42,6 +42,6 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, e)
 		return
 	}
-	resp := &ollamaResponder{model: lease.Entry().Name, chat: true, start: start, load: load}
+	resp := &ollamaResponder{model: s.fleet.Tagged(lease.Entry()), chat: true, start: start, load: load}
 	s.executeOllama(w, r, j, resp)
 }

@@ -18,10 +18,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	defer lease.Release(q.KeepAlive.d, q.KeepAlive.set)
 	m := lease.Model()
 	if q.Prompt == "" && len(q.Context) == 0 {
-		// ollama's way to load (or, with keep_alive 0, unload) a model.
+		// ollama's way to load a model (unloadOnly answers keep_alive 0).
 		empty := ""
-		writeJSON(w, http.StatusOK, ollamaChunk{Model: lease.Entry().Name, CreatedAt: time.Now().UTC(), Response: &empty,
-			ollamaDone: ollamaDone{Done: true, DoneReason: loadReason(q)}})
+		writeJSON(w, http.StatusOK, ollamaChunk{Model: s.fleet.Tagged(lease.Entry()), CreatedAt: time.Now().UTC(), Response: &empty,
+			ollamaDone: ollamaDone{Done: true, DoneReason: "load"}})
 		return
 	}
 	var prompt []int
@@ -51,16 +51,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, e)
 		return
 	}
-	resp := &ollamaResponder{model: lease.Entry().Name, start: start, load: load, prompt: j.prompt}
+	resp := &ollamaResponder{model: s.fleet.Tagged(lease.Entry()), start: start, load: load, prompt: j.prompt}
 	j.onToken = func(id int) { resp.generated = append(resp.generated, id) }
 	s.executeOllama(w, r, j, resp)
-}
-
-// loadReason is an empty request's done_reason: "load", or "unload" when
-// its keep_alive unloads the model at once.
-func loadReason(q *ollamaRequest) string {
-	if q.KeepAlive.set && q.KeepAlive.d == 0 {
-		return "unload"
-	}
-	return "load"
 }

@@ -54,7 +54,8 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 	}{Models: []ollamaModel{}}
 	for _, e := range s.fleet.Entries() {
 		if d, ok := describe(e); ok {
-			out.Models = append(out.Models, ollamaModel{Name: e.Name, Model: e.Name, ModifiedAt: d.Modified, Size: d.Size,
+			name := s.fleet.Tagged(e)
+			out.Models = append(out.Models, ollamaModel{Name: name, Model: name, ModifiedAt: d.Modified, Size: d.Size,
 				Digest: d.Fingerprint, Details: detailsOf(d)})
 		}
 	}
@@ -118,7 +119,8 @@ func (s *Server) handlePS(w http.ResponseWriter, r *http.Request) {
 		if expires.IsZero() {
 			expires = time.Now().Add(24 * time.Hour * 365)
 		}
-		out.Models = append(out.Models, running{ollamaModel: ollamaModel{Name: res.Entry.Name, Model: res.Entry.Name,
+		name := s.fleet.Tagged(res.Entry)
+		out.Models = append(out.Models, running{ollamaModel: ollamaModel{Name: name, Model: name,
 			ModifiedAt: d.Modified, Size: int64(b.CPU() + b.GPU()), Digest: d.Fingerprint, Details: detailsOf(d)},
 			ExpiresAt: expires, SizeVRAM: b.GPU(), ContextLength: res.Runner.Context()})
 	}

@@ -221,7 +221,14 @@ func (s *Server) prepareOllama(w http.ResponseWriter, r *http.Request, chatMode 
 		ollamaError(w, s.unknownModel(q.Model))
 		return nil, nil, nil, 0, false
 	}
+	if s.unloadOnly(w, &q, chatMode) {
+		return nil, nil, nil, 0, false
+	}
 	if e := q.refuse(); e != nil {
+		ollamaError(w, e)
+		return nil, nil, nil, 0, false
+	}
+	if e := checkIntegers(q.Options); e != nil {
 		ollamaError(w, e)
 		return nil, nil, nil, 0, false
 	}

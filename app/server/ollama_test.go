@@ -30,7 +30,8 @@ func ollamaClient(t *testing.T, ts *testServer) *api.Client {
 
 // ollama's own client lists, shows, chats and generates, streaming and
 // not; the text is what OpenAI's API (and dovetail run) gives for the same
-// prompt.
+// prompt. The list names the model with a tag, as ollama's clients expect,
+// and that name, the file's and the name without a tag all find it.
 func TestOllamaClient(t *testing.T) {
 	ts := start(t, server.Config{})
 	c := ollamaClient(t, ts)
@@ -42,7 +43,7 @@ func TestOllamaClient(t *testing.T) {
 		t.Errorf("version %q, %v", v, err)
 	}
 	list, err := c.List(ctx)
-	if err != nil || len(list.Models) != 1 || list.Models[0].Name != "tinystories656K-Q8_0.gguf" ||
+	if err != nil || len(list.Models) != 1 || list.Models[0].Name != "tinystories656K-Q8_0:latest" || list.Models[0].Model != list.Models[0].Name ||
 		list.Models[0].Details.Format != "gguf" || list.Models[0].Details.Family != "llama" || list.Models[0].Details.QuantizationLevel != "Q8_0" {
 		t.Fatalf("list %+v, %v", list, err)
 	}
@@ -69,7 +70,7 @@ func TestOllamaClient(t *testing.T) {
 		text.Reset()
 		var lastChat api.ChatResponse
 		chunks := 0
-		err = c.Chat(ctx, &api.ChatRequest{Model: "tinystories656K-Q8_0", Stream: &stream, Options: opts,
+		err = c.Chat(ctx, &api.ChatRequest{Model: list.Models[0].Name, Stream: &stream, Options: opts,
 			Messages: []api.Message{{Role: "user", Content: prompt}}},
 			func(r api.ChatResponse) error {
 				text.WriteString(r.Message.Content)
@@ -80,7 +81,8 @@ func TestOllamaClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chat (stream %v): %v", stream, err)
 		}
-		if text.String() != want || !lastChat.Done || lastChat.Message.Role != "assistant" || lastChat.EvalCount != 24 {
+		if text.String() != want || !lastChat.Done || lastChat.Message.Role != "assistant" || lastChat.EvalCount != 24 ||
+			lastChat.Model != list.Models[0].Name {
 			t.Errorf("chat (stream %v): %q, done %+v; want %q", stream, text.String(), lastChat, want)
 		}
 		if stream && chunks < 3 || !stream && chunks != 1 {
@@ -88,7 +90,7 @@ func TestOllamaClient(t *testing.T) {
 		}
 	}
 	ps, err := c.ListRunning(ctx)
-	if err != nil || len(ps.Models) != 1 || ps.Models[0].Size == 0 || ps.Models[0].ContextLength != 512 {
+	if err != nil || len(ps.Models) != 1 || ps.Models[0].Name != list.Models[0].Name || ps.Models[0].Size == 0 || ps.Models[0].ContextLength != 512 {
 		t.Errorf("ps %+v, %v", ps, err)
 	}
 }

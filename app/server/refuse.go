@@ -8,7 +8,9 @@ import (
 // unsupported are the request fields of OpenAI's API that Dovetail does
 // not implement. Clients send many fields with their defaults; a field is
 // refused only when its value asks for something the answer would not do,
-// never ignored in silence.
+// never ignored in silence. web_search_options asks for a web search by
+// being there at all (even {}), as OpenAI's API answers it for a model
+// that cannot search: refused unless null.
 type unsupported struct {
 	Tools            json.RawMessage `json:"tools"`
 	ToolChoice       json.RawMessage `json:"tool_choice"`
@@ -25,6 +27,7 @@ type unsupported struct {
 	Modalities       []string        `json:"modalities"`
 	Prediction       json.RawMessage `json:"prediction"`
 	ReasoningEffort  json.RawMessage `json:"reasoning_effort"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
 }
 
 // refuse names the first field whose value Dovetail cannot honour.
@@ -63,6 +66,8 @@ func (u *unsupported) refuse(chat bool) *apiError {
 		return no("prediction", "predicted outputs are not supported (speculative decoding drafts on its own)")
 	case nonEmpty(u.ReasoningEffort):
 		return no("reasoning_effort", "the model does not reason on request")
+	case !isNull(u.WebSearchOptions):
+		return no("web_search_options", "there is no web search here")
 	}
 	return nil
 }

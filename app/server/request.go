@@ -105,7 +105,9 @@ func decodeBody(r *http.Request, v any) *apiError {
 // jsonKind names a Go kind the way a JSON user knows it.
 func jsonKind(k string) string {
 	switch {
-	case strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") || strings.HasPrefix(k, "float"):
+	case strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint"):
+		return "an integer"
+	case strings.HasPrefix(k, "float"):
 		return "a number"
 	case k == "bool":
 		return "a boolean"

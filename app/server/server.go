@@ -13,13 +13,13 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,6 +40,8 @@ type Server struct {
 	cfg     Config
 	created int64
 	cors    corsPolicy
+	hosts   hostPolicy
+	anyHost atomic.Bool // listening beyond loopback: every Host is answered
 
 	mu     sync.Mutex
 	scheds map[*runner.Runner]*scheduler // a loaded model's slots
@@ -59,7 +61,7 @@ type Server struct {
 type route struct {
 	method  string
 	handler http.HandlerFunc
-	public  bool // answered without the API key
+	public  bool // answered without the API key (/health only)
 }
 
 // Start is New as the front ends take it (api.Start).
@@ -83,6 +85,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := newHosts(cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Models == nil {
 		f, err := runner.NewFleet(nil, runner.FleetOptions{})
 		if err != nil {
@@ -96,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
-	s := &Server{fleet: cfg.Models, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), cors: cors,
+	s := &Server{fleet: cfg.Models, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), cors: cors, hosts: hosts,
 		scheds: map[*runner.Runner]*scheduler{}, queued: map[*scheduler][2]int{}}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.mux = map[string]route{
@@ -104,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		"/v1/completions":      {method: http.MethodPost, handler: s.handleCompletions},
 		"/v1/models":           {method: http.MethodGet, handler: s.handleModels},
 		"/health":              {method: http.MethodGet, handler: s.handleHealth, public: true},
-		"/metrics": {method: http.MethodGet, public: true,
+		"/metrics": {method: http.MethodGet,
 			handler: promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP},
 	}
 	s.ollamaRoutes()
@@ -165,45 +171,45 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
 	defer s.active.Done()
-	if s.cors.handle(w, r) {
-		return // a preflight, answered
-	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	if path == "" {
 		path = "/"
 	}
-	rt, ok := s.mux[path]
-	endpoint := path
-	if !ok {
-		if p, found := strings.CutPrefix(path, "/v1/models/"); found && p != "" {
-			rt, ok, endpoint = route{method: http.MethodGet, handler: s.handleModel}, true, "/v1/models/{model}"
-		} else {
-			endpoint = "other" // unbounded paths must not become label values
-		}
-	}
+	rt, ok, endpoint := s.route(path)
 	rec := &statusRecorder{ResponseWriter: w}
 	defer func() { s.metrics.request(endpoint, rec.code()) }()
+	if e := s.gate(r); e != nil {
+		answerError(rec, path, e)
+		return
+	}
+	if s.cors.handle(rec, r) {
+		return // a preflight, answered
+	}
 	switch {
 	case !ok:
-		writeError(rec, notFound("Unknown request URL: %s %s.", r.Method, r.URL.Path))
+		answerError(rec, path, notFound("Unknown request URL: %s %s.", r.Method, r.URL.Path))
 	case r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead):
 		rec.Header().Set("Allow", rt.method)
 		e := invalid("", "method_not_allowed", "Method %s is not allowed for %s; use %s.", r.Method, path, rt.method)
 		e.Status = http.StatusMethodNotAllowed
-		writeError(rec, e)
+		answerError(rec, path, e)
 	case !rt.public && !s.authorized(r):
-		writeError(rec, errUnauthorized)
+		rec.Header().Set("WWW-Authenticate", "Bearer")
+		answerError(rec, path, errUnauthorized)
 	default:
 		rt.handler(rec, r)
 	}
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.APIKey == "" {
-		return true
+// route is the route of path and its endpoint label for the metrics.
+func (s *Server) route(path string) (route, bool, string) {
+	if rt, ok := s.mux[path]; ok {
+		return rt, true, path
 	}
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), []byte(s.cfg.APIKey)) == 1
+	if p, found := strings.CutPrefix(path, "/v1/models/"); found && p != "" {
+		return route{method: http.MethodGet, handler: s.handleModel}, true, "/v1/models/{model}"
+	}
+	return route{}, false, "other" // unbounded paths must not become label values
 }
 
 // Serve answers on ln until ctx is cancelled, then shuts down gracefully:
@@ -216,6 +222,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	s.anyHost.Store(answersAnyHost(ln))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -85,6 +85,9 @@ func fromPath(path string) ([]Model, error) {
 		if !isGGUF(path) {
 			return nil, fmt.Errorf("models: %s is not a GGUF file", path)
 		}
+		if why := notAModel(path); why != "" {
+			return nil, fmt.Errorf("models: %s is %s, not a model", path, why)
+		}
 		return []Model{{Name: filepath.Base(path), Path: path, Source: "file", Size: st.Size()}}, nil
 	}
 	var out []Model
@@ -101,7 +104,8 @@ type file struct {
 }
 
 // ggufFiles lists the model files under dir: not vision projectors
-// (mmproj), and of a model split in parts only its first.
+// (mmproj), adapters or drafts (notAModel), and of a model split in parts
+// only its first.
 func ggufFiles(dir string) []file {
 	var out []file
 	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
@@ -118,7 +122,7 @@ func ggufFiles(dir string) []file {
 		if !strings.HasSuffix(name, ".gguf") || strings.HasPrefix(name, "mmproj") || isLaterPart(name) {
 			return nil
 		}
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && notAModel(p) == "" {
 			out = append(out, file{p, info.Size()})
 		}
 		return nil

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"dovetail/models/draft"
+	"dovetail/models/gguf"
 )
 
 // put writes a file, making its folders; a model file starts with GGUF.
@@ -106,5 +109,70 @@ func TestUserPlaces(t *testing.T) {
 	p := UserPlaces("/home/u")
 	if p.Ollama[0] != "/srv/ollama" || p.Ollama[1] != "/home/u/.ollama/models" || p.LMStudio[0] != "/home/u/.lmstudio/models" {
 		t.Errorf("%+v", p)
+	}
+}
+
+// writeGGUF writes a GGUF file with the metadata kv (key, value pairs).
+func writeGGUF(t *testing.T, path string, kv ...string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := gguf.NewWriter()
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Set(kv[i], kv[i+1])
+	}
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Drafts, adapters and projectors beside the models are not models: a
+// folder leaves them out, and one named on its own is an error saying
+// what it is.
+func TestNotModels(t *testing.T) {
+	dir := t.TempDir()
+	writeGGUF(t, filepath.Join(dir, "llama.gguf"), "general.architecture", "llama")
+	writeGGUF(t, filepath.Join(dir, "drafts", "0123abcd.gguf"), "general.architecture", draft.Arch)
+	writeGGUF(t, filepath.Join(dir, "lora.gguf"), "general.architecture", "llama", "general.type", "adapter")
+	writeGGUF(t, filepath.Join(dir, "proj.gguf"), "general.architecture", "clip")
+	for _, p := range []Places{{Paths: []string{dir}}, {LMStudio: []string{dir}}} {
+		got, err := Find(p)
+		if err != nil || len(got) != 1 || got[0].Name != "llama.gguf" {
+			t.Errorf("%+v: found %+v, %v", p, got, err)
+		}
+	}
+	_, err := Find(Places{Paths: []string{filepath.Join(dir, "drafts", "0123abcd.gguf")}})
+	if err == nil || !strings.Contains(err.Error(), "draft") || !strings.Contains(err.Error(), "not a model") {
+		t.Errorf("a draft named as a model: %v", err)
+	}
+}
+
+// Names as ollama resolves them: no tag means :latest, the library's host
+// and namespace may be spelt out, case does not matter, and a file is its
+// base name with or without .gguf; a host's port is no tag.
+func TestCanonical(t *testing.T) {
+	for _, same := range [][]string{
+		{"s110", "s110:latest", "S110:Latest", "s110.gguf", "s110.gguf:latest", "library/s110", "registry.ollama.ai/library/s110:latest"},
+		{"llama3:8b", "library/llama3:8b", "registry.ollama.ai/library/llama3:8b", "LLAMA3:8B"},
+		{"jmorgan/tiny", "jmorgan/tiny:latest", "registry.ollama.ai/jmorgan/tiny"},
+		{"host:5000/ns/m", "host:5000/ns/m:latest"},
+	} {
+		for _, n := range same[1:] {
+			if Canonical(n) != Canonical(same[0]) {
+				t.Errorf("%q is %q, %q is %q", n, Canonical(n), same[0], Canonical(same[0]))
+			}
+		}
+	}
+	for _, other := range [][2]string{{"s110", "s110:q8"}, {"llama3:8b", "llama3"}, {"jmorgan/tiny", "tiny"}, {"a/b.gguf", "b"}} {
+		if Canonical(other[0]) == Canonical(other[1]) {
+			t.Errorf("%q and %q both %q", other[0], other[1], Canonical(other[0]))
+		}
+	}
+	for name, want := range map[string]string{"s110.gguf": "s110:latest", "sub/b.gguf": "sub/b:latest", "llama3:8b": "llama3:8b",
+		"hf.co/bartowski/Qwen2-GGUF:Q4_K_M": "hf.co/bartowski/Qwen2-GGUF:Q4_K_M"} {
+		if got := (Model{Name: name}).Tagged(); got != want {
+			t.Errorf("%q tagged %q, want %q", name, got, want)
+		}
 	}
 }
