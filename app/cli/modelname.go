@@ -41,11 +41,7 @@ func findModel(name, dir string) (discover.Model, error) {
 	if err != nil {
 		return discover.Model{}, err
 	}
-	if e, ok := fleet.Lookup(name); ok {
-		return e, nil
-	}
-	// ollama's names: "llama3" is "llama3:latest".
-	if e, ok := fleet.Lookup(name + ":latest"); ok && !strings.Contains(name, ":") {
+	if e, ok := fleet.Lookup(name); ok { // ollama's names too: "llama3" is "llama3:latest"
 		return e, nil
 	}
 	return discover.Model{}, fmt.Errorf("no model %q: not a file, nor one of the models found (%s)", name, someNames(found))
