@@ -59,11 +59,13 @@ func (f *modelFlags) options(stderr io.Writer) (runner.Options, error) {
 	if f.threads < 1 {
 		return o, usageError{fmt.Errorf("--threads %d must be at least 1", f.threads)}
 	}
+	// The runner's messages begin with the option's name: with "--" in
+	// front they name the flag.
 	if o.Draft, err = runner.ParseDraft(f.draft); err != nil {
-		return o, usageError{err}
+		return o, usageError{fmt.Errorf("--%w", err)}
 	}
 	if o.Device, err = runner.ParseDevice(f.adapt.device); err != nil {
-		return o, usageError{err}
+		return o, usageError{fmt.Errorf("--%w", err)}
 	}
 	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
 		return o, usageError{err}
