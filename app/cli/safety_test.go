@@ -22,6 +22,8 @@ import (
 	"dovetail/app/runner/store"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
+	"dovetail/models/synth"
+	"dovetail/quant"
 )
 
 // command is the command line run as a process of its own.
@@ -96,6 +98,9 @@ func TestBadValuesNeverPanic(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "-p", "x", "--ctx", "999999999"},
 		{"run", "-p", "x", "--ctx", "-5"},
+		{"run", "-p", "x", "--ctx", "36028797018963968"},  // 2^55: the cache's size overflowed
+		{"run", "-p", "x", "--ctx", "576460752303423488"}, // 2^59: makeslice: len out of range
+		{"run", "-p", "x", "--ctx", "9223372036854775807"},
 		{"run", "-p", "x", "--threads", cpus},
 		{"run", "-p", "x", "--threads", "-1"},
 		{"run", "-p", "x", "--threads", "100000000000"},
@@ -142,14 +147,40 @@ func TestContextAndThreads(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "warning: context 300 is beyond the 128 tokens") {
 		t.Errorf("--ctx 300: exit %d, %q", code, errOut)
 	}
+	// 256 layers of 64 keys and values: a cache of 2^24 positions takes
+	// 1 TiB, more than any machine the tests run on.
+	deep := synthModel(t, "dim=64,layers=256,heads=4,ffn=64,vocab=300,ctx=128")
+	_, errOut, code = runCLI(t, "run", "-m", deep, "-p", "x", "--draft", "none", "--ctx", "16777216")
+	if code != 1 || !strings.Contains(errOut, "not enough memory: a context of 16777216 positions needs a kv cache of 1.0 TiB") {
+		t.Errorf("--ctx 16777216: exit %d, %q", code, errOut)
+	}
 	_, errOut, code = runCLI(t, "run", "-p", "x", "--ctx", "999999999")
-	if code != 1 || !strings.Contains(errOut, "not enough memory") || !strings.Contains(errOut, "kv cache") {
+	if code != 2 || !strings.Contains(errOut, "--ctx 999999999: want a value in [0, 16777216]") {
 		t.Errorf("--ctx 999999999: exit %d, %q", code, errOut)
 	}
 	_, errOut, code = runCLI(t, "run", "-p", "x", "--threads", "1000")
 	if code != 2 || !strings.Contains(errOut, "this machine has "+strconv.Itoa(runtime.NumCPU())+" logical CPUs") {
 		t.Errorf("--threads 1000: exit %d, %q", code, errOut)
 	}
+}
+
+// synthModel writes a random-weight model of shape (synth's syntax) and
+// returns its path.
+func synthModel(t *testing.T, shape string) string {
+	t.Helper()
+	sh, err := synth.ParseShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(sh, synth.Options{Type: quant.Q8_0, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // installAt saves a draft for a made-up target named target under
