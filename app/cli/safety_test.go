@@ -312,3 +312,22 @@ func TestServeSaysWhatItKeeps(t *testing.T) {
 }
 
 var _ = time.Second
+
+// synth counts a shape's bytes before it allocates them: one that does
+// not fit in memory is refused in a line naming the shape and the bytes,
+// and nothing is written.
+func TestSynthRefusesTooLarge(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "big.gguf")
+	for _, c := range []struct{ shape, want string }{
+		{"dim=1000000,layers=1000,heads=1000,ffn=4000000", "shape dim=1000000,layers=1000,heads=1000,kv=1000,ffn=4000000,vocab=32000 in Q8_0 needs 17000076004000000 bytes"},
+		{"dim=4611686018427387904,layers=9,heads=1,ffn=9", "needs more than 2^64 bytes"},
+	} {
+		_, errOut, code := runCLI(t, "synth", "--shape", c.shape, "-o", out)
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("synth --shape %s: exit %d, %q", c.shape, code, errOut)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("synth --shape %s wrote %s", c.shape, out)
+		}
+	}
+}
