@@ -331,3 +331,38 @@ func TestSynthRefusesTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// A truncated saved draft is listed in a row like the others, why it does
+// not load below the table; the first run that loads it moves it aside
+// with one warning, and later runs say nothing.
+func TestTruncatedDraftSetAside(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	m, err := runner.OpenModel("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	installAt(t, m.Fingerprint, m.Name)
+	st, _ := store.Open()
+	path := st.DraftPath(m.Fingerprint)
+	raw, _ := os.ReadFile(path)
+	os.WriteFile(path, raw[:len(raw)/2], 0o600)
+	out, _, _ := runCLI(t, "drafts")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "(unreadable) "+m.Fingerprint+".gguf: ") != strings.Contains(line, "truncated") {
+			t.Errorf("drafts: the reason is not on a line of its own:\n%s", out)
+		}
+	}
+	args := []string{"run", "-p", "x", "-n", "2", "--adapt", "off", "--plan=false"}
+	_, errOut, code := runCLI(t, args...)
+	if code != 0 || strings.Count(errOut, "warning:") != 1 || !strings.Contains(errOut, "moved it to "+path+".corrupt\n") {
+		t.Fatalf("first run: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, _ := runCLI(t, args...); strings.Contains(errOut, "warning") {
+		t.Errorf("second run warns again:\n%s", errOut)
+	}
+	out, _, _ = runCLI(t, "drafts")
+	if !strings.Contains(out, "(set aside: .gguf.corrupt)  "+m.Fingerprint) || strings.Contains(out, "truncated") {
+		t.Errorf("drafts after the draft was set aside:\n%s", out)
+	}
+}
