@@ -3,8 +3,10 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"dovetail/app/runner/store"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
+	"dovetail/models/gguf"
 	"dovetail/models/synth"
 	"dovetail/quant"
 )
@@ -364,5 +367,55 @@ func TestTruncatedDraftSetAside(t *testing.T) {
 	out, _, _ = runCLI(t, "drafts")
 	if !strings.Contains(out, "(set aside: .gguf.corrupt)  "+m.Fingerprint) || strings.Contains(out, "truncated") {
 		t.Errorf("drafts after the draft was set aside:\n%s", out)
+	}
+}
+
+// nanModel writes a copy of stories260K-f32 whose F32 tensor holds NaN at
+// values [from, to), and returns its path.
+func nanModel(t *testing.T, tensor string, from, to int) string {
+	t.Helper()
+	buf, err := os.ReadFile(golden.ModelPath("stories260K-f32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse("stories260K-f32.gguf", buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor(tensor)
+	if !ok || ti.Type != quant.F32 {
+		t.Fatalf("%s: %v", tensor, ti)
+	}
+	data := f.TensorData(ti) // a slice of buf
+	for i := from; i < to; i++ {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(math.NaN())))
+	}
+	path := filepath.Join(t.TempDir(), "nan.gguf")
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A model whose forward pass gives NaN logits stops with one line naming
+// the model, plain or speculative, whether every logit is NaN (the final
+// norm's weights) or one that the argmax passes over (one row of the LM
+// head): never a run of "88888".
+func TestNaNWeightsStop(t *testing.T) {
+	for _, c := range []struct {
+		name, tensor string
+		from, to     int
+	}{
+		{"all NaN", "output_norm.weight", 0, 64},
+		{"one logit NaN", "output.weight", 511 * 64, 512 * 64},
+	} {
+		model := nanModel(t, c.tensor, c.from, c.to)
+		for _, d := range []string{"none", "ngram"} {
+			out, errOut, code := runCLI(t, "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "--draft", d, "--plan=false")
+			if code != 1 || !strings.HasPrefix(errOut, "dovetail: nan.gguf: the forward pass produced logits that are not numbers (NaN") ||
+				strings.Count(strings.TrimSpace(errOut), "\n") > 0 || strings.TrimSpace(out) != "" {
+				t.Errorf("%s, --draft %s: exit %d, stdout %q, stderr %q", c.name, d, code, out, errOut)
+			}
+		}
 	}
 }

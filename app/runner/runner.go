@@ -277,7 +277,7 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 	}
 	st, err := engine.Generate(ctx, s.target, req, emit)
 	s.r.tally(st)
-	return st, err
+	return st, s.r.modelError(err)
 }
 
 // Plain runs req on the slot without any drafter: the target alone, what
@@ -285,7 +285,17 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 func (s *Slot) Plain(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
 	defer s.r.generating()()
 	req.Drafter, req.Planner = nil, nil
-	return engine.Generate(ctx, s.target, req, emit)
+	st, err := engine.Generate(ctx, s.target, req, emit)
+	return st, s.r.modelError(err)
+}
+
+// modelError names the model in an error that is the model's own: logits
+// that are not numbers.
+func (r *Runner) modelError(err error) error {
+	if errors.Is(err, engine.ErrNotFinite) {
+		return fmt.Errorf("%s: %w: its weights are damaged or its numbers overflow; check the file, or try another quantization", r.model.Name, err)
+	}
+	return err
 }
 
 // generating counts a generation under way until the function it returns
