@@ -49,7 +49,7 @@ var flagBounds = map[string]bound{
 	"temp": within(0, 100), "top-p": share, "top-k": nonNeg, "min-p": share, "repeat-penalty": nonNeg, "seed": anyValue,
 	"n": anyValue, // run: ≤ 0 is to the end of the context
 	// serve.
-	"port": within(0, 65535), "parallel": within(1, 256), "queue": nonNeg, "max-loaded": within(1, 1024),
+	"port": within(0, 65535), "parallel": within(1, 256), "queue": nonNeg, "max-loaded": atLeast(1),
 	"keep-alive": anyValue, "shutdown-grace": nonNeg,
 	// bench and bench adapt.
 	"depth": nonNeg, "reps": within(1, 10000), "bench adapt --n": atLeast(1), "repeat": within(1, 1000),

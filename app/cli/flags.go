@@ -32,7 +32,7 @@ func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 	fl := c.Flags()
 	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads (at most the machine's logical CPUs)")
-	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
+	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's; beyond its training length with a warning; at most 16777216)")
 	fl.StringVar(&f.draft, "draft", "auto", draftHelp)
 	fl.IntVar(&f.tree.TopK, "tree-k", tree.Server.TopK, "draft tree: children per expanded node")
 	fl.IntVar(&f.tree.Depth, "tree-depth", tree.Server.Depth, "draft tree: expansion rounds")

@@ -49,7 +49,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"distill", "--self", "2", "-o", "x.gguf", "--device", ""}, `--device "": want auto, cpu or cuda[:N]`},
 		{[]string{"bench", "adapt", "--csv", "x.csv", "--draft", ""}, `--draft ""`},
 		{[]string{"run", "-p", "x", "--adapt-memory", "-5"}, "--adapt-memory -5: want a value in [0, 268435456]"},
-		{[]string{"serve", "--max-loaded", "0"}, "--max-loaded 0: want a value in [1, 1024]"},
+		{[]string{"serve", "--max-loaded", "0"}, "--max-loaded 0: want at least 1"},
 		{[]string{"serve", "--parallel", "0"}, "--parallel 0"},
 		{[]string{"chat", "--top-p", "NaN"}, "--top-p NaN: want a finite number"},
 		{[]string{"bench", "adapt", "--csv", "x.csv", "-n", "0"}, "-n 0: want at least 1"},
