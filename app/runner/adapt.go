@@ -213,7 +213,7 @@ func (a *adaptive) loadMemory(vocab int) {
 	}
 	if err != nil {
 		text := fmt.Sprintf("ignoring the saved text memory %s, which does not load (%v)", a.memoryFile, err)
-		switch aside, serr := a.store.SetAside(a.memoryFile); {
+		switch aside, serr := setAsideUnlessDenied(a.store, a.memoryFile, err); {
 		case serr != nil:
 			text += ": " + serr.Error()
 			a.memoryBad = true

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 
+	"dovetail/app/runner/store"
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/device"
@@ -187,16 +188,26 @@ func (r *Runner) savedDraft(setAside bool) (*draft.Checkpoint, string) {
 }
 
 // setAsideDraft moves the saved draft at path, which did not load (err),
-// out of the way, and says so.
+// out of the way, and says so. One this process may not read is only
+// ignored: it is not known to be damaged.
 func (r *Runner) setAsideDraft(path string, err error) {
 	text := fmt.Sprintf("ignoring the saved draft, which does not load (%v)", err)
-	switch aside, serr := r.store.SetAside(path); {
+	switch aside, serr := setAsideUnlessDenied(r.store, path, err); {
 	case serr != nil:
 		text += ": " + serr.Error()
 	case aside != "":
 		text += ": moved it to " + aside
 	}
 	r.notify(Notice{Warning: true, Text: text})
+}
+
+// setAsideUnlessDenied sets aside the file at path, which failed to load
+// with err, unless err is a permission this process lacks.
+func setAsideUnlessDenied(st *store.Store, path string, err error) (string, error) {
+	if errors.Is(err, fs.ErrPermission) {
+		return "", nil
+	}
+	return st.SetAside(path)
 }
 
 // openDGF runs a DGF draft (ck nil: a new one) where it fits best within
