@@ -19,8 +19,11 @@ type emitter struct {
 }
 
 // push emits tok, chosen from the logits row, unless it stops
-// generation; done reports the end.
+// generation or the row is not numbers; done reports the end.
 func (e *emitter) push(tok int, from Source, row []float32) (done bool, err error) {
+	if err := checkFinite(row, len(e.history)); err != nil {
+		return true, err
+	}
 	if e.stop != nil && e.stop(tok) {
 		e.st.StopReason = "stop"
 		return true, nil

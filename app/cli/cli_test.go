@@ -181,7 +181,7 @@ func TestRunDraftErrors(t *testing.T) {
 		{[]string{"run", "-p", "x", "--draft", "magic"}, 2, `draft "magic"`},
 		{[]string{"run", "-p", "x", "--draft", "model:"}, 2, "needs a path"},
 		{[]string{"run", "-p", "x", "--draft", "model:" + golden.ModelPath("stories260K-f32.gguf")}, 1, "vocabularies differ"},
-		{[]string{"run", "-p", "x", "--tree-k", "0"}, 2, "tree top-k"},
+		{[]string{"run", "-p", "x", "--tree-k", "0"}, 2, "--tree-k 0: want a value in [1, 64]"},
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)

@@ -31,8 +31,9 @@ func newDistillCmd() *cobra.Command {
 		Long: "Train a Dovetail draft (DGF + M decoder blocks, the target's embeddings and LM head shared)\n" +
 			"to predict the target's next hidden state, from the target's own features on a corpus.\n" +
 			"--self N first generates N samples from the target itself (varied prompts, seeds and\n" +
-			"temperatures; kept in DRAFT.gguf.self.txt) and trains on those, the usual way when the\n" +
-			"target's training data is unknown. Progress, loss, top-1 agreement with the target and\n" +
+			"temperatures; kept in DRAFT.gguf.self.txt, which a later run continues, saying so, and\n" +
+			"--fresh makes anew) and trains on those, the usual way when the target's training data is\n" +
+			"unknown. Progress, loss, top-1 agreement with the target and\n" +
 			"ETA go to stderr. Ctrl-C saves a resume checkpoint (DRAFT.gguf.resume): the same command\n" +
 			"continues from it. An existing DRAFT.gguf is not overwritten without --force. --install\n" +
 			"also saves the draft where `run --draft auto` finds it (<user config dir>/dovetail/drafts/\n" +
@@ -64,8 +65,8 @@ func newDistillCmd() *cobra.Command {
 	fl.Int64Var(&f.o.Seed, "seed", d.Seed, "random seed (initialization, data order, samples)")
 	fl.IntVarP(&f.o.Threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	fl.StringVar(&f.device, "device", d.Device.String(), "where the draft trains: auto (a CUDA GPU when there is one and the draft is large), cpu, or cuda[:N]")
-	fl.BoolVar(&f.o.Fresh, "fresh", false, "start over even if a resume checkpoint exists")
-	fl.BoolVar(&f.o.Install, "install", false, "also save the draft where `run --draft auto` looks for this target's draft (the one it replaces is kept: `dovetail drafts restore`)")
+	fl.BoolVar(&f.o.Fresh, "fresh", false, "start over: no resume checkpoint, and new --self samples in place of those kept in DRAFT.gguf.self.txt")
+	fl.BoolVar(&f.o.Install, "install", false, "also save the draft where 'run --draft auto' looks for this target's draft (the one it replaces is kept: 'dovetail drafts restore')")
 	fl.BoolVar(&f.o.Force, "force", false, "overwrite an existing output file")
 	fl.DurationVar(&f.o.SaveEvery, "save-every", d.SaveEvery, "how often to write checkpoints while training")
 	fl.IntVar(&f.o.StopAfter, "stop-after", 0, "")
@@ -76,7 +77,7 @@ func newDistillCmd() *cobra.Command {
 func runDistill(c *cobra.Command, f *distillFlags) error {
 	var err error
 	if f.o.Device, err = runner.ParseDevice(f.device); err != nil {
-		return usageError{fmt.Errorf("distill: %v", err)}
+		return usageError{fmt.Errorf("distill: --%v", err)}
 	}
 	if err := f.o.Validate(); err != nil {
 		return usageError{fmt.Errorf("distill: %v", err)}

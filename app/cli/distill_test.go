@@ -197,3 +197,36 @@ func TestRunAutoUsesInstalledDraft(t *testing.T) {
 		t.Errorf("--draft auto with an installed draft: %+v", r.Stats)
 	}
 }
+
+// --self continues the samples an earlier run left in OUT.self.txt, and
+// says so; --fresh replaces them, saying so; neither is silent.
+func TestDistillSaysWhatItDoesWithSamples(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "d.gguf")
+	samples := out + ".self.txt"
+	os.WriteFile(samples, []byte("Once upon a time there was a cat.\n<|endoftext|>\n"), 0o644)
+	distill := func(extra ...string) string {
+		t.Helper()
+		args := append([]string{"distill", "-m", golden.ModelPath("stories260K-f32.gguf"), "--self-len", "12", "--seq-len", "8",
+			"--batch", "8", "--steps", "1", "--eval", "0", "-t", "1", "-o", out, "--force"}, extra...)
+		_, errOut, code := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", extra, code, errOut)
+		}
+		return errOut
+	}
+	count := func() int { b, _ := os.ReadFile(samples); return strings.Count(string(b), "<|endoftext|>") }
+	if errOut := distill("--self", "3"); !strings.Contains(errOut, "continuing the 1 samples already in "+samples+": 2 more to make") || count() != 3 {
+		t.Errorf("continuing: %d samples kept\n%s", count(), errOut)
+	}
+	if errOut := distill("--self", "2"); !strings.Contains(errOut, "using 2 of the 3 samples already in "+samples) {
+		t.Errorf("reusing:\n%s", errOut)
+	}
+	first, _ := os.ReadFile(samples)
+	if errOut := distill("--self", "2", "--fresh"); !strings.Contains(errOut, "replacing the 3 samples in "+samples) || count() != 2 {
+		t.Errorf("--fresh: %d samples\n%s", count(), errOut)
+	}
+	if now, _ := os.ReadFile(samples); strings.HasPrefix(string(now), string(first[:20])) {
+		t.Errorf("--fresh kept the old samples: %q", now)
+	}
+}

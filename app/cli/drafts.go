@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,7 +19,8 @@ func newDraftsCmd() *cobra.Command {
 		Long: "List the DGF drafts kept in <user config dir>/dovetail/drafts, one per target model:\n" +
 			"the target, file size, adapted version, τ (tokens per round) measured each time\n" +
 			"adaptation swapped in a better draft, and the size of the text memory saved beside it\n" +
-			"(the verified text whose continuations drafts propose). `dovetail drafts rm` deletes both;\n" +
+			"(the verified text whose continuations drafts propose); and files set aside because they did\n" +
+			"not load (NAME.corrupt). `dovetail drafts rm` deletes them all;\n" +
 			"`dovetail drafts restore` brings back the draft an install replaced.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return listDrafts(c) },
@@ -54,9 +58,18 @@ func listDrafts(c *cobra.Command) error {
 	}
 	w := tabwriter.NewWriter(c.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "TARGET\tFINGERPRINT\tSIZE\tVERSION\tτ HISTORY\tMEMORY\tSAVED")
+	// Why a file does not load goes below the table, a line each: in a
+	// column it would stretch every row.
+	var notes []string
 	for _, d := range ds {
 		if d.Err != nil {
-			fmt.Fprintf(w, "(unreadable)\t%s\t%s\t-\t%v\t-\t-\n", d.Fingerprint, humanBytes(uint64(max(d.Size, d.Memory))), d.Err)
+			what := "(unreadable)"
+			if d.Aside {
+				what = "(set aside: " + strings.TrimPrefix(filepath.Base(d.Path), d.Fingerprint) + ")"
+			} else {
+				notes = append(notes, fmt.Sprintf("(unreadable) %s: %v", filepath.Base(d.Path), d.Err))
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t-\t-\t-\t-\n", what, d.Fingerprint, humanBytes(uint64(max(d.Size, d.Memory))))
 			continue
 		}
 		size, memory := "-", "-"
@@ -74,6 +87,12 @@ func listDrafts(c *cobra.Command) error {
 			orDash(tauHistory(d.TauHistory)), memory, orDash(d.SavedAt))
 	}
 	w.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(c.OutOrStdout(), n)
+	}
+	if slices.ContainsFunc(ds, func(d store.Saved) bool { return d.Aside }) {
+		fmt.Fprintln(c.OutOrStdout(), "(set aside): files that did not load, kept for you to inspect; `dovetail drafts rm FINGERPRINT` deletes them with the rest")
+	}
 	fmt.Fprintf(c.OutOrStdout(), "in %s\n", st.DraftsDir())
 	return nil
 }

@@ -32,7 +32,7 @@ func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 	fl := c.Flags()
 	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads (at most the machine's logical CPUs)")
-	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's)")
+	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's; beyond its training length with a warning; at most 16777216)")
 	fl.StringVar(&f.draft, "draft", "auto", draftHelp)
 	fl.IntVar(&f.tree.TopK, "tree-k", tree.Server.TopK, "draft tree: children per expanded node")
 	fl.IntVar(&f.tree.Depth, "tree-depth", tree.Server.Depth, "draft tree: expansion rounds")
@@ -59,11 +59,13 @@ func (f *modelFlags) options(stderr io.Writer) (runner.Options, error) {
 	if f.threads < 1 {
 		return o, usageError{fmt.Errorf("--threads %d must be at least 1", f.threads)}
 	}
+	// The runner's messages begin with the option's name: with "--" in
+	// front they name the flag.
 	if o.Draft, err = runner.ParseDraft(f.draft); err != nil {
-		return o, usageError{err}
+		return o, usageError{fmt.Errorf("--%w", err)}
 	}
 	if o.Device, err = runner.ParseDevice(f.adapt.device); err != nil {
-		return o, usageError{err}
+		return o, usageError{fmt.Errorf("--%w", err)}
 	}
 	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
 		return o, usageError{err}

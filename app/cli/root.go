@@ -14,9 +14,10 @@ import (
 
 // Main runs the command line and returns the exit status. Errors print as
 // one line; a panic is caught and reported the same way, so no stack trace
-// reaches a user. An interrupted command exits 130, as a shell's would.
-// start makes the API server `serve` runs (server.Start; nil: serve says
-// this build has none).
+// reaches a user. A usage error (a flag, argument or command that is not
+// one, a value out of range) exits 2, any other failure 1, and an
+// interrupted command 130, as a shell's would. start makes the API server
+// `serve` runs (server.Start; nil: serve says this build has none).
 func Main(args []string, stdout, stderr io.Writer, start api.Start) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -25,21 +26,28 @@ func Main(args []string, stdout, stderr io.Writer, start api.Start) (code int) {
 		}
 	}()
 	root := newRoot(stdout, stderr, start)
+	started := markStarts(root)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		var ie interrupted
-		if errors.As(err, &ie) {
-			fmt.Fprintf(stderr, "dovetail: %v\n", err)
-			return 130
-		}
-		fmt.Fprintf(stderr, "dovetail: %v\n", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
-	return 0
+	var ie interrupted
+	if errors.As(err, &ie) {
+		fmt.Fprintf(stderr, "dovetail: %v\n", err)
+		return 130
+	}
+	// What cobra refuses before a command starts (an unknown command,
+	// the wrong number of arguments) is how the command was called.
+	var ue usageError
+	if !errors.As(err, &ue) && !*started {
+		err = usageError{fmt.Errorf("%s (see '%s --help')", oneLine(err.Error()), cmd.CommandPath())}
+	}
+	fmt.Fprintf(stderr, "dovetail: %v\n", err)
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
 }
 
 // usageError marks errors in how the command was called.
@@ -62,9 +70,8 @@ func newRoot(stdout, stderr io.Writer, start api.Start) *cobra.Command {
 	root.SetVersionTemplate("dovetail {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%v (see '%s --help')", err, c.CommandPath())}
-	})
+	root.SetFlagErrorFunc(flagError)
+	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return checkBounds(c) }
 	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(start), newDraftsCmd(),
 		newProbeCmd(), newSetupCmd(), newChatCmd())
 	return root

@@ -3,8 +3,10 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,9 @@ import (
 	"dovetail/app/runner/store"
 	"dovetail/internal/golden"
 	"dovetail/models/draft"
+	"dovetail/models/gguf"
+	"dovetail/models/synth"
+	"dovetail/quant"
 )
 
 // command is the command line run as a process of its own.
@@ -96,6 +101,9 @@ func TestBadValuesNeverPanic(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "-p", "x", "--ctx", "999999999"},
 		{"run", "-p", "x", "--ctx", "-5"},
+		{"run", "-p", "x", "--ctx", "36028797018963968"},  // 2^55: the cache's size overflowed
+		{"run", "-p", "x", "--ctx", "576460752303423488"}, // 2^59: makeslice: len out of range
+		{"run", "-p", "x", "--ctx", "9223372036854775807"},
 		{"run", "-p", "x", "--threads", cpus},
 		{"run", "-p", "x", "--threads", "-1"},
 		{"run", "-p", "x", "--threads", "100000000000"},
@@ -142,14 +150,40 @@ func TestContextAndThreads(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "warning: context 300 is beyond the 128 tokens") {
 		t.Errorf("--ctx 300: exit %d, %q", code, errOut)
 	}
+	// 256 layers of 64 keys and values: a cache of 2^24 positions takes
+	// 1 TiB, more than any machine the tests run on.
+	deep := synthModel(t, "dim=64,layers=256,heads=4,ffn=64,vocab=300,ctx=128")
+	_, errOut, code = runCLI(t, "run", "-m", deep, "-p", "x", "--draft", "none", "--ctx", "16777216")
+	if code != 1 || !strings.Contains(errOut, "not enough memory: a context of 16777216 positions needs a kv cache of 1.0 TiB") {
+		t.Errorf("--ctx 16777216: exit %d, %q", code, errOut)
+	}
 	_, errOut, code = runCLI(t, "run", "-p", "x", "--ctx", "999999999")
-	if code != 1 || !strings.Contains(errOut, "not enough memory") || !strings.Contains(errOut, "kv cache") {
+	if code != 2 || !strings.Contains(errOut, "--ctx 999999999: want a value in [0, 16777216]") {
 		t.Errorf("--ctx 999999999: exit %d, %q", code, errOut)
 	}
 	_, errOut, code = runCLI(t, "run", "-p", "x", "--threads", "1000")
 	if code != 2 || !strings.Contains(errOut, "this machine has "+strconv.Itoa(runtime.NumCPU())+" logical CPUs") {
 		t.Errorf("--threads 1000: exit %d, %q", code, errOut)
 	}
+}
+
+// synthModel writes a random-weight model of shape (synth's syntax) and
+// returns its path.
+func synthModel(t *testing.T, shape string) string {
+	t.Helper()
+	sh, err := synth.ParseShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(sh, synth.Options{Type: quant.Q8_0, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // installAt saves a draft for a made-up target named target under
@@ -281,3 +315,107 @@ func TestServeSaysWhatItKeeps(t *testing.T) {
 }
 
 var _ = time.Second
+
+// synth counts a shape's bytes before it allocates them: one that does
+// not fit in memory is refused in a line naming the shape and the bytes,
+// and nothing is written.
+func TestSynthRefusesTooLarge(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "big.gguf")
+	for _, c := range []struct{ shape, want string }{
+		{"dim=1000000,layers=1000,heads=1000,ffn=4000000", "shape dim=1000000,layers=1000,heads=1000,kv=1000,ffn=4000000,vocab=32000 in Q8_0 needs 17000076004000000 bytes"},
+		{"dim=4611686018427387904,layers=9,heads=1,ffn=9", "needs more than 2^64 bytes"},
+	} {
+		_, errOut, code := runCLI(t, "synth", "--shape", c.shape, "-o", out)
+		if code != 1 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("synth --shape %s: exit %d, %q", c.shape, code, errOut)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("synth --shape %s wrote %s", c.shape, out)
+		}
+	}
+}
+
+// A truncated saved draft is listed in a row like the others, why it does
+// not load below the table; the first run that loads it moves it aside
+// with one warning, and later runs say nothing.
+func TestTruncatedDraftSetAside(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	m, err := runner.OpenModel("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	installAt(t, m.Fingerprint, m.Name)
+	st, _ := store.Open()
+	path := st.DraftPath(m.Fingerprint)
+	raw, _ := os.ReadFile(path)
+	os.WriteFile(path, raw[:len(raw)/2], 0o600)
+	out, _, _ := runCLI(t, "drafts")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "(unreadable) "+m.Fingerprint+".gguf: ") != strings.Contains(line, "truncated") {
+			t.Errorf("drafts: the reason is not on a line of its own:\n%s", out)
+		}
+	}
+	args := []string{"run", "-p", "x", "-n", "2", "--adapt", "off", "--plan=false"}
+	_, errOut, code := runCLI(t, args...)
+	if code != 0 || strings.Count(errOut, "warning:") != 1 || !strings.Contains(errOut, "moved it to "+path+".corrupt\n") {
+		t.Fatalf("first run: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, _ := runCLI(t, args...); strings.Contains(errOut, "warning") {
+		t.Errorf("second run warns again:\n%s", errOut)
+	}
+	out, _, _ = runCLI(t, "drafts")
+	if !strings.Contains(out, "(set aside: .gguf.corrupt)  "+m.Fingerprint) || strings.Contains(out, "truncated") {
+		t.Errorf("drafts after the draft was set aside:\n%s", out)
+	}
+}
+
+// nanModel writes a copy of stories260K-f32 whose F32 tensor holds NaN at
+// values [from, to), and returns its path.
+func nanModel(t *testing.T, tensor string, from, to int) string {
+	t.Helper()
+	buf, err := os.ReadFile(golden.ModelPath("stories260K-f32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse("stories260K-f32.gguf", buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := f.Tensor(tensor)
+	if !ok || ti.Type != quant.F32 {
+		t.Fatalf("%s: %v", tensor, ti)
+	}
+	data := f.TensorData(ti) // a slice of buf
+	for i := from; i < to; i++ {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(math.NaN())))
+	}
+	path := filepath.Join(t.TempDir(), "nan.gguf")
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A model whose forward pass gives NaN logits stops with one line naming
+// the model, plain or speculative, whether every logit is NaN (the final
+// norm's weights) or one that the argmax passes over (one row of the LM
+// head): never a run of "88888".
+func TestNaNWeightsStop(t *testing.T) {
+	for _, c := range []struct {
+		name, tensor string
+		from, to     int
+	}{
+		{"all NaN", "output_norm.weight", 0, 64},
+		{"one logit NaN", "output.weight", 511 * 64, 512 * 64},
+	} {
+		model := nanModel(t, c.tensor, c.from, c.to)
+		for _, d := range []string{"none", "ngram"} {
+			out, errOut, code := runCLI(t, "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "--draft", d, "--plan=false")
+			if code != 1 || !strings.HasPrefix(errOut, "dovetail: nan.gguf: the forward pass produced logits that are not numbers (NaN") ||
+				strings.Count(strings.TrimSpace(errOut), "\n") > 0 || strings.TrimSpace(out) != "" {
+				t.Errorf("%s, --draft %s: exit %d, stdout %q, stderr %q", c.name, d, code, out, errOut)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"dovetail/internal/sysmem"
 	"dovetail/models/gguf"
 	"dovetail/models/synth"
 	"dovetail/quant"
@@ -47,6 +48,9 @@ func newSynthCmd() *cobra.Command {
 			if _, err := os.Stat(out); err == nil {
 				return fmt.Errorf("synth: %s exists; remove it first (synth never overwrites a file)", out)
 			}
+			if err := fitsInMemory(sh, t); err != nil {
+				return err
+			}
 			start := time.Now()
 			w, err := synth.Build(sh, opts)
 			if err != nil {
@@ -68,4 +72,15 @@ func newSynthCmd() *cobra.Command {
 	fl.StringVarP(&out, "output", "o", "", "output GGUF file")
 	fl.Uint64Var(&seed, "seed", 1, "random seed")
 	return c
+}
+
+// fitsInMemory refuses a shape whose model, which synth holds whole
+// before writing it, would not fit in the memory available.
+func fitsInMemory(sh synth.Shape, t quant.Type) error {
+	n, ok := sh.Bytes(t)
+	info, err := sysmem.Read()
+	if !ok || err == nil && n > info.Available {
+		return &synth.TooLargeError{Shape: sh, Type: t, Bytes: n, Available: info.Available}
+	}
+	return nil
 }

@@ -197,8 +197,8 @@ func (a *adaptive) published(int) {
 }
 
 // loadMemory fills the text memory with the one saved for the target, if
-// any. One that does not load is a notice (and is set aside at the next
-// save, never overwritten).
+// any. One that does not load is set aside (never overwritten), with a
+// notice; where it cannot be, it is tried again at the next save.
 func (a *adaptive) loadMemory(vocab int) {
 	m := a.adapter.Memory()
 	if m == nil || a.memoryFile == "" {
@@ -212,8 +212,15 @@ func (a *adaptive) loadMemory(vocab int) {
 		_, err = m.Load(data, vocab)
 	}
 	if err != nil {
-		a.notify(Notice{Warning: true, Text: fmt.Sprintf("ignoring the saved text memory %s: %v", a.memoryFile, err)})
-		a.memoryBad = true
+		text := fmt.Sprintf("ignoring the saved text memory %s, which does not load (%v)", a.memoryFile, err)
+		switch aside, serr := setAsideUnlessDenied(a.store, a.memoryFile, err); {
+		case serr != nil:
+			text += ": " + serr.Error()
+			a.memoryBad = true
+		case aside != "":
+			text += ": moved it to " + aside
+		}
+		a.notify(Notice{Warning: true, Text: text})
 		return
 	}
 	a.memorySaved = m.Appended()
@@ -235,10 +242,13 @@ func (a *adaptive) saveMemory() error {
 	}
 	p := a.memoryFile
 	if a.memoryBad {
-		if err := a.store.SetAside(p); err != nil {
+		aside, err := a.store.SetAside(p)
+		if err != nil {
 			return fmt.Errorf("text memory not saved: %w", err)
 		}
-		a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s.corrupt", p, p)})
+		if aside != "" {
+			a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s", p, aside)})
+		}
 		a.memoryBad = false
 	}
 	err := a.store.WriteFile(p, true, func(w io.Writer) error { _, err := w.Write(m.Marshal(a.targetName)); return err })
@@ -259,10 +269,13 @@ func (a *adaptive) saveDraft() error {
 	}
 	path := a.store.DraftPath(a.fp)
 	if _, err := draft.Check(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		if err := a.store.SetAside(path); err != nil {
+		aside, err := a.store.SetAside(path)
+		if err != nil {
 			return fmt.Errorf("adapted draft not saved: %w", err)
 		}
-		a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s.corrupt", path, path)})
+		if aside != "" {
+			a.notify(Notice{Warning: true, Text: fmt.Sprintf("moved the unreadable %s to %s", path, aside)})
+		}
 	}
 	ck, err := a.learner.Checkpoint(a.fp, a.targetName)
 	if err != nil {

@@ -97,9 +97,9 @@ func TestAdaptedDraftRoundTrip(t *testing.T) {
 	}
 }
 
-// A corrupted saved draft is never loaded: auto warns and starts without
-// it, and saving the adapted one moves the bad file aside rather than
-// destroying it; a damaged text memory likewise.
+// A corrupted saved draft is never loaded: auto moves it aside as it
+// opens, warns once and starts without it, and the adapted one is saved
+// in its place; a damaged text memory likewise.
 func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	m := open(t, "stories260K-f32.gguf")
 	o := options(t)
@@ -129,6 +129,9 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	if n := r.draft.adaptive.adapter.Memory().Len(); n != 0 {
 		t.Fatalf("%d tokens loaded from a damaged memory", n)
 	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil || !hasNotice(notes, "moved it to "+path+".corrupt") {
+		t.Fatalf("the corrupted draft was not set aside as it opened: %v, notices %v", err, notes)
+	}
 	adaptUntilPublished(t, r)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -148,6 +151,46 @@ func TestCorruptedSavedDraftIgnored(t *testing.T) {
 	}
 	if _, err := draft.Load(path); err != nil {
 		t.Fatalf("the adapted draft was not saved over the corrupted one: %v", err)
+	}
+}
+
+// A truncated saved draft that nothing saves over (no adaptation) is set
+// aside the first time it fails to load, with one warning: the next start
+// neither warns nor finds it.
+func TestTruncatedDraftSetAsideOnce(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	o := options(t)
+	o.Adapt.Mode, o.Plan = adapt.Off, false
+	path := o.Store.DraftPath(m.Fingerprint)
+	d := draft.ForTarget(m.Config(), 1, 0)
+	ck := &draft.Checkpoint{Config: d, Fingerprint: m.Fingerprint, TargetName: m.Name, Tensors: map[string][]float32{}, Meta: map[string]string{}}
+	for _, s := range d.Shapes() {
+		ck.Tensors[s.Name] = make([]float32, s.Size())
+	}
+	if _, _, err := o.Store.Install(ck); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(path)
+	os.WriteFile(path, raw[:len(raw)/2], 0o600)
+	warnings := func() []Notice {
+		r := start(t, m, o)
+		var w []Notice
+		for _, n := range r.Notices() {
+			if n.Warning {
+				w = append(w, n)
+			}
+		}
+		r.Close()
+		return w
+	}
+	if w := warnings(); len(w) != 1 || !strings.Contains(w[0].Text, "truncated") || !strings.Contains(w[0].Text, "moved it to "+path+".corrupt") {
+		t.Fatalf("first start: %v", w)
+	}
+	if w := warnings(); len(w) != 0 {
+		t.Errorf("second start warns again: %v", w)
+	}
+	if kept, err := os.ReadFile(path + ".corrupt"); err != nil || !bytes.Equal(kept, raw[:len(raw)/2]) {
+		t.Errorf("the truncated draft was not kept aside: %v", err)
 	}
 }
 

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strings"
 )
 
@@ -37,10 +39,34 @@ func (b Budget) sum(keep func(Part) bool) uint64 {
 	var n uint64
 	for _, p := range b.Parts {
 		if keep(p) {
-			n += p.Bytes
+			n = satAdd(n, p.Bytes)
 		}
 	}
 	return n
+}
+
+// satAdd and satMul are a+b and a·b, or the largest uint64 where that
+// overflows: a size too large to count still never fits, and never wraps
+// round to one that does.
+func satAdd(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return math.MaxUint64
+	}
+	return s
+}
+
+func satMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
+}
+
+// part is the bytes of the part called name (0 without one).
+func (b Budget) part(name string) uint64 {
+	return b.sum(func(p Part) bool { return p.Name == name })
 }
 
 func (b *Budget) add(name, device string, bytes uint64) {
@@ -78,16 +104,26 @@ func (b Budget) String() string {
 type MemoryError struct {
 	Budget Budget
 	Hint   string
+	// Cause, when set, is the one part that alone does not fit, in
+	// words; the message then names it instead of listing every part.
+	Cause string
 }
 
 func (e *MemoryError) Error() string {
+	if e.Cause != "" {
+		return fmt.Sprintf("not enough memory: %s, and %s is available; %s", e.Cause, HumanBytes(e.Budget.Available), e.Hint)
+	}
 	return fmt.Sprintf("not enough memory: this needs %s (%s) and %s is available; %s",
 		HumanBytes(e.Budget.CPU()), e.Budget, HumanBytes(e.Budget.Available), e.Hint)
 }
 
-// HumanBytes writes a size in binary units: 591.2 MiB.
+// HumanBytes writes a size in binary units: 591.2 MiB; one too large to
+// count (satAdd, satMul) as more than 16 EiB.
 func HumanBytes(n uint64) string {
 	const unit = 1024
+	if n == math.MaxUint64 {
+		return "more than 16 EiB"
+	}
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}

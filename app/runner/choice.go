@@ -30,11 +30,11 @@ const (
 var draftKinds = [...]string{"auto", "none", "ngram", "model", "dgf", "scratch"}
 
 // ParseDraft reads none, ngram, model:PATH, dgf:PATH, scratch or auto
-// ("" is auto).
+// ("" is none of them: an empty flag is a mistake, not a choice).
 func ParseDraft(s string) (DraftChoice, error) {
 	kind, arg, _ := strings.Cut(s, ":")
 	switch kind {
-	case "", "auto":
+	case "auto":
 		return DraftChoice{Kind: DraftAuto}, nil
 	case "model", "dgf":
 		if arg == "" {
@@ -78,11 +78,11 @@ const (
 	DeviceCUDA
 )
 
-// ParseDevice reads auto, cpu or cuda[:N] ("" is auto).
+// ParseDevice reads auto, cpu or cuda[:N] ("" is none of them).
 func ParseDevice(spec string) (DeviceChoice, error) {
 	kind, arg, hasArg := strings.Cut(spec, ":")
 	switch kind {
-	case "", "auto":
+	case "auto":
 		if hasArg {
 			return DeviceChoice{}, fmt.Errorf("device %q: auto takes no number", spec)
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 
+	"dovetail/app/runner/store"
 	"dovetail/assets"
 	"dovetail/cpu"
 	"dovetail/device"
@@ -139,7 +140,7 @@ func (r *Runner) dgfCheckpoint() (*draft.Checkpoint, string, error) {
 	where := r.opts.Draft.String()
 	switch r.opts.Draft.Kind {
 	case DraftAuto:
-		ck, where = r.savedDraft()
+		ck, where = r.savedDraft(true)
 	case DraftDGF:
 		var err error
 		if ck, err = draft.Load(r.opts.Draft.Path); err != nil {
@@ -159,8 +160,9 @@ func (r *Runner) dgfCheckpoint() (*draft.Checkpoint, string, error) {
 // adaptation or an install saved in the store under the target's
 // fingerprint, else the draft shipped with the embedded model when the
 // target is that model; nil when there is none. A saved draft that does
-// not load is a notice.
-func (r *Runner) savedDraft() (*draft.Checkpoint, string) {
+// not load is set aside (store.SetAside) with a notice, once, where
+// setAside says so (not where a fit only looks).
+func (r *Runner) savedDraft(setAside bool) (*draft.Checkpoint, string) {
 	fp := r.model.Fingerprint
 	if r.store != nil {
 		path := r.store.DraftPath(fp)
@@ -171,8 +173,8 @@ func (r *Runner) savedDraft() (*draft.Checkpoint, string) {
 		switch {
 		case err == nil:
 			return ck, path
-		case !errors.Is(err, fs.ErrNotExist):
-			r.notify(Notice{Warning: true, Text: fmt.Sprintf("ignoring the saved draft: %v", err)})
+		case !errors.Is(err, fs.ErrNotExist) && setAside:
+			r.setAsideDraft(path, err)
 		}
 	}
 	if assets.DefaultDraft == nil {
@@ -183,6 +185,29 @@ func (r *Runner) savedDraft() (*draft.Checkpoint, string) {
 		return nil, ""
 	}
 	return ck, "embedded:" + assets.DefaultDraftName
+}
+
+// setAsideDraft moves the saved draft at path, which did not load (err),
+// out of the way, and says so. One this process may not read is only
+// ignored: it is not known to be damaged.
+func (r *Runner) setAsideDraft(path string, err error) {
+	text := fmt.Sprintf("ignoring the saved draft, which does not load (%v)", err)
+	switch aside, serr := setAsideUnlessDenied(r.store, path, err); {
+	case serr != nil:
+		text += ": " + serr.Error()
+	case aside != "":
+		text += ": moved it to " + aside
+	}
+	r.notify(Notice{Warning: true, Text: text})
+}
+
+// setAsideUnlessDenied sets aside the file at path, which failed to load
+// with err, unless err is a permission this process lacks.
+func setAsideUnlessDenied(st *store.Store, path string, err error) (string, error) {
+	if errors.Is(err, fs.ErrPermission) {
+		return "", nil
+	}
+	return st.SetAside(path)
 }
 
 // openDGF runs a DGF draft (ck nil: a new one) where it fits best within

@@ -189,7 +189,7 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 // savedDraftOf is the draft --draft auto would load for m (nil: none).
 func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 	r := &Runner{model: m, store: st, opts: Options{Notify: func(Notice) {}}}
-	ck, _ := r.savedDraft()
+	ck, _ := r.savedDraft(false)
 	return ck
 }
 

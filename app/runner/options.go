@@ -18,9 +18,10 @@ type Options struct {
 	// Threads is the CPU threads in all, split between the slots (0: every
 	// logical CPU). More than the machine has is refused.
 	Threads int
-	// Ctx is each sequence's context length (0: the model's). Beyond the
-	// model's training length it runs with a warning; a cache that does
-	// not fit in memory is refused.
+	// Ctx is each sequence's context length (0: the model's, at most
+	// MaxContext). Beyond the model's training length it runs with a
+	// warning, as llama.cpp's does; beyond MaxContext, or with a cache
+	// that does not fit in memory, it is refused.
 	Ctx int
 	// Slots is the sequences generated at the same time, each with its
 	// own cache over the one copy of the weights (0: 1).
@@ -60,6 +61,11 @@ type Options struct {
 	// of a GPU (the host device's layer path).
 	layerDevice func() (device.Device, error)
 }
+
+// MaxContext is the longest context a runner opens: 16M positions, past
+// the longest any model is trained on, and short enough that no size the
+// memory budget counts overflows.
+const MaxContext = 1 << 24
 
 // DefaultOptions are what `dovetail run` does without flags.
 func DefaultOptions() Options {
@@ -117,8 +123,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Threads < 0 || o.Threads > n:
 		return fmt.Errorf("threads %d out of range: this machine has %d logical CPUs", o.Threads, n)
-	case o.Ctx < 0:
-		return fmt.Errorf("context %d must not be negative", o.Ctx)
+	case o.Ctx < 0 || o.Ctx > MaxContext:
+		return fmt.Errorf("context %d out of range [0, %d]", o.Ctx, MaxContext)
 	case o.Slots < 0 || o.Slots > 256:
 		return fmt.Errorf("parallel sequences %d out of range [1, 256]", o.Slots)
 	case o.GPULayers < GPULayersAuto:

@@ -86,7 +86,7 @@ func New(m *Model, o Options) (*Runner, error) {
 	r.per = max(1, threads/n)
 	train := m.Config().ContextLength
 	if r.ctx <= 0 {
-		r.ctx = train
+		r.ctx = min(train, MaxContext)
 	}
 	if err := r.placeTarget(n); err != nil {
 		return nil, err
@@ -130,13 +130,15 @@ func New(m *Model, o Options) (*Runner, error) {
 }
 
 // placeTarget counts the target's weights and each slot's cache and
-// scratch, and refuses them when they do not fit in the memory available.
+// scratch, and refuses them when they do not fit in the memory available,
+// naming the cache when it alone is what does not fit. (The context is at
+// most MaxContext: no model that loads has a cache per slot past 2^64.)
 func (r *Runner) placeTarget(slots int) error {
 	fp := cpu.MeasureTarget(r.model.Llama, r.ctx, r.per)
 	r.budget.add("weights", "cpu", fp.Weights)
 	r.budget.add("rope table", "cpu", fp.Tables)
-	r.budget.add("kv cache", "cpu", uint64(slots)*fp.KV)
-	r.budget.add("scratch", "cpu", uint64(slots)*fp.Scratch)
+	r.budget.add("kv cache", "cpu", satMul(uint64(slots), fp.KV))
+	r.budget.add("scratch", "cpu", satMul(uint64(slots), fp.Scratch))
 	if info, err := sysmem.Read(); err == nil {
 		r.budget.Available = info.Available
 	}
@@ -144,7 +146,12 @@ func (r *Runner) placeTarget(slots int) error {
 		r.budget.Available = l
 	}
 	if !r.budget.fits() {
-		return &MemoryError{Budget: r.budget, Hint: "choose a smaller context (--ctx) or fewer parallel sequences"}
+		e := &MemoryError{Budget: r.budget, Hint: "choose a smaller context (--ctx) or fewer parallel sequences"}
+		if kv := r.budget.part("kv cache"); satAdd(kv, fp.Weights) > r.budget.Available {
+			e.Cause = fmt.Sprintf("a context of %d positions needs a kv cache of %s for %d sequence(s), beside %s of weights",
+				r.ctx, HumanBytes(kv), slots, HumanBytes(fp.Weights))
+		}
+		return e
 	}
 	return nil
 }
@@ -270,7 +277,7 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 	}
 	st, err := engine.Generate(ctx, s.target, req, emit)
 	s.r.tally(st)
-	return st, err
+	return st, s.r.modelError(err)
 }
 
 // Plain runs req on the slot without any drafter: the target alone, what
@@ -278,7 +285,17 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 func (s *Slot) Plain(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
 	defer s.r.generating()()
 	req.Drafter, req.Planner = nil, nil
-	return engine.Generate(ctx, s.target, req, emit)
+	st, err := engine.Generate(ctx, s.target, req, emit)
+	return st, s.r.modelError(err)
+}
+
+// modelError names the model in an error that is the model's own: logits
+// that are not numbers.
+func (r *Runner) modelError(err error) error {
+	if errors.Is(err, engine.ErrNotFinite) {
+		return fmt.Errorf("%s: %w: its weights are damaged or its numbers overflow; check the file, or try another quantization", r.model.Name, err)
+	}
+	return err
 }
 
 // generating counts a generation under way until the function it returns

@@ -157,11 +157,17 @@ func TestMemoryBudget(t *testing.T) {
 		t.Errorf("budget %+v", b)
 	}
 
-	o.Ctx = 999_999_999
+	// The longest context, in a little more memory than the weights: the
+	// cache is named as what does not fit.
+	o.Ctx, o.MemoryLimit = MaxContext, b.part("weights")+1<<20
 	_, err := New(m, o)
 	var me *MemoryError
-	if !errors.As(err, &me) || !strings.Contains(err.Error(), "kv cache") || !strings.Contains(err.Error(), "--ctx") {
-		t.Errorf("a context of a billion: %v", err)
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "a context of 16777216 positions needs a kv cache of") || !strings.Contains(err.Error(), "--ctx") {
+		t.Errorf("a context of 2^24: %v", err)
+	}
+	o.Ctx, o.MemoryLimit = MaxContext+1, 0
+	if _, err := New(m, o); err == nil || !strings.Contains(err.Error(), "out of range [0, 16777216]") {
+		t.Errorf("a context past MaxContext: %v", err)
 	}
 	o.Ctx = 512 // stories260K was trained on 128
 	r = start(t, m, o)

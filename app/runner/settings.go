@@ -74,7 +74,7 @@ func LoadSettings(st *store.Store) (Settings, error) {
 func SaveSettings(st *store.Store, models map[string]ModelSettings) error {
 	s, err := LoadSettings(st)
 	if err != nil {
-		if err := st.SetAside(st.SettingsPath()); err != nil {
+		if _, err := st.SetAside(st.SettingsPath()); err != nil {
 			return err
 		}
 	}

@@ -76,6 +76,9 @@ func Build(sh Shape, opts Options) (*gguf.Writer, error) {
 	if !quant.CanQuantize(opts.Type) {
 		return nil, fmt.Errorf("synth: cannot write tensors of type %v", opts.Type)
 	}
+	if n, ok := sh.Bytes(opts.Type); !ok || n > MaxBytes {
+		return nil, &TooLargeError{Shape: sh, Type: opts.Type, Bytes: n}
+	}
 	w := gguf.NewWriter()
 	w.Set("general.architecture", "llama")
 	name := opts.Name
@@ -146,18 +149,24 @@ func constant(n int, v float32) []float32 {
 	return s
 }
 
-// addMatrix quantizes a rows × cols Gaussian matrix row by row.
-func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, rng *rand.Rand) error {
+// matrixType is the type a matrix of rows cols wide is written in: t, or
+// the first fallback whose blocks its rows hold whole.
+func matrixType(t quant.Type, cols int) quant.Type {
 	cands := []quant.Type{t, quant.Q8_0, quant.F16}
 	if t == quant.IQ4_XS {
 		cands = []quant.Type{t, quant.IQ4_NL, quant.Q8_0, quant.F16}
 	}
 	for _, cand := range cands {
 		if cols%cand.BlockSize() == 0 {
-			t = cand
-			break
+			return cand
 		}
 	}
+	return t
+}
+
+// addMatrix quantizes a rows × cols Gaussian matrix row by row.
+func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, rng *rand.Rand) error {
+	t = matrixType(t, cols)
 	rowBytes, err := t.RowSize(cols)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", name, err)

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"dovetail/models"
@@ -83,5 +84,50 @@ func TestParseShape(t *testing.T) {
 		if _, err := ParseShape(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Bytes is the size of what Build writes, counted before anything is
+// allocated; a shape too large is refused with its size, and one past
+// 2^64 bytes does not wrap round to a small one.
+func TestBytes(t *testing.T) {
+	for _, c := range []struct {
+		shape string
+		typ   quant.Type
+	}{
+		{"dim=64,layers=2,heads=4,kv=2,ffn=96,vocab=300,ctx=128", quant.Q4_K}, // ffn_down falls back
+		{"dim=64,layers=2,heads=4,kv=2,ffn=96,vocab=300,ctx=128", quant.F32},
+		{"dim=256,layers=1,heads=2,ffn=256,vocab=300", quant.IQ4_XS},
+	} {
+		sh, _ := ParseShape(c.shape)
+		w, err := Build(sh, Options{Type: c.typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		w.WriteFile(path)
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum uint64
+		for _, ti := range f.Tensors {
+			sum += ti.Size
+		}
+		f.Close()
+		if got, ok := sh.Bytes(c.typ); !ok || got != sum {
+			t.Errorf("%s %v: Bytes %d, %v; the file's tensors hold %d", c.shape, c.typ, got, ok, sum)
+		}
+	}
+	sh, _ := ParseShape("dim=1000000,layers=1000,heads=1000,ffn=4000000")
+	if _, err := Build(sh, Options{Type: quant.Q8_0}); err == nil || !strings.Contains(err.Error(), "dim=1000000,layers=1000") || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("a model of 10^16 parameters: %v", err)
+	}
+	sh, _ = ParseShape("dim=4611686018427387904,layers=4611686018427387904,heads=1,ffn=4611686018427387904")
+	if n, ok := sh.Bytes(quant.F32); ok {
+		t.Errorf("a shape past 2^64 bytes counted as %d", n)
+	}
+	if _, err := Build(sh, Options{Type: quant.F32}); err == nil || !strings.Contains(err.Error(), "more than 2^64 bytes") {
+		t.Errorf("a shape past 2^64 bytes: %v", err)
 	}
 }

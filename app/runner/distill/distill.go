@@ -44,7 +44,7 @@ type Options struct {
 	EvalFrac   float64 // share of the corpus held out
 	Seed       int64
 	Threads    int
-	Fresh      bool // start over even if a resume checkpoint exists
+	Fresh      bool // start over: no resume checkpoint, new --self samples
 	Install    bool // also install the draft where --draft auto finds it
 	Force      bool // overwrite an existing Out
 	SaveEvery  time.Duration

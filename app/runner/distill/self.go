@@ -23,21 +23,24 @@ var selfPrompts = []string{"", "Once upon a time", "One day", "Lily", "Tom and",
 
 // selfCorpus generates the --self samples, or reads them back from
 // OUT.self.txt, where they are appended as they are made (so an
-// interrupted run keeps them). Sample i is determined by i and the seed.
+// interrupted run keeps them), saying which; --fresh makes them anew.
+// Sample i is determined by i and the seed.
 func (r *run) selfCorpus(ctx context.Context) ([]string, error) {
 	o, tok, target := r.o, r.m.Tok, r.target
 	path := o.Out + ".self.txt"
-	var docs []string
-	if b, err := os.ReadFile(path); err == nil {
-		docs = splitDocs(string(b))
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	docs, err := r.keptSamples(path)
+	if err != nil {
 		return nil, err
 	}
 	if len(docs) >= o.Self {
-		r.info("using %d samples from %s", o.Self, path)
+		r.info("using %d of the %d samples already in %s (--fresh makes new ones)", o.Self, len(docs), path)
 		return docs[:o.Self], nil
 	}
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if len(docs) == 0 {
+		flags |= os.O_TRUNC
+	}
+	file, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -89,5 +92,28 @@ func (r *run) selfCorpus(ctx context.Context) ([]string, error) {
 	}
 	bar.Finished = true
 	r.progress(bar)
+	return docs, nil
+}
+
+// keptSamples are the samples an earlier run left in path, which this
+// one continues (none with --fresh, which starts the file over); each
+// case is said in a line.
+func (r *run) keptSamples(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	docs := splitDocs(string(b))
+	switch {
+	case len(docs) == 0:
+	case r.o.Fresh:
+		r.info("replacing the %d samples in %s with new ones (--fresh)", len(docs), path)
+		return nil, nil
+	case len(docs) < r.o.Self:
+		r.info("continuing the %d samples already in %s: %d more to make (--fresh starts them over)", len(docs), path, r.o.Self-len(docs))
+	}
 	return docs, nil
 }

@@ -37,6 +37,9 @@ type Saved struct {
 	SavedAt     string
 	StartedAs   string
 	Err         error // the draft (or memory) does not load
+	// Aside marks a file set aside as unreadable (SetAside): kept for
+	// the user, never loaded, removed with the rest by Remove.
+	Aside bool
 }
 
 // Drafts lists every saved draft and text memory, unreadable ones
@@ -53,10 +56,14 @@ func (s *Store) Drafts() ([]Saved, error) {
 	var out []Saved
 	for _, e := range ents {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".gguf") || strings.HasSuffix(name, ".gguf.corrupt")) {
+		if e.IsDir() {
 			continue
 		}
-		out = append(out, s.readDraft(filepath.Join(dir, name), e))
+		if fp, ok := asideOf(name); ok {
+			out = append(out, setAside(filepath.Join(dir, name), fp, e))
+		} else if strings.HasSuffix(name, ".gguf") {
+			out = append(out, s.readDraft(filepath.Join(dir, name), e))
+		}
 	}
 	// A text memory is saved even while the draft itself is not (no better
 	// version yet): it is listed on its own.
@@ -74,15 +81,34 @@ func (s *Store) Drafts() ([]Saved, error) {
 	return out, nil
 }
 
-func (s *Store) readDraft(path string, e fs.DirEntry) Saved {
-	corrupt := strings.HasSuffix(path, ".corrupt")
-	d := Saved{Path: path, Fingerprint: strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".corrupt"), ".gguf")}
+// asideOf is the fingerprint of a draft or text memory SetAside moved to
+// name (FP.gguf.corrupt, FP.memory.corrupt.2, …).
+func asideOf(name string) (string, bool) {
+	base, n, ok := strings.Cut(name, ".corrupt")
+	if !ok || n != "" && (n[0] != '.' || strings.Trim(n[1:], "0123456789") != "" || len(n) == 1) {
+		return "", false
+	}
+	for _, ext := range []string{".gguf", ".memory"} {
+		if fp, ok := strings.CutSuffix(base, ext); ok {
+			return fp, true
+		}
+	}
+	return "", false
+}
+
+// setAside is the entry of a file set aside as unreadable.
+func setAside(path, fp string, e fs.DirEntry) Saved {
+	d := Saved{Path: path, Fingerprint: fp, Aside: true, Err: errors.New("set aside as unreadable")}
 	if st, err := e.Info(); err == nil {
 		d.Size = st.Size()
 	}
-	if corrupt {
-		d.Err = errors.New("set aside as unreadable")
-		return d
+	return d
+}
+
+func (s *Store) readDraft(path string, e fs.DirEntry) Saved {
+	d := Saved{Path: path, Fingerprint: strings.TrimSuffix(filepath.Base(path), ".gguf")}
+	if st, err := e.Info(); err == nil {
+		d.Size = st.Size()
 	}
 	if st, err := os.Stat(s.MemoryPath(d.Fingerprint)); err == nil {
 		d.Memory = st.Size()
@@ -164,11 +190,16 @@ func (s *Store) Find(name string) (Saved, error) {
 	return Saved{}, &AmbiguousError{Name: name, Candidates: append(byTarget, candidates...)}
 }
 
-// Remove deletes an entry's files: the draft, its text memory and the
-// draft an install replaced. It returns the paths removed.
+// Remove deletes an entry's files: the draft, its text memory, the
+// draft an install replaced, and those of them set aside as unreadable.
+// It returns the paths removed.
 func (s *Store) Remove(d Saved) ([]string, error) {
 	var removed []string
-	for _, p := range []string{d.Path, s.MemoryPath(d.Fingerprint), s.PrevPath(d.Fingerprint)} {
+	paths := []string{d.Path, s.MemoryPath(d.Fingerprint), s.PrevPath(d.Fingerprint)}
+	for i := 1; i <= maxAside; i++ {
+		paths = append(paths, AsidePath(s.DraftPath(d.Fingerprint), i), AsidePath(s.MemoryPath(d.Fingerprint), i))
+	}
+	for _, p := range paths {
 		err := os.Remove(p)
 		if err == nil {
 			removed = append(removed, p)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 
 	"dovetail/internal/atomicfile"
 )
@@ -136,10 +137,34 @@ func (s *Store) MakeDir(dir string, private Private) error {
 }
 
 // SetAside renames a file that does not load to path.corrupt, so that the
-// next write neither fails on it nor destroys what a user may recover.
-func (s *Store) SetAside(path string) error {
-	if err := os.Rename(path, path+".corrupt"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s does not load and cannot be moved aside: %w", path, err)
+// next write neither fails on it nor destroys what a user may recover;
+// where an earlier one is kept there, to path.corrupt.2, .3 and on: none
+// is overwritten. It returns the new path ("" when there was no file).
+func (s *Store) SetAside(path string) (string, error) {
+	for i := 1; i <= maxAside; i++ {
+		aside := AsidePath(path, i)
+		if _, err := os.Lstat(aside); err == nil {
+			continue
+		}
+		err := os.Rename(path, aside)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return "", nil
+		case err != nil:
+			return "", fmt.Errorf("%s does not load and cannot be moved aside: %w", path, err)
+		}
+		return aside, nil
 	}
-	return nil
+	return "", fmt.Errorf("%s does not load, and %d files are set aside beside it already: remove them", path, maxAside)
+}
+
+// maxAside bounds the files set aside for one path.
+const maxAside = 100
+
+// AsidePath is where SetAside moves path the i-th time (from 1).
+func AsidePath(path string, i int) string {
+	if i == 1 {
+		return path + ".corrupt"
+	}
+	return path + ".corrupt." + strconv.Itoa(i)
 }

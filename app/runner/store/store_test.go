@@ -190,3 +190,55 @@ func TestPrivateFiles(t *testing.T) {
 		t.Errorf("conversations directory mode %v", st.Mode())
 	}
 }
+
+// SetAside never overwrites a file set aside before: the second goes to
+// .corrupt.2. Drafts lists both as set aside under their target's
+// fingerprint, and Remove deletes them with the rest.
+func TestSetAsideKeepsEarlier(t *testing.T) {
+	s := At(t.TempDir())
+	install(t, s, fp('a'), "x.gguf")
+	path := s.DraftPath(fp('a'))
+	var asides []string
+	for _, content := range []string{"first bad", "second bad"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		aside, err := s.SetAside(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(aside); string(b) != content {
+			t.Errorf("%s holds %q, want %q", aside, b, content)
+		}
+		asides = append(asides, aside)
+	}
+	if asides[0] != path+".corrupt" || asides[1] != path+".corrupt.2" {
+		t.Errorf("set aside as %v", asides)
+	}
+	if aside, err := s.SetAside(path); aside != "" || err != nil {
+		t.Errorf("setting aside a file that is not there: %q, %v", aside, err)
+	}
+	ds, err := s.Drafts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aside int
+	for _, d := range ds {
+		if d.Aside && d.Fingerprint == fp('a') && d.Err != nil {
+			aside++
+		}
+	}
+	if aside != 2 || len(ds) != 3 { // the two and the memory
+		t.Errorf("listing: %+v", ds)
+	}
+	d, err := s.Find(fp('a'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := s.Drafts(); len(ds) != 0 {
+		t.Errorf("left after Remove: %+v", ds)
+	}
+}
