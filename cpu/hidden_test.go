@@ -66,3 +66,33 @@ func TestHiddenEqualsForwardFeatures(t *testing.T) {
 		t.Error("more tokens than the context: no error")
 	}
 }
+
+// With the last layers, the final norm and the LM head offloaded (to the
+// host device's layer path, and to a GPU where there is one), Hidden hands
+// out what ForwardFeatures does there, the output layer skipped on that
+// device too.
+func TestHiddenOffloaded(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	m := loadTest(t, "stories260K-f32.gguf")
+	tokens := make([]int, maxBatch+5)
+	for i := range tokens {
+		tokens[i] = 3 + (7*i)%500
+	}
+	for _, d := range layerDevices(t) {
+		_, feats, err := offloaded(t, d.dev, m, pool, 2).ForwardFeatures(tokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		err = offloaded(t, d.dev, m, pool, 2).Hidden(tokens, func(pos int, h []float32) error {
+			if n++; !slices.Equal(h, feats[pos]) {
+				t.Errorf("%s: row %d differs from ForwardFeatures'", d.name, pos)
+			}
+			return nil
+		})
+		if err != nil || n != len(tokens) {
+			t.Errorf("%s: %d rows, %v", d.name, n, err)
+		}
+	}
+}
