@@ -73,15 +73,40 @@ func (t *Target) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
 }
 
 func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
+	var row func(int, []float32) error
+	if keepHidden {
+		row = func(_ int, h []float32) error { t.features = append(t.features, slices.Clone(h)); return nil }
+	}
+	if err := t.prefill(tokens, true, row); err != nil {
+		return nil, err
+	}
+	copy(t.last, t.s.logits[:len(t.last)])
+	return t.last, nil
+}
+
+// Hidden runs tokens after the committed ones and commits them, handing
+// each token's final hidden state (after the final norm: what the output
+// layer would multiply) to each, in order, as a view valid during the
+// call. No logits are computed: an embedding pools these and needs no
+// output layer. An error from each stops the pass and is returned.
+func (t *Target) Hidden(tokens []int, each func(pos int, hidden []float32) error) error {
+	return t.prefill(tokens, false, each)
+}
+
+// prefill runs tokens in batches of at most maxBatch and commits them.
+// With logits, the last token's are left in t.s.logits; row, when set, is
+// handed every token's final hidden state.
+func (t *Target) prefill(tokens []int, logits bool, row func(i int, hidden []float32) error) error {
 	if t.err != nil {
-		return nil, t.err
+		return t.err
 	}
 	if len(tokens) == 0 {
-		return nil, fmt.Errorf("forward: no tokens")
+		return fmt.Errorf("forward: no tokens")
 	}
 	if t.Len()+len(tokens) > t.Context() {
-		return nil, fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
+		return fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
 	}
+	H := t.f.M.Config.Hidden
 	t.s.pending.Reset()
 	for lo := 0; lo < len(tokens); lo += maxBatch {
 		chunk := tokens[lo:min(lo+maxBatch, len(tokens))]
@@ -89,29 +114,28 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 		for i := range chunk {
 			t.par = append(t.par, i-1)
 		}
-		logitsFrom := len(chunk)
-		if lo+len(chunk) == len(tokens) {
+		logitsFrom := len(chunk) // none
+		if logits && lo+len(chunk) == len(tokens) {
 			logitsFrom = len(chunk) - 1
 		}
 		if err := t.s.forward(chunk, t.par, logitsFrom); err != nil {
 			t.s.pending.Reset()
-			return nil, err
+			return err
 		}
-		if keepHidden {
-			H := t.f.M.Config.Hidden
-			for i := range chunk {
-				t.features = append(t.features, slices.Clone(t.s.hidden[i*H:(i+1)*H]))
+		for i := 0; row != nil && i < len(chunk); i++ {
+			if err := row(lo+i, t.s.hidden[i*H:(i+1)*H]); err != nil {
+				t.s.pending.Reset()
+				return err
 			}
 		}
 		for i := range t.par {
 			t.par[i] = i
 		}
 		if err := t.s.commit(t.par); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	copy(t.last, t.s.logits[:len(t.last)])
-	return t.last, nil
+	return nil
 }
 
 // Extend runs tree nodes after the committed tokens and the pending nodes

@@ -6,10 +6,11 @@ import (
 	"math"
 )
 
-// ErrNotFinite is a forward pass whose logits hold NaN or ±Inf: weights
-// that are damaged, or activations that overflow. Nothing sampled from
-// them means anything (argmax picks whatever NaN compares below).
-var ErrNotFinite = errors.New("the forward pass produced logits that are not numbers")
+// ErrNotFinite is a forward pass whose logits or hidden states hold NaN or
+// ±Inf: weights that are damaged, or activations that overflow. Nothing
+// sampled or pooled from them means anything (argmax picks whatever NaN
+// compares below).
+var ErrNotFinite = errors.New("the forward pass produced values that are not numbers")
 
 // checkFinite refuses a logits row holding a value that is not finite. It
 // reads the row once per emitted token, without a branch per value (v·0

@@ -412,7 +412,7 @@ func TestNaNWeightsStop(t *testing.T) {
 		model := nanModel(t, c.tensor, c.from, c.to)
 		for _, d := range []string{"none", "ngram"} {
 			out, errOut, code := runCLI(t, "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "--draft", d, "--plan=false")
-			if code != 1 || !strings.HasPrefix(errOut, "dovetail: nan.gguf: the forward pass produced logits that are not numbers (NaN") ||
+			if code != 1 || !strings.HasPrefix(errOut, "dovetail: nan.gguf: the forward pass produced values that are not numbers (NaN") ||
 				strings.Count(strings.TrimSpace(errOut), "\n") > 0 || strings.TrimSpace(out) != "" {
 				t.Errorf("%s, --draft %s: exit %d, stdout %q, stderr %q", c.name, d, code, out, errOut)
 			}

@@ -39,10 +39,11 @@ func newServeCmd(start api.Start) *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
 		Use:   "serve [-m MODEL.gguf] [--host 127.0.0.1] [--port 11435]",
-		Short: "Serve an OpenAI-compatible API (chat, completions, models, health, metrics)",
+		Short: "Serve an OpenAI-compatible API (chat, completions, embeddings, models, health, metrics)",
 		Long: "Serve models over HTTP with OpenAI's API (POST /v1/chat/completions and /v1/completions,\n" +
-			"streamed with \"stream\": true; GET /v1/models) and ollama's (/api/chat, /api/generate,\n" +
-			"/api/tags, /api/show, /api/ps, /api/version), plus /health and Prometheus /metrics.\n" +
+			"streamed with \"stream\": true; POST /v1/embeddings; GET /v1/models) and ollama's (/api/chat,\n" +
+			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version),\n" +
+			"plus /health and Prometheus /metrics.\n" +
 			"-m serves one model; --models DIR serves every model there and the user's ollama and\n" +
 			"LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
 			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +

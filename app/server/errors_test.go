@@ -64,7 +64,7 @@ func TestErrors(t *testing.T) {
 		{"GET on chat", "GET", chatURL, ``, auth, 405, "", "method_not_allowed", ""},
 		{"POST on models", "POST", "/v1/models", `{}`, auth, 405, "", "method_not_allowed", ""},
 		{"DELETE on completions", "DELETE", complURL, ``, auth, 405, "", "method_not_allowed", ""},
-		{"unknown path", "POST", "/v1/embeddings", `{}`, auth, 404, "", "not_found", ""},
+		{"unknown path", "POST", "/v1/audio/speech", `{}`, auth, 404, "", "not_found", ""},
 		{"unknown path", "GET", "/v2/models", ``, nil, 404, "", "not_found", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ func (s *Server) ollamaRoutes() {
 		"/api/generate": {method: http.MethodPost, handler: s.handleGenerate},
 		"/api/version":  {method: http.MethodGet, handler: s.handleVersion},
 		"/api/ps":       {method: http.MethodGet, handler: s.handlePS},
+		"/api/embed":    {method: http.MethodPost, handler: s.handleOllamaEmbed}, "/api/embeddings": {method: http.MethodPost, handler: s.handleOllamaEmbeddings},
 		// ollama's clients check that the server is up here.
 		"/": {method: http.MethodGet, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

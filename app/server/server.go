@@ -1,5 +1,5 @@
 // Package server is Dovetail's local HTTP API, compatible with OpenAI's
-// (chat completions, completions, models) so that existing clients and
+// (chat completions, completions, embeddings, models) so that existing clients and
 // tools work against a local model unchanged, plus /health and Prometheus
 // /metrics.
 //
@@ -109,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 		"/v1/chat/completions": {method: http.MethodPost, handler: s.handleChat},
 		"/v1/completions":      {method: http.MethodPost, handler: s.handleCompletions},
 		"/v1/models":           {method: http.MethodGet, handler: s.handleModels},
+		"/v1/embeddings":       {method: http.MethodPost, handler: s.handleEmbeddings},
 		"/health":              {method: http.MethodGet, handler: s.handleHealth, public: true},
 		"/metrics": {method: http.MethodGet,
 			handler: promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP},
