@@ -46,6 +46,13 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, e)
 		return
 	}
+	if len(texts) == 0 && q.KeepAlive.set && q.KeepAlive.d == 0 {
+		// ollama's way to unload, as with an empty prompt: nothing loaded
+		if e, ok := s.expire(w, q.Model); ok {
+			writeJSON(w, http.StatusOK, ollamaEmbedResponse{Model: s.fleet.Tagged(e), Embeddings: [][]float32{}})
+		}
+		return
+	}
 	name := func(i int) string {
 		if array {
 			return fmt.Sprintf("input[%d]", i)

@@ -128,6 +128,12 @@ func TestKeepAliveZeroNeverLoads(t *testing.T) {
 			t.Errorf("after %s %s: loaded %v, want stories260K:latest alone", req.path, req.body, got)
 		}
 	}
+	if code, body := post(t, ts.URL+"/api/embed", `{"model":"tinystories656K","input":[],"keep_alive":0}`); code != 200 || !strings.Contains(string(body), `"embeddings":[]`) {
+		t.Errorf("/api/embed with no input, keep_alive 0: %d %s", code, body)
+	}
+	if got := loaded(); len(got) != 1 || got[0] != "stories260K:latest" {
+		t.Errorf("after /api/embed with keep_alive 0: loaded %v, want stories260K:latest alone", got)
+	}
 	if code, body := post(t, ts.URL+"/api/chat", `{"model":"stories260K","messages":[],"keep_alive":0}`); code != 200 || !strings.Contains(string(body), `"unload"`) {
 		t.Errorf("unload the loaded model: %d %s", code, body)
 	}

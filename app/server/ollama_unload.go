@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"time"
+
+	"dovetail/app/runner/discover"
 )
 
 // unloadOnly answers a request with nothing to generate and keep_alive 0,
@@ -15,9 +17,8 @@ func (s *Server) unloadOnly(w http.ResponseWriter, q *ollamaRequest, chatMode bo
 	if !empty || !q.KeepAlive.set || q.KeepAlive.d != 0 {
 		return false
 	}
-	e, ok := s.fleet.Lookup(q.Model)
-	if !ok || s.fleet.Expire(e.Name) != nil {
-		ollamaError(w, s.unknownModel(q.Model))
+	e, ok := s.expire(w, q.Model)
+	if !ok {
 		return true
 	}
 	chunk := ollamaChunk{Model: s.fleet.Tagged(e), CreatedAt: time.Now().UTC(), ollamaDone: ollamaDone{Done: true, DoneReason: "unload"}}
@@ -28,4 +29,15 @@ func (s *Server) unloadOnly(w http.ResponseWriter, q *ollamaRequest, chatMode bo
 	}
 	writeJSON(w, http.StatusOK, chunk)
 	return true
+}
+
+// expire unloads the model named, never loading it (false: the model is
+// unknown, answered).
+func (s *Server) expire(w http.ResponseWriter, model string) (discover.Model, bool) {
+	e, ok := s.fleet.Lookup(model)
+	if !ok || s.fleet.Expire(e.Name) != nil {
+		ollamaError(w, s.unknownModel(model))
+		return e, false
+	}
+	return e, true
 }
