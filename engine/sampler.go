@@ -19,7 +19,7 @@ type SamplerParams struct {
 	// The penalties look at the last RepeatLastN tokens of the history,
 	// prompt included (0: 64; -1: all of it). FrequencyPenalty is taken
 	// from a logit once for each time its token occurs there,
-	// PresencePenalty once if it does (0: off).
+	// PresencePenalty once if it does at all (llama.cpp's); 0 is off.
 	RepeatLastN      int
 	FrequencyPenalty float32
 	PresencePenalty  float32
@@ -65,8 +65,8 @@ func (p SamplerParams) Validate() error {
 	return nil
 }
 
-// Greedy reports whether the settings pick the argmax (top-k 1 does but
-// under Mirostat, which ignores top-k).
+// Greedy reports whether the settings pick the argmax (top-k 1 does,
+// except under Mirostat, which ignores top-k).
 func (p SamplerParams) Greedy() bool { return p.Temperature <= 0 || p.TopK == 1 && p.Mirostat == 0 }
 
 // Sampler turns logits into tokens. The uniform number behind the token it
