@@ -18,7 +18,9 @@ func newAcceptor(s *Sampler) *acceptor {
 //
 // At each node the target draws its own token, greedy or sampled, exactly
 // as plain decoding would at that position (a sampler's draw depends only
-// on the seed, the position and the distribution there); the path follows
+// on the seed, the position and the distribution there, which the
+// penalties and Mirostat's mu take from the path before it: the walk
+// passes that path as history and draws in its order); the path follows
 // the child with that token, and the first node without one ends it, its
 // draw being the next token. So the output is the very text plain decoding
 // gives with the same seed, not only of the same distribution. (A draft

@@ -48,13 +48,15 @@ func TestArgmaxFirst(t *testing.T) {
 	}
 }
 
-// TestArgmaxPenalized checks the greedy pick with a repetition penalty
-// against applying the penalty to every logit and taking one running
-// maximum, as llama.cpp does.
+// TestArgmaxPenalized checks the greedy pick with penalties against
+// applying them to every logit and taking one running maximum, as
+// llama.cpp does.
 func TestArgmaxPenalized(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, penalty := range []float32{1.3, 0.7} {
-		s := NewSampler(SamplerParams{RepeatPenalty: penalty, RepeatLastN: 8})
+	for _, p := range []SamplerParams{{RepeatPenalty: 1.3}, {RepeatPenalty: 0.7}, {FrequencyPenalty: 0.4, PresencePenalty: -0.3},
+		{RepeatPenalty: 1.2, FrequencyPenalty: -0.5, PresencePenalty: 0.5}} {
+		p.RepeatLastN = 8
+		s := NewSampler(p)
 		for n := 1; n < 40; n++ {
 			for range 100 {
 				x := tiedLogits(r, n)
@@ -62,20 +64,20 @@ func TestArgmaxPenalized(t *testing.T) {
 				for i := range history {
 					history[i] = r.IntN(n)
 				}
-				pen := map[int]bool{}
+				count := map[int]int{}
 				for _, tok := range history[max(0, len(history)-8):] {
-					pen[tok] = true
+					count[tok]++
 				}
 				y := make([]float32, n)
 				for i, v := range x {
 					y[i] = v
-					if pen[i] {
-						y[i] = s.penalize(v)
+					if count[i] > 0 {
+						y[i] = s.penalize(v, count[i])
 					}
 				}
 				want := max(argmaxRef(y), 0)
 				if got := s.Sample(x, history); got != want {
-					t.Fatalf("penalty %v, logits %v, history %v: picked %d, want %d", penalty, x, history, got, want)
+					t.Fatalf("%+v, logits %v, history %v: picked %d, want %d", p, x, history, got, want)
 				}
 			}
 		}

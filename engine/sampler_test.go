@@ -164,17 +164,17 @@ func TestBestKMatchesSort(t *testing.T) {
 			if k < 1 || k > n {
 				continue
 			}
-			s := NewSampler(SamplerParams{RepeatPenalty: 1.5})
+			s := NewSampler(SamplerParams{RepeatPenalty: 1.5, FrequencyPenalty: 0.5})
 			logits, want := make([]float32, n), make([]candidate, n)
-			var pen []int
+			var pen []penalty
 			for i := range logits {
 				// Few distinct values, so that ties are common; a
 				// penalized token's may tie with others' too.
 				logits[i] = float32(r.IntN(13) - 4)
 				want[i] = candidate{id: i, logit: logits[i]}
 				if r.IntN(8) == 0 {
-					pen = append(pen, i)
-					want[i].logit = s.penalize(logits[i])
+					pen = append(pen, penalty{id: i, n: 1 + r.IntN(3)})
+					want[i].logit = s.penalize(logits[i], pen[len(pen)-1].n)
 				}
 			}
 			slices.SortFunc(want, byLogit)

@@ -68,10 +68,12 @@ func (n *ndjson) done() error { return nil }
 // but are not implemented are refused by name.
 var (
 	ignoredOptions = map[string]bool{"num_thread": true, "num_gpu": true, "main_gpu": true, "num_batch": true, "use_mmap": true,
-		"use_mlock": true, "numa": true, "low_vram": true, "f16_kv": true, "vocab_only": true, "num_keep": true, "logits_all": true}
+		"use_mlock": true, "numa": true, "low_vram": true, "f16_kv": true, "vocab_only": true, "num_keep": true, "logits_all": true,
+		// ollama deprecated it and ignores it too: a newline is penalized as any token is.
+		"penalize_newline": true}
 	// refusedUnless are options refused unless they hold the value that
 	// changes nothing.
-	refusedUnless = map[string]float64{"typical_p": 1, "tfs_z": 1, "presence_penalty": 0, "frequency_penalty": 0, "mirostat": 0}
+	refusedUnless = map[string]float64{"tfs_z": 1}
 )
 
 // executeOllama runs a job as ollama answers: NDJSON, errors as

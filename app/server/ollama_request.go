@@ -103,7 +103,7 @@ func (q *ollamaRequest) refuse() *apiError {
 // sampling turns options into the job's sampler, stops, length and
 // context, with ollama's defaults.
 func parseOptions(opts map[string]any, j *job) (numCtx int, e *apiError) {
-	p := engine.SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.9, RepeatPenalty: 1.1, Seed: rand.Uint64()}
+	p := engine.SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.9, RepeatPenalty: 1.1, MirostatTau: 5, MirostatEta: 0.1, Seed: rand.Uint64()}
 	j.maxTokens = -1
 	num := func(k string) (float64, *apiError) {
 		v, ok := opts[k].(float64)
@@ -119,6 +119,12 @@ func parseOptions(opts map[string]any, j *job) (numCtx int, e *apiError) {
 		if want, ok := refusedUnless[k]; ok {
 			if v, e := num(k); e != nil || v != want {
 				return 0, invalid("options."+k, "unsupported_parameter", "options.%s is not supported by this server (only %v).", k, want)
+			}
+			continue
+		}
+		if _, ok := samplingOptions[k]; ok {
+			if e := setSamplingOption(&p, k, raw); e != nil {
+				return 0, e
 			}
 			continue
 		}
@@ -141,7 +147,7 @@ func parseOptions(opts map[string]any, j *job) (numCtx int, e *apiError) {
 		v, e := num(k)
 		if e != nil {
 			if _, known := map[string]bool{"num_predict": true, "temperature": true, "top_p": true, "top_k": true, "min_p": true,
-				"seed": true, "num_ctx": true, "repeat_penalty": true, "repeat_last_n": true}[k]; !known {
+				"seed": true, "num_ctx": true, "repeat_penalty": true}[k]; !known {
 				return 0, invalid("options."+k, "unsupported_parameter", "options.%s is not an option this server knows.", k)
 			}
 			return 0, e
@@ -165,17 +171,11 @@ func parseOptions(opts map[string]any, j *job) (numCtx int, e *apiError) {
 			numCtx = int(v)
 		case "repeat_penalty":
 			p.RepeatPenalty = float32(v)
-		case "repeat_last_n":
-			if v != 64 && v != 0 && v != -1 {
-				return 0, invalid("options.repeat_last_n", "unsupported_parameter", "options.repeat_last_n must be 64 here (the penalty looks at the last 64 tokens), or 0 to turn it off.")
-			}
-			if v == 0 {
-				p.RepeatPenalty = 1
-			}
 		default:
 			return 0, invalid("options."+k, "unsupported_parameter", "options.%s is not an option this server knows.", k)
 		}
 	}
+	penaltyWindow(&p, opts)
 	if p.TopP >= 1 {
 		p.TopP = 1
 	}

@@ -104,7 +104,7 @@ func TestOllamaRefuses(t *testing.T) {
 		{"/api/chat", `{"model":"default","messages":[{"role":"user","content":"x"}],"format":"json"}`, "'format'"},
 		{"/api/chat", `{"model":"default","messages":[{"role":"user","content":"x","images":["aGk="]}]}`, "images"},
 		{"/api/generate", `{"model":"default","prompt":"x","suffix":"y"}`, "'suffix'"},
-		{"/api/generate", `{"model":"default","prompt":"x","options":{"mirostat":2}}`, "options.mirostat"},
+		{"/api/generate", `{"model":"default","prompt":"x","options":{"mirostat":3}}`, "options.mirostat"},
 		{"/api/generate", `{"model":"default","prompt":"x","options":{"nonsense":1}}`, "options.nonsense"},
 		{"/api/generate", `{"model":"default","prompt":"x","options":{"temperature":"hot"}}`, "options.temperature"},
 		{"/api/generate", `{"model":"default","prompt":"x","options":{"num_ctx":100000}}`, "num_ctx"},

@@ -18,8 +18,6 @@ type unsupported struct {
 	FunctionCall     json.RawMessage `json:"function_call"`
 	ResponseFormat   json.RawMessage `json:"response_format"`
 	LogitBias        json.RawMessage `json:"logit_bias"`
-	FrequencyPenalty *float64        `json:"frequency_penalty"`
-	PresencePenalty  *float64        `json:"presence_penalty"`
 	BestOf           *int64          `json:"best_of"`
 	Echo             *bool           `json:"echo"`
 	Suffix           json.RawMessage `json:"suffix"`
@@ -48,10 +46,6 @@ func (u *unsupported) refuse(chat bool) *apiError {
 		return no("response_format", "only text is produced (no JSON mode or schema)")
 	case nonEmpty(u.LogitBias):
 		return no("logit_bias", "logits cannot be biased")
-	case u.FrequencyPenalty != nil && *u.FrequencyPenalty != 0:
-		return no("frequency_penalty", "use the repeat penalty of ollama's API instead")
-	case u.PresencePenalty != nil && *u.PresencePenalty != 0:
-		return no("presence_penalty", "use the repeat penalty of ollama's API instead")
 	case u.BestOf != nil && *u.BestOf != 1:
 		return no("best_of", "one completion is generated")
 	case u.Echo != nil && *u.Echo:

@@ -40,6 +40,9 @@ type genRequest struct {
 	// completions; TopLogprobs is chat's number of alternatives.
 	Logprobs    json.RawMessage `json:"logprobs"`
 	TopLogprobs *int64          `json:"top_logprobs"`
+	// llama.cpp's penalties (penalties.go).
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
 	// Fields Dovetail does not implement: refused when they would change
 	// the answer (refuse).
 	unsupported
@@ -178,6 +181,9 @@ func (s *Server) parseCommon(req *genRequest, j *job) *apiError {
 		// The smallest set with probability ≥ 0 is the most likely token;
 		// the engine's TopP 0 would mean "off" instead.
 		j.sampler.TopK = 1
+	}
+	if e := req.penalties(&j.sampler); e != nil {
+		return e
 	}
 	if req.Seed != nil {
 		j.sampler.Seed = uint64(*req.Seed)
