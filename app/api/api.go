@@ -24,13 +24,19 @@ type Config struct {
 	APIKey       string // empty: no authentication
 	Queue        int    // requests that may wait for a model's slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
-	// once its context is cancelled before it cancels them (0: 10 s).
+	// once its context is cancelled before it cancels them (0:
+	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 	// CORSOrigins are the browser origins allowed to call the API:
 	// "http://localhost:*" style patterns ("*": any port), or "*" for
 	// every origin. nil: http://localhost:* and http://127.0.0.1:*.
 	CORSOrigins []string
 }
+
+// DefaultShutdownTimeout is Config.ShutdownTimeout's default: well inside
+// the 10 s that `docker stop` and systemd give a service before they kill
+// it, with the second the runner takes to save its adapted draft after.
+const DefaultShutdownTimeout = 5 * time.Second
 
 // Server answers API requests on a listener until its context ends, then
 // lets running generations finish (Config.ShutdownTimeout). Close it
