@@ -1,6 +1,10 @@
 package engine
 
-import "dovetail/engine/tree"
+import (
+	"context"
+
+	"dovetail/engine/tree"
+)
 
 // Drafter proposes draft trees for the target to verify.
 type Drafter interface {
@@ -60,4 +64,13 @@ type Recaller interface {
 // steps would otherwise look like a draft a hundred times slower.
 type CatchUpper interface {
 	CatchUp(ctx []int) (int, error)
+}
+
+// ContextDrafter is a Drafter whose long steps (a draft model reading the
+// whole context again after a switch to new weights) end early, with the
+// context's error, when the request's context ends: Generate binds each
+// request's context before its prefill, so that a cancelled request stops
+// within a chunk of them instead of after all.
+type ContextDrafter interface {
+	BindContext(ctx context.Context)
 }

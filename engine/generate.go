@@ -79,17 +79,22 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 	if req.Drafter != nil {
 		req.Drafter.Reset()
 		defer req.Drafter.Finish()
+		if cd, ok := req.Drafter.(ContextDrafter); ok {
+			cd.BindContext(ctx)
+			defer cd.BindContext(nil)
+		}
 	}
 	start := time.Now()
-	var logits []float32
-	if fd, ok := req.Drafter.(FeatureDrafter); ok {
-		var hidden [][]float32
-		if logits, hidden, err = t.ForwardFeatures(req.Prompt); err != nil {
-			return st, err
+	fd, features := req.Drafter.(FeatureDrafter)
+	logits, hidden, err := prefill(ctx, t, req.Prompt, features)
+	if err != nil {
+		if ctx.Err() != nil {
+			st.StopReason = "cancelled"
 		}
-		fd.Prefilled(req.Prompt, hidden)
-	} else if logits, err = t.Forward(req.Prompt); err != nil {
 		return st, err
+	}
+	if features {
+		fd.Prefilled(req.Prompt, hidden)
 	}
 	st.PromptTime = time.Since(start)
 	start = time.Now()
@@ -123,5 +128,9 @@ func Generate(ctx context.Context, t Target, req Request, emit func(token int) e
 			tok = s.Sample(logits, e.history)
 		}
 	}
-	return st, speculate(ctx, t, req, s, e, tok, logits)
+	err = speculate(ctx, t, req, s, e, tok, logits)
+	if err != nil && ctx.Err() != nil {
+		st.StopReason = "cancelled" // also where a drafter saw it first
+	}
+	return st, err
 }

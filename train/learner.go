@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"dovetail/device"
 	"dovetail/dgf"
@@ -12,7 +13,8 @@ import (
 // its own (the GPU's spare time, or a host device with few threads) and
 // is compared with the weights in use on held-out windows; the adaptation
 // loop publishes it when it is better. It implements adapt.Learner
-// (without importing engine). One goroutine uses it at a time.
+// (without importing engine). One goroutine uses it at a time; Stop may
+// come from any.
 //
 // Its drafts and trainers take more memory than the live draft (the
 // shadow and the kept version in float32, gradients, AdamW moments), and a
@@ -28,6 +30,8 @@ type Learner struct {
 	trial   bool     // the live draft runs a per-request trial
 	tr      *Trainer // trains shadow
 	ev      *Trainer // scores with a chain of evalDepth steps
+
+	halt atomic.Bool // Stop was called
 }
 
 // NewLearner prepares adaptation of live's newest version on dev (which may
@@ -72,9 +76,17 @@ func (l *Learner) setUp(dev device.Device, cfg TrainConfig, maxRows, maxLen, eva
 		shadow.Free()
 		return err
 	}
+	tr.StopWhen(l.halt.Load)
+	ev.StopWhen(l.halt.Load)
 	l.shadow, l.base, l.baseVer, l.tr, l.ev = shadow, base, ver, tr, ev
 	return nil
 }
+
+// Stop makes a Train or Compare under way on another goroutine end soon
+// with ErrStopped, and every later one at once, leaving the kept version
+// (what Checkpoint saves) as the last Publish left it; Publish, Restore
+// and Checkpoint still work. It may be called from any goroutine.
+func (l *Learner) Stop() { l.halt.Store(true) }
 
 // ready sets the learner up if it is not yet.
 func (l *Learner) ready() error {
@@ -113,6 +125,9 @@ func score(m Metrics) draft.Score {
 
 // Train runs one optimizer step of the shadow on ws.
 func (l *Learner) Train(ws []draft.Window) (draft.Score, error) {
+	if l.halt.Load() {
+		return draft.Score{}, ErrStopped // and no trainer set up for nothing
+	}
 	if err := l.ready(); err != nil {
 		return draft.Score{}, err
 	}
@@ -122,6 +137,9 @@ func (l *Learner) Train(ws []draft.Window) (draft.Score, error) {
 
 // Compare scores the shadow and the last kept version on held-out ws.
 func (l *Learner) Compare(ws []draft.Window) (shadow, kept draft.Score, err error) {
+	if l.halt.Load() {
+		return shadow, kept, ErrStopped
+	}
 	if err := l.ready(); err != nil {
 		return shadow, kept, err
 	}

@@ -94,6 +94,8 @@ type Trainer struct {
 	anchor  *dgf.Draft
 	aacts   *dgf.Acts
 	alogits device.Buffer
+
+	stopped func() bool // StopWhen's; nil: never
 }
 
 // SetAnchor sets the draft whose distribution AnchorWeight holds the
@@ -371,6 +373,7 @@ func (a *tttAttn) Attend(blk int, ba *block.Acts) {
 	dev, c := a.t.d.Dev, a.t.d.C
 	Q, KV := c.QDim(), c.KVDim()
 	for w, T := range a.b.lens {
+		a.t.check()
 		off, cat := a.b.off[w], a.b.catOff[w]
 		dev.Copy(dev.View(a.t.kcat[blk], (cat+a.step*T)*KV, T*KV), dev.View(ba.K, off*KV, T*KV))
 		dev.Copy(dev.View(a.t.vcat[blk], (cat+a.step*T)*KV, T*KV), dev.View(ba.V, off*KV, T*KV))
@@ -387,6 +390,7 @@ func (a *tttAttn) AttendBackward(blk int, ba *block.Acts, dq, dk, dv, datt devic
 	dev, c := a.t.d.Dev, a.t.d.C
 	Q, KV := c.QDim(), c.KVDim()
 	for w, T := range a.b.lens {
+		a.t.check()
 		off, cat := a.b.off[w], a.b.catOff[w]
 		at := a.shape(w)
 		dev.AttentionBackward(dev.View(dq, off*Q, T*Q),
@@ -401,8 +405,11 @@ func (a *tttAttn) AttendBackward(blk int, ba *block.Acts, dq, dk, dv, datt devic
 // run does the forward pass of every unroll step and the loss, and when
 // train is set the backward pass (gradients zeroed first). Scoring takes
 // each step's loss right after its forward pass, so that the steps can
-// share one set of activations (a scorer's).
-func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
+// share one set of activations (a scorer's). Told to stop (StopWhen), it
+// returns ErrStopped, leaving the gradients half computed.
+func (t *Trainer) run(ws []Window, train bool) (_ Metrics, _ *batch, err error) {
+	defer recoverStop(&err)
+	t.check()
 	d, dev, c := t.d, t.d.Dev, t.d.C
 	H, V := c.Hidden, c.Vocab
 	b, err := t.layout(ws, train)
@@ -426,10 +433,17 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	}
 	lp.tf = dev.View(t.tf, 0, n*H)
 	lp.tlogits, lp.logits = dev.View(t.tlogits, 0, n*V), dev.View(t.logits, 0, n*V)
+	tf := t.tf
 	if t.tfSharp != nil {
-		dev.MatMulFrozen(lp.tlogits, dev.View(t.tfSharp, 0, n*H), d.Head, n)
-	} else {
-		dev.MatMulFrozen(lp.tlogits, lp.tf, d.Head, n)
+		tf = t.tfSharp
+	}
+	// The LM head a window at a time, here and in the loss: with a
+	// large vocabulary one product over the batch would take long
+	// enough to keep a stopping trainer waiting.
+	for w, T := range b.lens {
+		t.check()
+		off := b.off[w]
+		dev.MatMulFrozen(dev.View(lp.tlogits, off*V, T*V), dev.View(tf, off*H, T*H), d.Head, T)
 	}
 	if train {
 		lp.g = t.g.View(d, n)
@@ -443,6 +457,7 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	steps := make([]*dgf.Acts, t.cfg.Unroll)
 	ats := make([]*tttAttn, t.cfg.Unroll)
 	for s := range steps {
+		t.check()
 		probs := 0
 		for _, T := range b.lens {
 			probs += T * c.Heads * (s + 1) * T
@@ -463,12 +478,21 @@ func (t *Trainer) run(ws []Window, train bool) (Metrics, *batch, error) {
 	}
 	var dfNext device.Buffer
 	for s := t.cfg.Unroll - 1; s >= 0; s-- {
+		t.check()
 		a := steps[s]
 		if !lp.loss(s, a) {
 			continue
 		}
 		g := lp.g
-		dev.MatMulFrozenBackward(g.DOut, lp.dlogits, d.Head, n)
+		// Rows past a window's end at step s have no target: their
+		// logits' gradient is zero.
+		for w, T := range b.lens {
+			t.check()
+			off, k := b.off[w], T-s
+			if k > 0 {
+				dev.MatMulFrozenBackward(dev.View(g.DOut, off*H, k*H), dev.View(lp.dlogits, off*V, k*V), d.Head, k)
+			}
+		}
 		if dfNext != nil {
 			dev.Add(g.DOut, g.DOut, dfNext)
 		}
@@ -514,7 +538,6 @@ func (p *lossPass) loss(s int, a *dgf.Acts) bool {
 	w := float32(math.Pow(float64(t.cfg.Decay), float64(s)))
 	scaleV := w * t.cfg.FeatureWeight / float32(valid)
 	scaleP := w * t.cfg.ProbWeight / float32(valid)
-	dev.MatMulFrozen(p.logits, a.Out(), t.d.Head, n)
 	if p.train {
 		dev.Zero(p.dlogits)
 		dev.Zero(p.g.DOut)
@@ -525,7 +548,9 @@ func (p *lossPass) loss(s int, a *dgf.Acts) bool {
 		if k <= 0 {
 			continue
 		}
+		t.check()
 		off := b.off[wi]
+		dev.MatMulFrozen(dev.View(p.logits, off*V, k*V), dev.View(a.Out(), off*H, k*H), t.d.Head, k)
 		var dp, dl device.Buffer
 		if p.train {
 			dp, dl = dev.View(p.g.DOut, off*H, k*H), dev.View(p.dlogits, off*V, k*V)

@@ -24,7 +24,8 @@ type Config struct {
 	APIKey       string // required on every route but /health (empty: none)
 	Queue        int    // requests that may wait for a model's slot (< 0: 0)
 	// ShutdownTimeout is how long Serve lets running generations finish
-	// once its context is cancelled before it cancels them (0: 10 s).
+	// once its context is cancelled before it cancels them (0:
+	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
 	// CORSOrigins are browser origins allowed to call the API besides the
 	// defaults, ollama's: pages on this machine (http and https on
@@ -41,6 +42,11 @@ type Config struct {
 	// other than loopback (then every name is answered, as by ollama).
 	AllowedHosts []string
 }
+
+// DefaultShutdownTimeout is Config.ShutdownTimeout's default: well inside
+// the 10 s that `docker stop` and systemd give a service before they kill
+// it, with the second the runner takes to save its adapted draft after.
+const DefaultShutdownTimeout = 5 * time.Second
 
 // Server answers API requests on a listener until its context ends, then
 // lets running generations finish (Config.ShutdownTimeout). Close it

@@ -33,6 +33,7 @@ type serveFlags struct {
 	maxLoaded int
 	keepAlive time.Duration
 	cors      []string
+	grace     time.Duration
 }
 
 func newServeCmd(start api.Start) *cobra.Command {
@@ -47,7 +48,8 @@ func newServeCmd(start api.Start) *cobra.Command {
 			"-m serves one model; --models DIR serves every model there and the user's ollama and\n" +
 			"LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
 			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +
-			"finish for up to 10 s.",
+			"finish for up to --shutdown-grace (5 s), then interrupts the draft's training step\n" +
+			"and saves the adapted draft (the last version it published) before it exits.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("serve: unexpected argument %q (a model file goes after -m)", args[0])}
@@ -68,6 +70,7 @@ func newServeCmd(start api.Start) *cobra.Command {
 	fl.DurationVar(&f.keepAlive, "keep-alive", 5*time.Minute, "with --models: how long an idle model stays loaded (negative: forever)")
 	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API besides pages on this machine (localhost, 127.0.0.1, 0.0.0.0, any port) and app://, file://, tauri://, vscode-webview://, such as https://ui.example:* (repeatable; * allows every origin); pages of other origins are refused (403)")
 	fl.StringSliceVar(&f.allowHost, "allow-host", nil, "a host name the API answers to besides loopback names and addresses and --host, such as mybox.lan (repeatable or comma-separated; * allows any); other Host headers are refused (403) against DNS rebinding, unless --host is not loopback")
+	fl.DurationVar(&f.grace, "shutdown-grace", api.DefaultShutdownTimeout, "on SIGINT or SIGTERM, how long running generations may go on before they are cancelled (0: cancel them at once)")
 	fl.Lookup("threads").Usage = "CPU threads, split between the parallel sequences (at most the machine's logical CPUs)"
 	fl.Lookup("ctx").Usage = "context length per sequence (0: the model's)"
 	return c
@@ -81,6 +84,8 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 		return usageError{fmt.Errorf("serve: --parallel %d out of range [1, 256]", f.parallel)}
 	case f.queue < 0:
 		return usageError{fmt.Errorf("serve: --queue %d must not be negative", f.queue)}
+	case f.grace < 0:
+		return usageError{fmt.Errorf("serve: --shutdown-grace %v must not be negative", f.grace)}
 	}
 	if f.apiKey == "" {
 		f.apiKey = os.Getenv("DOVETAIL_API_KEY")
@@ -94,7 +99,7 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 	if start == nil {
 		return fmt.Errorf("serve: this build has no API server")
 	}
-	cfg := api.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: 10 * time.Second, CORSOrigins: f.cors}
+	cfg := api.Config{APIKey: f.apiKey, Queue: f.queue, ShutdownTimeout: max(f.grace, time.Nanosecond), CORSOrigins: f.cors}
 	cfg.AllowedHosts = append(f.allowHost, f.host)
 	var srv api.Server
 	if f.models != "" {

@@ -11,6 +11,7 @@ func TestServeFlags(t *testing.T) {
 		{"serve", "--parallel", "0"},
 		{"serve", "--port", "70000"},
 		{"serve", "--queue", "-1"},
+		{"serve", "--shutdown-grace", "-1s"},
 		{"serve", "--threads", "0"},
 		{"serve", "--ctx", "-5"},
 		{"serve", "extra"},

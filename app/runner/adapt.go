@@ -56,6 +56,7 @@ type adaptive struct {
 	memorySaved               int64  // TextMemory.Appended when last saved
 	saveMu                    sync.Mutex
 	stopSaver, saverDone      chan struct{}
+	releaseDevices            func() // closes the devices the draft and its trainer run on (nil: none)
 }
 
 // errStopped is a background start that its runner's close stopped.
@@ -318,8 +319,11 @@ func (a *adaptive) clearMemory() error {
 	return nil
 }
 
-// close stops adaptation, saves the adapted draft and the text memory, and
-// frees everything.
+// close stops adaptation, saves the adapted draft (the last version
+// published) and the text memory, and frees everything. It waits for the
+// trainer at most adapt.StopWait: one that has not returned by then (an
+// idle-priority thread on a busy machine) frees its learner and the live
+// draft when it does.
 func (a *adaptive) close() error {
 	// A sequence's text joins the memory when it ends.
 	for _, d := range a.drafters {
@@ -339,7 +343,18 @@ func (a *adaptive) close() error {
 	for _, s := range a.seqs {
 		s.Free()
 	}
-	a.learner.Free()
-	a.live.Close()
+	free := func() {
+		a.learner.Free()
+		a.live.Close()
+		if a.releaseDevices != nil {
+			a.releaseDevices()
+		}
+	}
+	select {
+	case <-a.adapter.Stopped():
+		free()
+	default:
+		go func() { <-a.adapter.Stopped(); free() }()
+	}
 	return err
 }

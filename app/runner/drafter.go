@@ -329,7 +329,8 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 		for _, x := range ad.drafters {
 			d.drafters = append(d.drafters, x)
 		}
-		d.closers = append(d.closers, ad.close, func() error { devs.close(); return nil })
+		ad.releaseDevices = devs.close // once the trainer is done with them
+		d.closers = append(d.closers, ad.close)
 		return nil
 	}
 	if err := dr.FreezeForDrafting(); err != nil {

@@ -100,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Queue = max(cfg.Queue, 0)
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = api.DefaultShutdownTimeout
 	}
 	s := &Server{fleet: cfg.Models, cfg: cfg, metrics: newMetrics(), created: time.Now().Unix(), cors: cors, hosts: hosts,
 		scheds: map[*runner.Runner]*scheduler{}, queued: map[*scheduler][2]int{}}

@@ -12,6 +12,7 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/server"
 	"dovetail/engine"
+	"dovetail/engine/adapt"
 	"dovetail/engine/drafters"
 	"dovetail/engine/tree"
 )
@@ -159,5 +160,73 @@ func TestShutdownEndsOllamaStream(t *testing.T) {
 	}
 	if !strings.Contains(last, `"done":true`) || !strings.Contains(last, `"error"`) || !strings.Contains(last, "shutting down") {
 		t.Errorf("last line %s", last)
+	}
+}
+
+// A running generation gets the grace, no more: Serve waits for it that
+// long, then cancels it and returns within a second.
+func TestShutdownGrace(t *testing.T) {
+	const grace = 400 * time.Millisecond
+	ts := startWith(t, server.Config{ShutdownTimeout: grace}, tinyModel(t), slowOptions())
+	events, hangUp := openStream(t, ts.URL, 480)
+	defer hangUp()
+	<-events
+	begin := time.Now()
+	ts.stop()
+	took := time.Since(begin)
+	if took < grace || took > grace+time.Second {
+		t.Errorf("Serve returned %v after the shutdown began, with a grace of %v", took, grace)
+	}
+	var last string
+	for ev := range events {
+		if ev != "[DONE]" {
+			last = ev
+		}
+	}
+	if !strings.Contains(last, "shutting down") {
+		t.Errorf("the stream ended with %s, want the error of a shutdown", last)
+	}
+}
+
+// A shutdown with the draft's trainer in the middle of a step and a
+// request streaming: Serve returns within the grace and a second, and the
+// runner's close (which stops the trainer and saves) within StopWait
+// more.
+func TestShutdownWithTrainerInFlight(t *testing.T) {
+	o := testOptions()
+	o.Draft = runner.DraftChoice{Kind: runner.DraftAuto} // the embedded model's draft, adapting
+	o.Adapt.Save = false
+	e := &o.Adapt.Engine
+	// Steps of 2048 positions, and runs that never reach a comparison.
+	e.Window, e.Batch, e.Steps, e.HeldOut, e.MemoryTokens, e.Control.MinRecords = 64, 32, 1<<20, 1, 0, 64
+	r, err := runner.New(tinyModel(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const grace = 300 * time.Millisecond
+	ts := startFleet(t, server.Config{Runner: r, ShutdownTimeout: grace})
+	deadline := time.Now().Add(2 * time.Minute)
+	for st, _ := r.Adaptation(); !st.Training; st, _ = r.Adaptation() {
+		if time.Now().After(deadline) {
+			t.Fatal("the trainer did not start")
+		}
+		if code, body := post(t, ts.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":200,"temperature":1}`); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	events, hangUp := openStream(t, ts.URL, 480)
+	defer hangUp()
+	<-events
+	begin := time.Now()
+	ts.stop()
+	served := time.Since(begin)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Since(begin)
+	t.Logf("Serve returned after %v, the runner closed after %v (grace %v)", served, closed, grace)
+	if served > grace+time.Second || closed > served+adapt.StopWait+time.Second {
+		t.Errorf("Serve returned after %v and the runner closed after %v, with a grace of %v", served, closed, grace)
 	}
 }

@@ -22,21 +22,24 @@ type Adapter struct {
 	rec *Records
 	mem *TextMemory // nil: none
 
-	mu        sync.Mutex
-	ctl       Control
-	seq       uint64
-	gap       bool // collection paused since the last record: a new sequence starts
-	fresh     int  // positions recorded since the last training run
-	busy      int  // sequences decoding
-	st        Stats
-	err       error
-	started   bool
-	paused    bool
-	rng       *rand.Rand
-	wake      chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
-	onPublish func(version int)
+	mu         sync.Mutex
+	ctl        Control
+	seq        uint64
+	gap        bool // collection paused since the last record: a new sequence starts
+	fresh      int  // positions recorded since the last training run
+	busy       int  // sequences decoding
+	st         Stats
+	err        error
+	started    bool // the trainer runs and Close has not stopped it
+	ran        bool // the trainer was started
+	paused     bool
+	closing    bool          // Close has begun: nothing more is published
+	publishing chan struct{} // closed when the publication under way (and its onPublish) ends; nil: none
+	rng        *rand.Rand
+	wake       chan struct{}
+	stop       chan struct{}
+	done       chan struct{}
+	onPublish  func(version int)
 }
 
 // NewAdapter adapts through l a draft reading features of size hidden.
@@ -83,20 +86,27 @@ func (a *Adapter) Start() {
 	if a.started || a.cfg.Mode != Background {
 		return
 	}
-	a.started = true
+	a.started, a.ran = true, true
 	go a.train()
 }
 
-// Close stops the trainer, waiting for its step to end, puts a per-request
-// trial back, and returns the first error adaptation met.
+// Close stops the trainer, interrupting its step (Learner.Stop), puts a
+// per-request trial back, and returns the first error adaptation met. It
+// waits for the trainer at most StopWait, and for a publication under way
+// (a copy of the weights) to end: afterwards the learner's kept version is
+// the last one published and stays so, whether or not the trainer has
+// returned yet (Stopped says when it has; until then the learner is still
+// in use and must not be freed).
 func (a *Adapter) Close() error {
 	a.mu.Lock()
 	started := a.started
 	a.started = false
+	a.closing = true
 	a.mu.Unlock()
 	if started {
 		close(a.stop)
-		<-a.done
+		a.l.Stop()
+		a.waitStopped()
 	}
 	if a.cfg.Mode == PerRequest {
 		if err := a.l.Restore(); err != nil {
@@ -106,6 +116,73 @@ func (a *Adapter) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.err
+}
+
+// StopWait bounds how long Close waits for the trainer to stop. A step
+// ends within a device operation of being told to (a few milliseconds on
+// a GPU, tens to hundreds on the CPU); a trainer on an idle-priority
+// thread of a busy machine may not get the CPU to see it.
+const StopWait = time.Second
+
+// waitStopped waits for the trainer's goroutine for up to StopWait, then
+// for the publication it may be in.
+func (a *Adapter) waitStopped() {
+	t := time.NewTimer(StopWait)
+	defer t.Stop()
+	select {
+	case <-a.done:
+		return
+	case <-t.C:
+	}
+	a.mu.Lock()
+	pub := a.publishing
+	a.mu.Unlock()
+	if pub != nil {
+		<-pub
+	}
+}
+
+// Stopped is closed once the trainer's goroutine has returned (at once if
+// it never started): after Close, the learner is the caller's again.
+func (a *Adapter) Stopped() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.ran {
+		return closedChan
+	}
+	return a.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// beginPublish marks a publication under way, unless Close has begun.
+func (a *Adapter) beginPublish() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return false
+	}
+	a.publishing = make(chan struct{})
+	return true
+}
+
+// endPublish marks the publication done.
+func (a *Adapter) endPublish() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	close(a.publishing)
+	a.publishing = nil
+}
+
+// stopped is err, or errStopped once Close has stopped the trainer (the
+// learner's own error for an interrupted step is then no failure).
+func (a *Adapter) stopped(err error) error {
+	select {
+	case <-a.stop:
+		return errStopped
+	default:
+		return err
+	}
 }
 
 // Stats returns a copy of what the adapter has done.
@@ -295,7 +372,7 @@ func (a *Adapter) run() error {
 		}
 		t0 := time.Now()
 		if _, err := a.l.Train(ws); err != nil {
-			return err
+			return a.stopped(err)
 		}
 		if err := a.pace(time.Since(t0)); err != nil {
 			return err
@@ -309,11 +386,17 @@ func (a *Adapter) run() error {
 	}
 	shadow, kept, err := a.l.Compare(heldOut)
 	if err != nil {
-		return err
+		return a.stopped(err)
 	}
 	better := shadow.Tau-kept.Tau > cfg.MinGain
 	v := 0
 	if better {
+		// Close waits for a publication under way, and none starts
+		// after it began: what it saves is a whole version.
+		if !a.beginPublish() {
+			return errStopped
+		}
+		defer a.endPublish() // after onPublish: it saves the draft
 		if v, err = a.l.Publish(true); err != nil {
 			return err
 		}

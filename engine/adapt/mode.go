@@ -51,7 +51,7 @@ func ParseMode(s string) (Mode, error) {
 
 // Learner is the device side of adaptation (train.Learner): a shadow copy
 // of the live draft that trains, scored against the version it last kept.
-// Only the adapter's goroutine calls it.
+// Only the adapter's goroutine calls it, but for Stop.
 type Learner interface {
 	// Train takes one optimizer step of the shadow on ws.
 	Train(ws []Window) (draft.Score, error)
@@ -65,4 +65,8 @@ type Learner interface {
 	Restore() error
 	// Version is the kept version's number.
 	Version() int
+	// Stop, from any goroutine, makes a Train or Compare under way end
+	// soon with an error, its work dropped, and every later one at
+	// once; the kept version stays as the last Publish left it.
+	Stop()
 }

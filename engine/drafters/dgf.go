@@ -5,6 +5,7 @@
 package drafters
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -77,10 +78,46 @@ type DGF struct {
 	Sharpness float32
 
 	m        FeatureModel
-	features [][]float32 // f_0, f_1, … of the context, as the target computed them
-	tokens   []int       // x_0 … x_Len(): the tokens of the committed draft positions
-	pred     [][]float32 // f̂ of each pending node of the current tree
-	version  int         // of the weights that drafted the last tree
+	features [][]float32     // f_0, f_1, … of the context, as the target computed them
+	tokens   []int           // x_0 … x_Len(): the tokens of the committed draft positions
+	pred     [][]float32     // f̂ of each pending node of the current tree
+	version  int             // of the weights that drafted the last tree
+	ctx      context.Context // the request's (BindContext); nil: never cancelled
+}
+
+// BindContext makes the long catch-ups of the request under way end with
+// ctx's error when ctx ends (engine.ContextDrafter).
+func (d *DGF) BindContext(ctx context.Context) { d.ctx = ctx }
+
+// catchUpChunk is the most draft positions committed between checks of
+// the request's context: after a switch to new weights a draft reads the
+// whole context again, thousands of positions, which on the CPU takes
+// seconds.
+const catchUpChunk = 256
+
+// advance commits draft positions keep … to−1 (pairs (f_t, x_{t+1})) a
+// chunk at a time, checking the request's context between chunks, and
+// returns how many are committed. A model that cannot commit without
+// computing outputs (no Advancer) is left for the caller's Forward.
+func (d *DGF) advance(ctx []int, keep, to int) (int, error) {
+	a, ok := d.m.(Advancer)
+	if !ok {
+		return keep, nil
+	}
+	for keep < to {
+		if d.ctx != nil {
+			if err := d.ctx.Err(); err != nil {
+				return keep, err
+			}
+		}
+		hi := min(keep+catchUpChunk, to)
+		if err := a.Advance(d.features[keep:hi], ctx[keep+1:hi+1]); err != nil {
+			return keep, fmt.Errorf("draft model: %w", err)
+		}
+		keep = hi
+		d.tokens = append(d.tokens[:0], ctx[:keep+1]...)
+	}
+	return keep, nil
 }
 
 // NewDGF drafts with m, which must share the target's vocabulary.
@@ -134,6 +171,13 @@ func (d *DGF) Draft(ctx []int, p tree.Params) (*tree.Tree, error) {
 	if err != nil {
 		return nil, err
 	}
+	if L-keep > catchUpChunk {
+		// New weights: every position again, in chunks a cancel can
+		// stop between; the root's runs below as always.
+		if keep, err = d.advance(ctx, keep, L-1); err != nil {
+			return nil, err
+		}
+	}
 	if rm, ok := d.m.(RankingModel); ok {
 		return d.rankedTree(rm, ctx, keep, L, p)
 	}
@@ -181,20 +225,21 @@ func (d *DGF) CatchUp(ctx []int) (int, error) {
 	if L < 2 || len(d.features) < L || L >= d.m.Context() {
 		return 0, nil
 	}
-	keep, err := d.truncate(ctx, L)
-	if err != nil || keep >= L-1 {
+	from, err := d.truncate(ctx, L)
+	if err != nil || from >= L-1 {
 		return 0, err
 	}
-	if a, ok := d.m.(Advancer); ok {
-		err = a.Advance(d.features[keep:L-1], ctx[keep+1:L])
-	} else {
-		_, _, err = d.m.Forward(d.features[keep:L-1], ctx[keep+1:L])
-	}
+	keep, err := d.advance(ctx, from, L-1)
 	if err != nil {
-		return 0, fmt.Errorf("draft model: %w", err)
+		return 0, err
+	}
+	if keep < L-1 {
+		if _, _, err = d.m.Forward(d.features[keep:L-1], ctx[keep+1:L]); err != nil {
+			return 0, fmt.Errorf("draft model: %w", err)
+		}
 	}
 	d.tokens = append(d.tokens[:0], ctx[:L]...)
-	return L - 1 - keep, nil
+	return L - 1 - from, nil
 }
 
 // rankedTree is Draft's tree for a model that ranks its own logits.
