@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +81,7 @@ func benchAdapt(c *cobra.Command, f benchAdaptFlags) error {
 		return err
 	}
 	defer m.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptible()
 	defer stop()
 
 	w := csv.NewWriter(out)

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,6 +110,7 @@ type chatSession struct {
 	m       *runner.Model
 	entry   discover.Model // the model's file and name
 	closeM  func()
+	quit    chan struct{} // closed at SIGTERM or SIGHUP
 	set     chatSettings
 	history []chat.Message // user and assistant turns
 	in      lineReader
@@ -136,6 +140,7 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 	s.out = s.in.writer()
 	eof := false
 	defer func() { s.in.leave(eof) }()
+	defer s.hangupOn(syscall.SIGTERM, syscall.SIGHUP)()
 	fmt.Fprintf(s.out, "chatting with %s (draft %s); /? lists the commands, /bye or Ctrl-D leaves, Ctrl-C stops a reply\n",
 		s.m.Name, s.r.Draft().Name)
 	for {
@@ -148,6 +153,9 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 			continue
 		case errors.Is(err, io.EOF):
 			eof = true
+			if s.hungUp() {
+				return errInterrupted // the draft is saved as the chat closes
+			}
 			return nil
 		case err != nil:
 			return err
@@ -155,6 +163,35 @@ func chatLoop(c *cobra.Command, f *chatFlags) error {
 		if done, err := s.handle(text); done || err != nil {
 			return err
 		}
+	}
+}
+
+// hangupOn ends the chat as Ctrl-D does when one of sigs comes: a reply
+// under way stops, the terminal is given back as it was, and the draft
+// is saved, where the signal's default would kill the process with the
+// terminal still raw.
+func (s *chatSession) hangupOn(sigs ...os.Signal) (stop func()) {
+	s.quit = make(chan struct{})
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+			close(s.quit)
+			s.in.hangup()
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
+}
+
+func (s *chatSession) hungUp() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -29,6 +29,9 @@ type lineReader interface {
 	// watch calls interrupt on Ctrl-C until stop; keys typed meanwhile
 	// wait for the next prompt.
 	watch(interrupt func()) (stop func())
+	// hangup ends the reading at once: readLine answers io.EOF from
+	// then on (SIGTERM, SIGHUP: the chat ends as at Ctrl-D).
+	hangup()
 	// leave puts the terminal back as it was, first ending the prompt's
 	// line after Ctrl-D.
 	leave(eof bool)
@@ -40,7 +43,7 @@ type lineReader interface {
 func newLineReader(c *cobra.Command) lineReader {
 	in, ok := c.InOrStdin().(*os.File)
 	if !ok || !term.IsTerminal(int(in.Fd())) {
-		return &pipeReader{sc: bufio.NewScanner(c.InOrStdin()), out: c.OutOrStdout()}
+		return newPipeReader(c.InOrStdin(), c.OutOrStdout())
 	}
 	out := c.OutOrStdout()
 	r := &termReader{fd: int(in.Fd()), out: out, keys: newKeyFeed(in)}
@@ -114,6 +117,7 @@ func (r *termReader) width() int {
 }
 
 func (r *termReader) watch(interrupt func()) func() { return r.keys.watch(interrupt) }
+func (r *termReader) hangup()                       { r.keys.hangup() }
 
 // leave writes the prompt's line end past the editor, whose writes
 // would draw the prompt again, and restores the terminal.
@@ -154,12 +158,14 @@ func (h *history) At(idx int) string { return h.lines[len(h.lines)-1-idx] }
 type keyFeed struct {
 	chunks  chan []byte
 	err     error // why chunks closed
+	quit    chan struct{}
+	quitOne sync.Once
 	mu      sync.Mutex
 	pending []byte // read, not yet handed to the editor
 }
 
 func newKeyFeed(in io.Reader) *keyFeed {
-	k := &keyFeed{chunks: make(chan []byte, 16)}
+	k := &keyFeed{chunks: make(chan []byte, 16), quit: make(chan struct{})}
 	go func() {
 		for {
 			b := make([]byte, 256)
@@ -183,7 +189,13 @@ func (k *keyFeed) Read(p []byte) (int, error) {
 	empty := len(k.pending) == 0
 	k.mu.Unlock()
 	if empty {
-		b, ok := <-k.chunks
+		var b []byte
+		ok := false
+		select {
+		case b, ok = <-k.chunks:
+		case <-k.quit:
+			return 0, io.EOF
+		}
 		if !ok {
 			return 0, k.err
 		}
@@ -204,6 +216,9 @@ func (k *keyFeed) Read(p []byte) (int, error) {
 	k.pending = k.pending[n:]
 	return n, nil
 }
+
+// hangup makes Read answer io.EOF.
+func (k *keyFeed) hangup() { k.quitOne.Do(func() { close(k.quit) }) }
 
 // watch calls interrupt at each Ctrl-C until stop, keeping the other
 // keys for the editor.
@@ -232,20 +247,48 @@ func (k *keyFeed) watch(interrupt func()) (stop func()) {
 	return func() { close(done); <-exited }
 }
 
+// pipeReader reads lines from a pipe in a goroutine of its own, so that
+// hangup can end a read the pipe would hold.
 type pipeReader struct {
-	sc  *bufio.Scanner
-	out io.Writer
+	lines   chan string
+	err     error // why lines closed
+	out     io.Writer
+	quit    chan struct{}
+	quitOne sync.Once
+}
+
+func newPipeReader(in io.Reader, out io.Writer) *pipeReader {
+	r := &pipeReader{lines: make(chan string), out: out, quit: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			select {
+			case r.lines <- strings.TrimRight(sc.Text(), "\r"):
+			case <-r.quit:
+				return
+			}
+		}
+		r.err = sc.Err()
+		close(r.lines)
+	}()
+	return r
 }
 
 func (r *pipeReader) readLine(string) (string, error) {
-	if !r.sc.Scan() {
-		if err := r.sc.Err(); err != nil {
-			return "", err
+	select {
+	case line, ok := <-r.lines:
+		switch {
+		case ok:
+			return line, nil
+		case r.err != nil:
+			return "", r.err
 		}
-		return "", io.EOF
+	case <-r.quit:
 	}
-	return strings.TrimRight(r.sc.Text(), "\r"), nil
+	return "", io.EOF
 }
+
+func (r *pipeReader) hangup() { r.quitOne.Do(func() { close(r.quit) }) }
 
 func (r *pipeReader) writer() io.Writer          { return r.out }
 func (r *pipeReader) width() int                 { return 0 }

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"dovetail/models/synth"
 	"dovetail/quant"
@@ -162,4 +165,38 @@ func TestChatWrapsReplies(t *testing.T) {
 	}
 	p.send("\x04")
 	p.wait()
+}
+
+// SIGTERM and SIGHUP end the chat as Ctrl-D does: the terminal is given
+// back as it was (echo on), the line ended, and the exit is 130, where
+// the signals' default left the terminal raw.
+func TestChatHangupRestoresTerminal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := startChat(t, 80, "--temp", "0", "--draft", "none")
+			p.expectN(">>> ", 1)
+			raw, err := unix.IoctlGetTermios(int(p.ptmx.Fd()), unix.TCGETS)
+			if err != nil {
+				t.Skipf("no termios: %v", err)
+			}
+			if raw.Lflag&unix.ECHO != 0 {
+				t.Fatalf("the chat's prompt has echo on: not raw")
+			}
+			p.c.Process.Signal(sig)
+			err = p.wait()
+			if code := p.c.ProcessState.ExitCode(); code != 130 {
+				t.Fatalf("exit %d (%v) after %v:\n%q", code, err, sig, p.seen)
+			}
+			after, err := unix.IoctlGetTermios(int(p.ptmx.Fd()), unix.TCGETS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Lflag&unix.ECHO == 0 {
+				t.Errorf("after %v the terminal is still raw (echo off)", sig)
+			}
+			if !strings.HasSuffix(p.seen, "\r\n") {
+				t.Errorf("the output ends %q, not with the line ended", p.seen[max(0, len(p.seen)-40):])
+			}
+		})
+	}
 }

@@ -75,6 +75,8 @@ func (s *chatSession) reply(text string) error {
 		select {
 		case <-sig:
 			out.stop(false)
+		case <-s.quit:
+			out.stop(false)
 		case <-ctx.Done():
 		}
 	}()

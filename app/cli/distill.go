@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"time"
@@ -88,7 +85,7 @@ func runDistill(c *cobra.Command, f *distillFlags) error {
 		return err
 	}
 	defer m.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptible()
 	defer stop()
 	bars := map[string]*progress{}
 	onProgress := func(p distill.Progress) {

@@ -2,12 +2,9 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -128,7 +125,7 @@ func run(c *cobra.Command, f runFlags) error {
 	}
 	defer done()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptible()
 	defer stop()
 	out := bufio.NewWriter(c.OutOrStdout())
 	defer out.Flush()

@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -129,7 +126,7 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 	if ip := net.ParseIP(f.host); f.apiKey == "" && (ip == nil || !ip.IsLoopback()) && f.host != "localhost" {
 		fmt.Fprintf(stderr, "warning: listening on %s without --api-key: anyone who can reach it can use the model\n", f.host)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	if r := cfg.Runner; r != nil {
 		info := r.Draft()
