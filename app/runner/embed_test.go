@@ -62,7 +62,7 @@ func TestEmbedMatchesLlamaCpp(t *testing.T) {
 			if len(got) != len(c.Embedding) {
 				t.Fatalf("%d dimensions, llama.cpp %d", len(got), len(c.Embedding))
 			}
-			cos := cosine(got, c.Embedding)
+			cos := golden.Cosine(got, c.Embedding)
 			abs, _ := golden.Compare(got, c.Embedding)
 			minCos, maxAbs := embedBounds(c.Name)
 			q := 0
@@ -73,7 +73,7 @@ func TestEmbedMatchesLlamaCpp(t *testing.T) {
 			if cos < minCos || abs > maxAbs {
 				t.Errorf("cosine %.7f (want ≥ %g), max abs diff %.2e (want ≤ %g)", cos, minCos, abs, maxAbs)
 			}
-			t.Logf("cosine %.7f, max abs diff %.2e, norm %.6f", cos, abs, norm(got))
+			t.Logf("cosine %.7f, max abs diff %.2e, norm %.6f", cos, abs, golden.Norm(got))
 		})
 	}
 	t.Logf("worst of float files: cosine %.7f, max abs diff %.2e; of quantized: cosine %.7f, max abs diff %.2e",
@@ -106,8 +106,8 @@ func TestEmbedSharesTheSlot(t *testing.T) {
 	for i := 1; i < len(full); i++ {
 		full[i] = 100 + i
 	}
-	if v, err := r.Slot(0).Embed(context.Background(), full); err != nil || math.Abs(norm(v)-1) > 1e-5 {
-		t.Fatalf("a whole context: norm %.6f, %v", norm(v), err)
+	if v, err := r.Slot(0).Embed(context.Background(), full); err != nil || math.Abs(golden.Norm(v)-1) > 1e-5 {
+		t.Fatalf("a whole context: norm %.6f, %v", golden.Norm(v), err)
 	}
 	if _, err := r.Slot(0).Embed(context.Background(), append(full, 7)); !errors.Is(err, engine.ErrContextFull) {
 		t.Errorf("one token past the context: %v, want ErrContextFull", err)
@@ -123,22 +123,4 @@ func TestEmbedSharesTheSlot(t *testing.T) {
 	if got, _ := greedy(t, r, "Lily and Tom", 20); !slices.Equal(got, want) {
 		t.Errorf("after embedding, generation gave %v, before %v", got, want)
 	}
-}
-
-func cosine(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-func norm(v []float32) float64 {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	return math.Sqrt(s)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -40,19 +39,11 @@ func (s *Server) runEmbed(w http.ResponseWriter, r *http.Request, j *embedJob) (
 	defer cancel()
 	defer context.AfterFunc(s.base, cancel)()
 
-	sched := s.scheduler(j.lease.Runner())
-	wk, err := sched.acquire(ctx)
-	switch {
-	case errors.Is(err, errNoRoom):
-		writeError(w, errQueueFull)
+	wk, release, ok := s.acquire(ctx, w, j.lease.Runner())
+	if !ok {
 		return nil, 0, false
-	case err != nil && s.base.Err() != nil:
-		writeError(w, errShuttingDown)
-		return nil, 0, false
-	case err != nil:
-		return nil, 0, false // the client left while waiting
 	}
-	defer sched.release(wk)
+	defer release()
 
 	start := time.Now()
 	for _, in := range j.inputs {

@@ -50,24 +50,6 @@ func llamaCppEmbedding(t *testing.T, prompt string) []float32 {
 	return nil
 }
 
-func cosine32(a, b []float32) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		ab += float64(a[i]) * float64(b[i])
-		aa += float64(a[i]) * float64(a[i])
-		bb += float64(b[i]) * float64(b[i])
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-func norm32(v []float32) float64 {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	return math.Sqrt(s)
-}
-
 // asStatus is errors.As for ollama's client's errors.
 func asStatus(err error, se *api.StatusError) bool { return errors.As(err, se) }
 
@@ -99,8 +81,8 @@ func TestOpenAIEmbeddings(t *testing.T) {
 		t.Fatalf("response %s", one.RawJSON())
 	}
 	v1 := to32(one.Data[0].Embedding)
-	if cos := cosine32(v1, llamaCppEmbedding(t, p1)); cos < embedMinCosine || math.Abs(norm32(v1)-1) > 1e-5 {
-		t.Errorf("cosine to llama.cpp's %.7f, norm %.6f", cos, norm32(v1))
+	if cos := golden.Cosine(v1, llamaCppEmbedding(t, p1)); cos < embedMinCosine || math.Abs(golden.Norm(v1)-1) > 1e-5 {
+		t.Errorf("cosine to llama.cpp's %.7f, norm %.6f", cos, golden.Norm(v1))
 	}
 
 	batch, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "default", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{p2, p1}}})
@@ -113,7 +95,7 @@ func TestOpenAIEmbeddings(t *testing.T) {
 	if !slices.Equal(to32(batch.Data[1].Embedding), v1) {
 		t.Error("a batch's second vector differs from the same text alone")
 	}
-	if cos := cosine32(to32(batch.Data[0].Embedding), llamaCppEmbedding(t, p2)); cos < embedMinCosine {
+	if cos := golden.Cosine(to32(batch.Data[0].Embedding), llamaCppEmbedding(t, p2)); cos < embedMinCosine {
 		t.Errorf("batch item 0: cosine to llama.cpp's %.7f", cos)
 	}
 
@@ -165,12 +147,12 @@ func TestOpenAIEmbeddingsFormats(t *testing.T) {
 	var short []float32
 	unmarshal(t, get(`{"input":"Once upon a time","dimensions":16}`), &short)
 	want := slices.Clone(floats[:16])
-	n := norm32(want)
+	n := golden.Norm(want)
 	for i := range want {
 		want[i] = float32(float64(want[i]) / n)
 	}
-	if len(short) != 16 || math.Abs(norm32(short)-1) > 1e-6 || cosine32(short, want) < 1-1e-6 {
-		t.Errorf("dimensions 16: %d long, norm %.7f, cosine to the cut full vector %.7f", len(short), norm32(short), cosine32(short, want))
+	if len(short) != 16 || math.Abs(golden.Norm(short)-1) > 1e-6 || golden.Cosine(short, want) < 1-1e-6 {
+		t.Errorf("dimensions 16: %d long, norm %.7f, cosine to the cut full vector %.7f", len(short), golden.Norm(short), golden.Cosine(short, want))
 	}
 }
 
@@ -228,8 +210,8 @@ func TestOllamaEmbed(t *testing.T) {
 		t.Fatalf("embed %+v", one)
 	}
 	v1 := one.Embeddings[0]
-	if cos := cosine32(v1, llamaCppEmbedding(t, p1)); cos < embedMinCosine || math.Abs(norm32(v1)-1) > 1e-5 {
-		t.Errorf("cosine to llama.cpp's %.7f, norm %.6f", cos, norm32(v1))
+	if cos := golden.Cosine(v1, llamaCppEmbedding(t, p1)); cos < embedMinCosine || math.Abs(golden.Norm(v1)-1) > 1e-5 {
+		t.Errorf("cosine to llama.cpp's %.7f, norm %.6f", cos, golden.Norm(v1))
 	}
 
 	batch, err := c.Embed(ctx, &api.EmbedRequest{Model: "tinystories656K-Q8_0", Input: []string{p2, p1}})
@@ -241,8 +223,8 @@ func TestOllamaEmbed(t *testing.T) {
 	}
 
 	short, err := c.Embed(ctx, &api.EmbedRequest{Model: "tinystories656K-Q8_0", Input: p1, Dimensions: 8})
-	if err != nil || len(short.Embeddings[0]) != 8 || math.Abs(norm32(short.Embeddings[0])-1) > 1e-6 ||
-		cosine32(short.Embeddings[0], v1[:8]) < 1-1e-6 {
+	if err != nil || len(short.Embeddings[0]) != 8 || math.Abs(golden.Norm(short.Embeddings[0])-1) > 1e-6 ||
+		golden.Cosine(short.Embeddings[0], v1[:8]) < 1-1e-6 {
 		t.Errorf("dimensions 8: %+v, %v", short, err)
 	}
 

@@ -97,6 +97,25 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request, name string) (_ *
 	return nil, false
 }
 
+// acquire waits for a slot of r, a request's turn in its queue; ok false
+// is answered through w (a full queue, a shutdown) or a client that left.
+// ctx is the request's, cancelled by the server's stop too.
+func (s *Server) acquire(ctx context.Context, w http.ResponseWriter, r *runner.Runner) (wk *worker, release func(), ok bool) {
+	sched := s.scheduler(r)
+	wk, err := sched.acquire(ctx)
+	switch {
+	case errors.Is(err, errNoRoom):
+		writeError(w, errQueueFull)
+		return nil, nil, false
+	case err != nil && s.base.Err() != nil:
+		writeError(w, errShuttingDown)
+		return nil, nil, false
+	case err != nil:
+		return nil, nil, false // the client left while waiting
+	}
+	return wk, func() { sched.release(wk) }, true
+}
+
 // execute waits for a slot of the leased model, runs j and answers
 // through resp, streaming or not. Validation is done before: nothing here
 // is the client's fault except leaving.
@@ -104,20 +123,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, j *job, resp re
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.base, cancel)()
-
-	sched := s.scheduler(j.lease.Runner())
-	wk, err := sched.acquire(ctx)
-	switch {
-	case errors.Is(err, errNoRoom):
-		writeError(w, errQueueFull)
+	wk, release, ok := s.acquire(ctx, w, j.lease.Runner())
+	if !ok {
 		return
-	case err != nil && s.base.Err() != nil:
-		writeError(w, errShuttingDown)
-		return
-	case err != nil:
-		return // the client left while waiting
 	}
-	defer sched.release(wk)
+	defer release()
 
 	if !j.stream {
 		var text []byte
