@@ -68,7 +68,7 @@ func TestSettingsAPIServer(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	_, m := a.sess.loaded()
-	if res.StatusCode != 200 || !strings.Contains(string(body), m.Name) {
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"`+strings.TrimSuffix(m.Name, ".gguf")+`:latest"`) { // ollama names carry a tag
 		t.Fatalf("/api/tags: %d %s", res.StatusCode, body)
 	}
 	res, err = http.Post("http://"+addr+"/v1/completions", "application/json",
