@@ -16,6 +16,7 @@ type Description struct {
 	Name          string // general.name, when the file has one
 	Params        uint64
 	Quantization  string // the type of most of the weights' bytes
+	FileType      string // general.file_type by llama.cpp's name ("Q4_K_M"; "": none)
 	ContextLength int
 	Hidden        int
 	Layers        int
@@ -42,6 +43,7 @@ func Describe(path string) (Description, error) {
 	d.Name, _ = f.String("general.name")
 	d.License, _ = f.String("general.license")
 	d.ChatTemplate, _ = f.String("tokenizer.chat_template")
+	d.FileType = fileType(f)
 	if c, err := models.ConfigFromGGUF(f); err == nil {
 		d.ContextLength, d.Hidden, d.Layers, d.Heads, d.KVHeads, d.FFN, d.Vocab = c.ContextLength, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.FFN, c.Vocab
 	}
