@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"fyne.io/fyne/v2"
@@ -52,7 +51,8 @@ type App struct {
 
 	mu      sync.Mutex
 	prefs   Prefs
-	models  []discover.Model // what the picker offers
+	models  []discover.Model      // what the picker offers
+	facts   map[string]modelFacts // each model's, by path
 	notices []runner.Notice
 
 	chat     *chatView
@@ -96,7 +96,9 @@ func New(fy fyne.App, o Options) (*App, error) {
 		fyne.NewMenuItem("Re-tune…", a.showWizard))))
 	a.win.SetContent(a.tabs)
 	a.win.SetOnClosed(func() { a.Close() })
+	a.win.SetOnDropped(a.dropped)
 	a.findModels()
+	a.chat.refreshPicker()
 	return a, nil
 }
 
@@ -118,70 +120,14 @@ func (a *App) Start() {
 	a.chat.loadModel(path)
 }
 
-// Close stops a reply under way, saves the conversation, and closes the
-// model, which saves its draft; the window closes with the app. Closing
-// again does nothing more.
+// Close keeps the window's size, stops a reply under way, saves the
+// conversation, and closes the model, which saves its draft; the window
+// closes with the app. Closing again does nothing more.
 func (a *App) Close() error {
-	a.closeOnce.Do(func() { a.closeErr = a.chat.shutdown() })
+	a.closeOnce.Do(func() {
+		a.closeErr = a.chat.shutdown()
+	})
 	return a.closeErr
-}
-
-// findModels lists what the picker offers: the embedded model, the model
-// given, the last one, and the user's models.
-func (a *App) findModels() {
-	found := []discover.Model{{Name: "TinyStories-656K (embedded)", Source: "embedded"}}
-	places := a.o.Places
-	if places == nil {
-		home, _ := os.UserHomeDir()
-		p := discover.UserPlaces(home)
-		places = &p
-	}
-	pl := *places
-	for _, extra := range []string{a.o.Model, a.prefs.Model, a.prefs.Folder} {
-		if extra != "" {
-			pl.Paths = append(pl.Paths, extra)
-		}
-	}
-	more, err := discover.Find(pl)
-	if err != nil { // a path that went away: the rest stand
-		pl.Paths = nil
-		more, _ = discover.Find(pl)
-	}
-	found = append(found, more...)
-	a.mu.Lock()
-	a.models = found
-	a.mu.Unlock()
-}
-
-// addModelPath adds a file or folder to what the picker offers.
-func (a *App) addModelPath(path string) ([]discover.Model, error) {
-	ms, err := discover.Find(discover.Places{Paths: []string{path}})
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	seen := map[string]bool{}
-	for _, m := range a.models {
-		seen[filepath.Clean(m.Path)] = true
-	}
-	for _, m := range ms {
-		if !seen[filepath.Clean(m.Path)] {
-			a.models = append(a.models, m)
-		}
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		a.prefs.Folder = path
-		savePrefs(a.st, a.prefs)
-	}
-	return ms, nil
-}
-
-// modelList is what the picker offers.
-func (a *App) modelList() []discover.Model {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]discover.Model(nil), a.models...)
 }
 
 // currentPrefs and setPrefs read and save the app's settings.

@@ -11,7 +11,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -36,7 +35,7 @@ type chatView struct {
 	convList []*Conversation
 	conv     *Conversation
 
-	picker   *widget.Select
+	pick     *modelPicker
 	loading  *fyne.Container // an infinite progress bar while a model loads
 	problem  *widget.Label
 	system   *widget.Entry
@@ -78,15 +77,13 @@ func newChatView(a *App) *chatView {
 	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteConversation)
 	left := container.NewBorder(newChat, del, nil, nil, c.list)
 
-	c.picker = widget.NewSelect(nil, func(string) {})
-	c.picker.PlaceHolder = "Choose a model"
-	openFile := widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), c.openFileDialog)
+	c.pick = newModelPicker(c)
 	c.loading = container.NewStack()
 	c.problem = widget.NewLabel("")
 	c.problem.Importance = widget.DangerImportance
 	c.problem.Wrapping = fyne.TextWrapWord
 	c.problem.Hide()
-	top := container.NewVBox(container.NewBorder(nil, nil, widget.NewLabel("Model"), openFile, c.picker), c.loading, c.problem,
+	top := container.NewVBox(c.pick.content, c.loading, c.problem,
 		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingPanel())))
 
 	c.messages = container.NewVBox()
@@ -204,44 +201,6 @@ func (c *chatView) savePreset() {
 	c.a.setPrefs(p)
 }
 
-// refreshPicker offers the models found.
-func (c *chatView) refreshPicker() {
-	var names []string
-	for _, m := range c.a.modelList() {
-		names = append(names, m.Name)
-	}
-	sel := c.picker.Selected
-	c.picker.OnChanged = nil
-	c.picker.Options = names
-	c.picker.Selected = sel
-	c.picker.Refresh()
-	c.picker.OnChanged = func(name string) {
-		for _, m := range c.a.modelList() {
-			if m.Name == name {
-				c.loadModel(m.Path)
-			}
-		}
-	}
-}
-
-// openFileDialog adds a model file from a file chooser.
-func (c *chatView) openFileDialog() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil || r == nil {
-			return
-		}
-		path := r.URI().Path()
-		r.Close()
-		if _, err := c.a.addModelPath(path); err != nil {
-			c.showProblem(err)
-			return
-		}
-		c.refreshPicker()
-		c.loadModel(path)
-	}, c.a.win)
-	d.Show()
-}
-
 // loadModel loads a model in the background, with progress, and says
 // plainly what went wrong.
 func (c *chatView) loadModel(path string) { c.reload(path, nil) }
@@ -322,13 +281,7 @@ func (c *chatView) loaded(path string) {
 	p.Model = path
 	c.a.setPrefs(p)
 	c.a.win.SetTitle("Dovetail — " + m.Name)
-	for _, e := range c.a.modelList() {
-		if e.Path == path && c.picker.Selected != e.Name {
-			c.picker.OnChanged, c.picker.Selected = nil, e.Name
-			c.picker.Refresh()
-			c.refreshPicker()
-		}
-	}
+	c.pick.show(path)
 	if pr, ok := p.Presets[m.Fingerprint]; ok {
 		c.showPreset(pr)
 	} else {

@@ -21,8 +21,17 @@ type Prefs struct {
 	GPULayers  string `json:"gpu_layers,omitempty"` // "": the model's settings, else as --gpu-layers
 	Highlight  bool   `json:"highlight"`
 	MemoryOff  bool   `json:"memory_off"`
-	Model      string `json:"model,omitempty"` // the last model's path ("": the embedded one)
-	Folder     string `json:"folder,omitempty"`
+	Model      string `json:"model,omitempty"`  // the last model's path ("": the embedded one)
+	Folder     string `json:"folder,omitempty"` // read for older settings; Opened holds it now
+	// Opened are the model files and folders the user opened (Open…, a
+	// typed path, a drop, setup's Add), newest first: the picker offers
+	// them after a restart.
+	Opened []string `json:"opened,omitempty"`
+	// Width and Height are the window's size when it last closed (0: the
+	// default). fyne gives no window position to read or set.
+	Width  float32 `json:"window_width,omitempty"`
+	Height float32 `json:"window_height,omitempty"`
+	Theme  string  `json:"theme,omitempty"` // "light", "dark" or "" (follow the system)
 	// Presets are each model's system prompt and sampling, by fingerprint.
 	Presets map[string]Preset `json:"presets,omitempty"`
 }
