@@ -49,6 +49,7 @@ type chatView struct {
 	send     *widget.Button
 	stop     *widget.Button
 	status   *widget.Label
+	copied   *copiedNote
 	ctxBar   *widget.ProgressBar
 
 	mu        sync.Mutex
@@ -74,7 +75,7 @@ func newChatView(a *App) *chatView {
 		}
 	}
 	newChat := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newConversation)
-	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteConversation)
+	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.confirmDelete)
 	left := container.NewBorder(newChat, del, nil, nil, c.list)
 
 	c.pick = newModelPicker(c)
@@ -98,11 +99,12 @@ func newChatView(a *App) *chatView {
 	c.status.Wrapping = fyne.TextWrapWord
 	c.ctxBar = widget.NewProgressBar()
 	c.ctxBar.TextFormatter = func() string { return c.contextText() }
+	c.copied = newCopiedNote()
 	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
 	bottom := container.NewVBox(
 		container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input),
-		container.NewBorder(nil, nil, c.hl, nil, legend()), c.ctxBar, c.status)
+		container.NewBorder(nil, nil, c.hl, c.copied.label, legend()), c.ctxBar, c.status)
 	center := container.NewBorder(top, bottom, nil, nil, c.scroll)
 	split := container.NewHSplit(left, center)
 	split.Offset = 0.2
@@ -353,6 +355,7 @@ func (c *chatView) addView(i int) *messageView {
 
 func (c *chatView) copy(text string) {
 	c.a.fy.Clipboard().SetContent(text)
+	c.copied.show()
 }
 
 func (c *chatView) setHighlight(on bool) {

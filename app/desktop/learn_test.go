@@ -12,8 +12,8 @@ import (
 )
 
 // The speed and learning view charts every reply; learning pauses and
-// resumes; the text memory clears; a draft saved over another rolls
-// back to it, and the model runs it.
+// resumes; the text memory clears once confirmed; a draft saved over
+// another rolls back to it, and the model runs it.
 func TestLearnView(t *testing.T) {
 	st := store.At(t.TempDir())
 	a := started(t, Options{Store: st})
@@ -48,7 +48,15 @@ func TestLearnView(t *testing.T) {
 		t.Fatalf("after Resume: paused %v, button %q", st.Paused, l.pause.Text)
 	}
 
+	// Clear asks first; "Keep it" keeps the memory.
+	before, _ := r.Adaptation()
 	test.Tap(l.clear)
+	tapButton(t, topOverlay(t, a), "Keep it")
+	if st, _ := r.Adaptation(); before.Remembered == 0 || st.Remembered != before.Remembered {
+		t.Errorf("after Keep it: %d remembered, %d before", st.Remembered, before.Remembered)
+	}
+	test.Tap(l.clear)
+	tapButton(t, topOverlay(t, a), "Clear")
 	if st, _ := r.Adaptation(); st.Remembered != 0 || l.memory.Text != "0 tokens remembered" {
 		t.Errorf("after Clear: %d remembered, %q", st.Remembered, l.memory.Text)
 	}

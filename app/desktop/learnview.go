@@ -39,7 +39,7 @@ func newLearnView(a *App) *learnView {
 	l.problem.Importance = widget.DangerImportance
 	l.problem.Hide()
 	l.pause = widget.NewButton("Pause learning", l.togglePause)
-	l.clear = widget.NewButton("Clear the text memory", l.clearMemory)
+	l.clear = widget.NewButton("Clear the text memory", l.confirmClear)
 	l.memOff = widget.NewCheck("Text memory off", l.setMemoryOff)
 	l.memOff.Checked = a.currentPrefs().MemoryOff
 	l.rollback = widget.NewButton("Roll back to the previous draft", l.rollBack)

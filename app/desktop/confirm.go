@@ -1,0 +1,64 @@
+package desktop
+
+import (
+	"fmt"
+
+	"fyne.io/fyne/v2/dialog"
+)
+
+// Deleting a chat and clearing the text memory cannot be undone, so each
+// asks first; the dialog's default answer keeps what is there.
+
+// confirmDelete asks before deleting the chat shown. A chat with nothing
+// in it goes without asking: nothing is lost.
+func (c *chatView) confirmDelete() {
+	if c.conv == nil || c.isBusy() {
+		return
+	}
+	n := len(c.conv.Messages)
+	if n == 0 {
+		c.deleteConversation()
+		return
+	}
+	what := fmt.Sprintf("“%s”", title(c.conv))
+	d := dialog.NewConfirm("Delete this chat?",
+		fmt.Sprintf("%s and its %s are deleted for good.", what, countNoun(n, "message", "messages")),
+		func(ok bool) {
+			if ok {
+				c.deleteConversation()
+			}
+		}, c.a.win)
+	d.SetConfirmText("Delete")
+	d.SetDismissText("Keep it")
+	d.Show()
+}
+
+// confirmClear asks before forgetting the text memory.
+func (l *learnView) confirmClear() {
+	r, _ := l.a.sess.loaded()
+	if r == nil {
+		return
+	}
+	what := "The verified text"
+	if st, ok := r.Adaptation(); ok && st.Remembered > 0 {
+		what = fmt.Sprintf("The %s of verified text", countNoun(st.Remembered, "token", "tokens"))
+	}
+	d := dialog.NewConfirm("Clear the text memory?",
+		what+" that drafts propose continuations from will be forgotten. The model and its draft stay as they are.",
+		func(ok bool) {
+			if ok {
+				l.clearMemory()
+			}
+		}, l.a.win)
+	d.SetConfirmText("Clear")
+	d.SetDismissText("Keep it")
+	d.Show()
+}
+
+// countNoun is n with the word that fits it: "1 message", "3 messages".
+func countNoun(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
