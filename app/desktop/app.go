@@ -78,7 +78,8 @@ func New(fy fyne.App, o Options) (*App, error) {
 		}
 	}
 	a.win = fy.NewWindow("Dovetail")
-	a.win.Resize(fyne.NewSize(1100, 760))
+	a.win.Resize(windowSize(a.prefs))
+	a.applyTheme(a.prefs.Theme, false)
 	a.chat = newChatView(a)
 	a.learn = newLearnView(a)
 	a.settings = newSettingsView(a)
@@ -125,6 +126,7 @@ func (a *App) Start() {
 // closes with the app. Closing again does nothing more.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
+		a.saveWindowSize()
 		a.closeErr = a.chat.shutdown()
 	})
 	return a.closeErr

@@ -7,7 +7,8 @@ import (
 )
 
 // messageEntry is the message box: Enter sends, Shift+Enter starts a new
-// line, as in every chat app.
+// line, Tab and Shift+Tab move to the next and previous control, as in
+// every chat app.
 type messageEntry struct {
 	widget.Entry
 	shift  bool
@@ -39,8 +40,18 @@ func (e *messageEntry) KeyUp(k *fyne.KeyEvent) {
 	e.Entry.KeyUp(k)
 }
 
-// TypedKey sends on Enter; with Shift held the entry adds a line.
+// AcceptsTab is false: a multi-line entry would type the tab, and a tab
+// in a chat message is never what was meant; the window moves the focus
+// instead.
+func (e *messageEntry) AcceptsTab() bool { return false }
+
+// TypedKey sends on Enter; with Shift held the entry adds a line. A Tab
+// that reaches it anyway moves the focus, as the window does.
 func (e *messageEntry) TypedKey(k *fyne.KeyEvent) {
+	if k.Name == fyne.KeyTab {
+		e.moveFocus()
+		return
+	}
 	if (k.Name == fyne.KeyReturn || k.Name == fyne.KeyEnter) && !e.shift && !e.Disabled() {
 		if e.onSend != nil {
 			e.onSend()
@@ -48,4 +59,17 @@ func (e *messageEntry) TypedKey(k *fyne.KeyEvent) {
 		return
 	}
 	e.Entry.TypedKey(k)
+}
+
+// moveFocus moves the focus on from the entry, back with Shift held.
+func (e *messageEntry) moveFocus() {
+	c := fyne.CurrentApp().Driver().CanvasForObject(e)
+	if c == nil {
+		return
+	}
+	if e.shift {
+		c.FocusPrevious()
+		return
+	}
+	c.FocusNext()
 }

@@ -76,7 +76,8 @@ func newSettingsView(a *App) *settingsView {
 		s.apply, s.problem,
 		widget.NewCard("Where your data lives", "", s.places),
 		widget.NewCard("Lossless speculation", "greedy decoding with the draft and without must give the same text",
-			container.NewVBox(s.prompt, s.check, s.result))))
+			container.NewVBox(s.prompt, s.check, s.result)),
+		a.themeSetting()))
 	return s
 }
 
