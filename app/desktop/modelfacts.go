@@ -57,7 +57,7 @@ func pickerRow(m discover.Model, f modelFacts) string {
 	if f.unreadable {
 		return name + " — details unreadable"
 	}
-	parts := []string{f.params + " parameters", f.quant}
+	parts := []string{f.params + " params", f.quant}
 	if f.size > 0 {
 		parts = append(parts, runner.HumanBytes(uint64(f.size)))
 	}

@@ -66,10 +66,10 @@ func TestPickerRows(t *testing.T) {
 	}
 	embedded := runner.HumanBytes(uint64(len(assets.DefaultModel)))
 	cases := []struct{ name, want string }{
-		{"TinyStories-656K (embedded)", "656K parameters · Q8_0 · " + embedded + " · completion model"},
-		{"tinystories656K-Q8_0.gguf", "656K parameters · Q8_0 · " + size(q8) + " · completion model"},
-		{"tiny:q4 (ollama)", "656K parameters · Q4_0 · " + size(golden.ModelPath("tinystories656K-Q4_0.gguf")) + " · completion model"},
-		{"pub/repo/chat-f32.gguf (LM Studio)", "293K parameters · F32 · " + size(chatModel)},
+		{"TinyStories-656K (embedded)", "656K params · Q8_0 · " + embedded + " · completion model"},
+		{"tinystories656K-Q8_0.gguf", "656K params · Q8_0 · " + size(q8) + " · completion model"},
+		{"tiny:q4 (ollama)", "656K params · Q4_0 · " + size(golden.ModelPath("tinystories656K-Q4_0.gguf")) + " · completion model"},
+		{"pub/repo/chat-f32.gguf (LM Studio)", "293K params · F32 · " + size(chatModel)},
 	}
 	for _, c := range cases {
 		row := rowFor(t, a, c.name)
