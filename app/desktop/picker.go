@@ -36,7 +36,7 @@ var ggufFilter = storage.NewExtensionFileFilter([]string{".gguf"})
 
 // pathWidth is the typed-path box's width: a file name shows, the picker
 // keeps the rest.
-const pathWidth = 200
+const pathWidth = 160
 
 func newModelPicker(c *chatView) *modelPicker {
 	p := &modelPicker{c: c}
