@@ -209,7 +209,10 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 		scale = cal.Plain * cal.Profile.Decode.Seconds()
 	}
 	plain := scale / cal.Profile.Decode.Seconds()
-	out := Prediction{Plain: plain, WithDraft: plain, Low: plain, High: plain, Tau: 1}
+	// The calibration's runs spread: the range carries their slowest and
+	// fastest, as ratios to their median.
+	slow, fast := spread(cal)
+	out := Prediction{Plain: plain, WithDraft: plain, Low: slow * plain, High: fast * plain, Tau: 1}
 	step, ok := cal.DraftStep[p.Device]
 	if p.DraftDevice == "none" || !ok {
 		return out, tree.Params{}
@@ -225,10 +228,10 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	shape, out.WithDraft = pl.Predict(mid, step)
 	_, out.Low = pl.Predict(lo, step)
 	_, out.High = pl.Predict(hi, step)
-	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*out.Low, scale*out.High
+	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*slow*out.Low, scale*fast*out.High
 	// Probes keep acceptance measured while drafting is off: a few
 	// percent of the time.
-	out.Low = max(out.Low, 0.95*plain)
+	out.Low = max(out.Low, 0.95*slow*plain)
 	if shape != (tree.Params{}) {
 		t, r := 1.0, 1.0
 		for range min(shape.Depth+1, shape.Tokens) {
@@ -238,6 +241,15 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 		out.Tau = t
 	}
 	return out, shape
+}
+
+// spread is the slowest and fastest of a calibration's plain runs over
+// their median (1, 1 when it kept none).
+func spread(cal *Calibration) (slow, fast float64) {
+	if cal.Plain <= 0 || cal.PlainLow <= 0 || cal.PlainHigh <= 0 {
+		return 1, 1
+	}
+	return min(cal.PlainLow/cal.Plain, 1), max(cal.PlainHigh/cal.Plain, 1)
 }
 
 // tauHistory is the τ the target's saved draft measured at each
