@@ -73,10 +73,13 @@ func formatRate(v float64) string {
 	return b.String()
 }
 
-// countNoun is n things, in words.
+// countNoun is n things, in words: "1 reply", "5 replies".
 func countNoun(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing
+	}
+	if stem, ok := strings.CutSuffix(thing, "y"); ok {
+		return fmt.Sprintf("%d %sies", n, stem)
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
 }
