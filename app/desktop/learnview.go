@@ -3,6 +3,7 @@ package desktop
 import (
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -29,7 +30,9 @@ type learnView struct {
 	memOff     *widget.Check
 	drafts     *widget.Label
 	rollback   *widget.Button
-	problem    *widget.Label
+	// rollbackWay is how Roll back returns to the previous draft.
+	rollbackWay rollBack
+	problem     *widget.Label
 }
 
 func newLearnView(a *App) *learnView {
@@ -149,11 +152,14 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 	}
 	ad, adapting := r.Adaptation()
 	var lines []string
-	prev := false
+	// The previous draft may be kept alone, after a rollback to the
+	// shipped one: the listing shows none, yet it is there to return to.
+	_, err = os.Stat(l.a.st.PrevPath(m.Fingerprint))
+	prev := err == nil
 	for _, d := range ds {
 		mark := ""
 		if d.Fingerprint == m.Fingerprint {
-			mark, prev = " (this model)", d.Prev
+			mark = " (this model)"
 		}
 		if d.Err != nil {
 			lines = append(lines, fmt.Sprintf("%s: unreadable: %v", d.Fingerprint, d.Err))
@@ -170,19 +176,12 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 		lines = []string{"none yet: drafts are saved as they adapt"}
 	}
 	l.drafts.SetText(strings.Join(lines, "\n"))
-	if canRollBack(prev, adapting && ad.Published > 0, r.Draft().Name == l.a.st.DraftPath(m.Fingerprint)) {
+	l.rollbackWay = rollBackWay(prev, adapting && ad.Published > 0, startedFrom(r.Draft().Name, l.a.st.DraftPath(m.Fingerprint)))
+	if l.rollbackWay != noRollBack {
 		l.rollback.Enable()
 	} else {
 		l.rollback.Disable()
 	}
-}
-
-// canRollBack is whether a previous draft exists to roll back to: one a
-// save replaced (prev), or, once this run published a version, the saved
-// draft it started from, which closing the model keeps as the previous
-// one (a draft that started untrained has no saved one to return to).
-func canRollBack(prev, published, fromSaved bool) bool {
-	return prev || (published && fromSaved)
 }
 
 func orNone(s string) string {
@@ -232,8 +231,13 @@ func (l *learnView) rollBack() {
 	if m == nil {
 		return
 	}
-	fp := m.Fingerprint
-	l.a.chat.reload(l.a.currentPrefs().Model, func() error { return l.a.st.Restore(fp) })
+	fp, way := m.Fingerprint, l.rollbackWay
+	l.a.chat.reload(l.a.currentPrefs().Model, func() error {
+		if way == shelveDraft {
+			return l.a.st.Shelve(fp)
+		}
+		return l.a.st.Restore(fp)
+	})
 }
 
 func (l *learnView) showProblem(err error) {

@@ -100,17 +100,24 @@ func TestChartSeries(t *testing.T) {
 	}
 }
 
-// Rolling back needs a previous draft: one a save replaced, or the saved
-// draft a run that published started from.
-func TestCanRollBack(t *testing.T) {
-	for _, c := range []struct{ prev, published, fromSaved, want bool }{
-		{false, false, false, false},
-		{true, false, false, true},
-		{false, true, true, true},
-		{false, true, false, false}, // started untrained: nothing saved to return to
-		{false, false, true, false},
+// Rolling back needs a previous draft: one a save replaced, the saved
+// draft a run that published started from, or the shipped one.
+func TestRollBackWay(t *testing.T) {
+	const saved = "/d/drafts/fp.gguf"
+	for _, c := range []struct {
+		prev, published bool
+		name            string
+		want            rollBack
+	}{
+		{false, false, "dgf:" + saved, noRollBack},
+		{true, false, "dgf:" + saved, restoreDraft},
+		{false, true, "dgf:" + saved, restoreDraft},
+		{false, true, "dgf:embedded:stories15M-draft.gguf", shelveDraft},
+		{true, true, "dgf:embedded:stories15M-draft.gguf", shelveDraft},
+		{false, true, "dgf:untrained", noRollBack}, // nothing earlier to return to
+		{false, false, "dgf:embedded:stories15M-draft.gguf", noRollBack},
 	} {
-		if got := canRollBack(c.prev, c.published, c.fromSaved); got != c.want {
+		if got := rollBackWay(c.prev, c.published, startedFrom(c.name, saved)); got != c.want {
 			t.Errorf("%+v: %v", c, got)
 		}
 	}
