@@ -152,6 +152,7 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 	}
 	ad, adapting := r.Adaptation()
 	var lines []string
+	listed := false
 	// The previous draft may be kept alone, after a rollback to the
 	// shipped one: the listing shows none, yet it is there to return to.
 	_, err = os.Stat(l.a.st.PrevPath(m.Fingerprint))
@@ -159,7 +160,7 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 	for _, d := range ds {
 		mark := ""
 		if d.Fingerprint == m.Fingerprint {
-			mark = " (this model)"
+			mark, listed = " (this model)", true
 		}
 		if d.Err != nil {
 			lines = append(lines, fmt.Sprintf("%s: unreadable: %v", d.Fingerprint, d.Err))
@@ -171,6 +172,9 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 			line += fmt.Sprintf("; version %d running, saved when the model closes", ad.Version)
 		}
 		lines = append(lines, line)
+	}
+	if !listed && adapting && ad.Published > 0 {
+		lines = append([]string{fmt.Sprintf("%s (this model): version %d running, saved when the model closes", m.Name, ad.Version)}, lines...)
 	}
 	if len(lines) == 0 {
 		lines = []string{"none yet: drafts are saved as they adapt"}

@@ -34,6 +34,7 @@ type session struct {
 	settings []string      // the settings setup chose that this load used
 	requests []requestStat // the model's replies, kept across restarts (replies.go)
 	histErr  error         // why the kept replies could not be read
+	adapt    *runner.Adapt // how drafts adapt (nil: the default)
 	start    api.Start     // the API server (nil: none in this build)
 	srv      api.Server
 	srvStop  func()
@@ -66,6 +67,9 @@ func (s *session) load(o loadOptions) error {
 	}
 	opts := runner.DefaultOptions()
 	opts.Store, opts.Notify, opts.NewDrafter = s.st, o.notify, o.newDrafter
+	if s.adapt != nil {
+		opts.Adapt = *s.adapt
+	}
 	var used []string
 	if set, err := runner.LoadSettings(s.st); err == nil {
 		if ms, ok := set.Models[m.Fingerprint]; ok {

@@ -10,6 +10,7 @@ import (
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
 
+	"dovetail/app/runner"
 	"dovetail/app/runner/store"
 	"dovetail/engine"
 	"dovetail/engine/tree"
@@ -101,5 +102,71 @@ func TestLearnHistoryAcrossRestart(t *testing.T) {
 	}
 	if strings.Contains(b.learn.trainer.Text, "τ now 0.00") {
 		t.Errorf("after a restart the trainer says %q", b.learn.trainer.Text)
+	}
+}
+
+// quickAdapt trains on little and publishes every run, at normal
+// priority: a test sees a version published within a few replies.
+func quickAdapt() *runner.Adapt {
+	a := runner.DefaultAdapt()
+	a.Idle = false
+	a.Engine.Window, a.Engine.Batch, a.Engine.Steps, a.Engine.HeldOut, a.Engine.MinGain = 8, 4, 2, 2, -1
+	a.Engine.Control.MinRecords = 32
+	a.SaveEvery = 0
+	return &a
+}
+
+// Roll back is offered as soon as the draft publishes a version, without
+// a restart; the trainer, the saved drafts and the chart then name the
+// same version, and rolling back runs the shipped draft again.
+func TestRollBackAfterPublication(t *testing.T) {
+	st := store.At(t.TempDir())
+	a := started(t, Options{Store: st, Adapt: quickAdapt()})
+	greedy(a)
+	l := a.learn
+	l.refresh()
+	if !l.rollback.Disabled() {
+		t.Fatal("Roll back offered before any version was published")
+	}
+	r, _ := a.sess.loaded()
+	for i := 0; ; i++ {
+		if s, _ := r.Adaptation(); s.Published > 0 {
+			break
+		}
+		if i == 40 {
+			t.Fatal("nothing published after 40 replies")
+		}
+		send(t, a, "Once upon a time, a little girl")
+	}
+	// Paused, the trainer publishes nothing more: the numbers hold still
+	// for the comparison. The chart's last reply ends after the pause.
+	a.tabs.SelectIndex(1)
+	test.Tap(l.pause)
+	waitFor(t, "the training run's end", func() bool { s, _ := r.Adaptation(); return !s.Training })
+	send(t, a, "Once upon a time, a little girl")
+	l.refresh()
+	s, _ := r.Adaptation()
+	if l.rollback.Disabled() {
+		t.Fatalf("Roll back disabled after version %d was published: %q", s.Version, l.drafts.Text)
+	}
+	v := fmt.Sprintf("version %d", s.Version)
+	if !strings.Contains(l.trainer.Text, v) || !strings.Contains(l.drafts.Text, v+" running") {
+		t.Errorf("the trainer says %q, the saved drafts %q, want %s", l.trainer.Text, l.drafts.Text, v)
+	}
+	h, _ := a.sess.history()
+	if last := h[len(h)-1].DraftVersion; last != s.Version {
+		t.Errorf("the chart's last reply has version %d, the trainer %d", last, s.Version)
+	}
+	if len(l.speed.markers) == 0 || l.speed.markers[len(l.speed.markers)-1].label != fmt.Sprintf("v%d", s.Version) {
+		t.Errorf("markers %v, want the last at v%d", l.speed.markers, s.Version)
+	}
+	test.Tap(l.rollback)
+	waitLoaded(t, a)
+	if r, _ := a.sess.loaded(); !strings.HasPrefix(r.Draft().Name, "dgf:embedded:") {
+		t.Errorf("after the rollback the draft running is %s", r.Draft().Name)
+	}
+	a.learn.refresh()
+	if l.rollback.Disabled() {
+		t.Error("after the rollback, rolling forward again is not offered")
 	}
 }
