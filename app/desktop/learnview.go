@@ -115,9 +115,9 @@ func (l *learnView) showCharts(h []requestStat, herr error) {
 				drafted++
 			}
 		}
-		tauSum = fmt.Sprintf("%d of %s drafted", drafted, countNoun(n, "reply"))
+		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, countNoun(n, "reply"))
 		if drafted == 0 {
-			empty = fmt.Sprintf("None of the %s drafted: speculation was off (the target alone was faster).", countNoun(n, "reply"))
+			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", countNoun(n, "reply"))
 		}
 	}
 	l.speed.set(speed, marks, speedSum, empty)
