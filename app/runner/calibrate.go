@@ -61,6 +61,9 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, device.NewHost(threads)); err != nil {
 		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
 	}
+	if c.Drafted, c.DraftedLow, c.DraftedHigh, err = draftedSpeed(m, cfg, device.NewHost(threads), target, c.Profile, prompt, plainTokens(c.Profile.Decode)); err != nil {
+		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
+	}
 	if gpus {
 		progress(Step{"a draft step on the GPU", 2, total})
 		if dev, err := cuda.Open(0); err == nil {

@@ -196,7 +196,9 @@ func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 // predict is the speed of the placement from the calibration: the target
 // alone, and with the draft at the acceptance its saved τ history says
 // (median, and 10th to 90th percentile), or, without one, a prior (half,
-// between a quarter and three quarters); and the tree it predicts best.
+// between a quarter and three quarters), widened by the spread of the
+// calibration's runs, down to a new draft's measured speed; and the tree
+// it predicts best.
 func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, tree.Params) {
 	if cal == nil || cal.Profile.Decode <= 0 {
 		return Prediction{}, tree.Params{}
@@ -230,8 +232,13 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	_, out.High = pl.Predict(hi, step)
 	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*slow*out.Low, scale*fast*out.High
 	// Probes keep acceptance measured while drafting is off: a few
-	// percent of the time.
+	// percent of the time. Before the draft learns, its first rounds,
+	// probes and reading every token cost what calibration measured with
+	// a new draft on the CPU: the low end where one runs there.
 	out.Low = max(out.Low, 0.95*slow*plain)
+	if p.Device == "cpu" && cal.DraftedLow > 0 {
+		out.Low = min(out.Low, cal.DraftedLow)
+	}
 	if shape != (tree.Params{}) {
 		t, r := 1.0, 1.0
 		for range min(shape.Depth+1, shape.Tokens) {

@@ -31,9 +31,15 @@ type Calibration struct {
 	Plain float64 `json:"plain_tokens_per_s"`
 	// PlainLow and PlainHigh are the slowest and fastest of Plain's runs:
 	// the spread a prediction's range carries.
-	PlainLow  float64   `json:"plain_low_tokens_per_s"`
-	PlainHigh float64   `json:"plain_high_tokens_per_s"`
-	At        time.Time `json:"at"`
+	PlainLow  float64 `json:"plain_low_tokens_per_s"`
+	PlainHigh float64 `json:"plain_high_tokens_per_s"`
+	// Drafted, DraftedLow and DraftedHigh are generation's speed with a
+	// new draft on the CPU and the planner, tokens/s (median, slowest,
+	// fastest): the low end of a prediction before the draft learns.
+	Drafted     float64   `json:"drafted_tokens_per_s"`
+	DraftedLow  float64   `json:"drafted_low_tokens_per_s"`
+	DraftedHigh float64   `json:"drafted_high_tokens_per_s"`
+	At          time.Time `json:"at"`
 }
 
 // calibrationKey names a calibration: the machine's CPU, the kernels'
@@ -46,8 +52,9 @@ func calibrationKey(m *Model, threads int) string {
 }
 
 // calibrationFormat changes when what a calibration measures does: one
-// kept before (a greedy plain speed, no spread) is measured anew.
-const calibrationFormat = 2
+// kept before (a greedy plain speed, no spread, no drafted speed) is
+// measured anew.
+const calibrationFormat = 3
 
 // CachedCalibration is the calibration the store keeps of m at threads.
 func CachedCalibration(st *store.Store, m *Model, threads int) (Calibration, bool) {
