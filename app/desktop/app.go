@@ -34,6 +34,9 @@ type Options struct {
 	// NewDrafter, when set, drafts instead of the model's own drafter (a
 	// drafter whose proposals a test knows).
 	NewDrafter func(slot int) (engine.Drafter, error)
+	// Adapt, when set, is how the draft adapts (a test's, publishing
+	// quickly); nil: runner.DefaultAdapt.
+	Adapt *runner.Adapt
 }
 
 // App is the desktop app: its window, the model it runs, the chat, the
@@ -71,7 +74,7 @@ func New(fy fyne.App, o Options) (*App, error) {
 			return nil, err
 		}
 	}
-	a := &App{fy: fy, o: o, st: st, sess: &session{st: st, start: o.StartAPI}, convs: conversations{st}, prefs: loadPrefs(st)}
+	a := &App{fy: fy, o: o, st: st, sess: &session{st: st, start: o.StartAPI, adapt: o.Adapt}, convs: conversations{st}, prefs: loadPrefs(st)}
 	if o.Probe == nil {
 		a.o.Probe = func(progress func(string)) probe.Report {
 			return probe.Run(probe.Options{Measure: true, Progress: progress})

@@ -576,9 +576,9 @@ func (c *chatView) updateStatus(st *MsgStats) {
 	info := r.Draft()
 	parts := []string{}
 	if st != nil {
-		parts = append(parts, fmt.Sprintf("%.1f tokens/s", st.TokensPerSec))
+		parts = append(parts, formatRate(st.TokensPerSec)+" tokens/s")
 		if st.FirstTokenMs > 0 {
-			parts = append(parts, fmt.Sprintf("first token %.0f ms", st.FirstTokenMs))
+			parts = append(parts, "first token "+formatMs(st.FirstTokenMs))
 		}
 	}
 	parts = append(parts, fmt.Sprintf("%s on the CPU (%d threads)", m.Name, r.Threads()))

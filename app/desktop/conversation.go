@@ -57,6 +57,13 @@ type MsgStats struct {
 	Speedup      float64 `json:"speedup"`
 	DraftVersion int     `json:"draft_version"`
 	Stopped      bool    `json:"stopped,omitempty"`
+	// Drafted: the model ran with a draft. PlainSteps are its decode
+	// steps without one, while the planner had speculation off.
+	Drafted    bool `json:"drafted,omitempty"`
+	PlainSteps int  `json:"plain_steps,omitempty"`
+	// Baseline is the target alone's speed on this machine, tokens/s,
+	// that Speedup compares with (0: unknown).
+	Baseline float64 `json:"baseline_tokens_per_s,omitempty"`
 }
 
 // newID is a conversation's file name: its start time and some randomness.

@@ -99,32 +99,3 @@ func TestAppendSegment(t *testing.T) {
 		t.Errorf("segments %+v", s)
 	}
 }
-
-// A message's statistics say what was measured, streaming or done.
-func TestStatsLine(t *testing.T) {
-	s := &MsgStats{Tokens: 12, TokensPerSec: 30.25, FirstTokenMs: 80, Rounds: 4, Tau: 3, Speedup: 1.5, DraftVersion: 2, Stopped: true}
-	if got, want := statsLine(s, false), "12 tokens · 30.2 tokens/s · first token 80 ms · 4 rounds, τ 3.00 · 1.50× the target alone · draft v2 · stopped"; got != want {
-		t.Errorf("done: %q\nwant   %q", got, want)
-	}
-	if got := statsLine(&MsgStats{TokensPerSec: 9}, true); got != "9.0 tokens/s" {
-		t.Errorf("streaming: %q", got)
-	}
-	if statsLine(nil, false) != "" {
-		t.Error("no stats, yet a line")
-	}
-}
-
-// The τ chart leaves out requests that drafted nothing; a new draft
-// version is marked where it first answered.
-func TestSeries(t *testing.T) {
-	h := []requestStat{{Tau: 2, TokensPerSec: 10, DraftVersion: 0}, {Tau: 0, TokensPerSec: 20, DraftVersion: 1},
-		{Tau: 3, TokensPerSec: 30, DraftVersion: 1}, {Tau: 4, TokensPerSec: 40, DraftVersion: 2}}
-	tau, tm := series(h, func(s requestStat) (float64, bool) { return s.Tau, s.Tau > 0 })
-	if !slices.Equal(tau, []float64{2, 3, 4}) || !slices.Equal(tm, []int{1, 2}) {
-		t.Errorf("τ %v, markers %v", tau, tm)
-	}
-	speed, sm := series(h, func(s requestStat) (float64, bool) { return s.TokensPerSec, true })
-	if !slices.Equal(speed, []float64{10, 20, 30, 40}) || !slices.Equal(sm, []int{1, 3}) {
-		t.Errorf("speed %v, markers %v", speed, sm)
-	}
-}

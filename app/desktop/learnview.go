@@ -2,6 +2,9 @@ package desktop
 
 import (
 	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"strings"
 
 	"fyne.io/fyne/v2"
@@ -27,7 +30,9 @@ type learnView struct {
 	memOff     *widget.Check
 	drafts     *widget.Label
 	rollback   *widget.Button
-	problem    *widget.Label
+	// rollbackWay is how Roll back returns to the previous draft.
+	rollbackWay rollBack
+	problem     *widget.Label
 }
 
 func newLearnView(a *App) *learnView {
@@ -46,7 +51,7 @@ func newLearnView(a *App) *learnView {
 	charts := container.NewGridWithColumns(2, l.tau, l.speed)
 	l.content = container.NewVScroll(container.NewVBox(
 		charts,
-		widget.NewLabel("Orange lines: a new draft version took over."),
+		widget.NewLabel("Each point is a reply with this model; an orange line marks the reply where a newly published draft version took over."),
 		widget.NewCard("Trainer", "", container.NewVBox(l.trainer, l.pause)),
 		widget.NewCard("Text memory", "verified text whose continuations every draft tree proposes",
 			container.NewVBox(l.memory, container.NewHBox(l.clear, l.memOff))),
@@ -57,9 +62,8 @@ func newLearnView(a *App) *learnView {
 
 // refresh shows the charts and the state as they are now.
 func (l *learnView) refresh() {
-	h := l.a.sess.history()
-	l.tau.set(series(h, func(s requestStat) (float64, bool) { return s.Tau, s.Tau > 0 }))
-	l.speed.set(series(h, func(s requestStat) (float64, bool) { return s.TokensPerSec, true }))
+	h, herr := l.a.sess.history()
+	l.showCharts(h, herr)
 	r, m := l.a.sess.loaded()
 	if r == nil {
 		l.trainer.SetText("no model loaded")
@@ -75,59 +79,109 @@ func (l *learnView) refresh() {
 		if st.Paused {
 			l.pause.SetText("Resume learning")
 		}
-		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %d training runs, %d published; %d positions held for training; τ now %.2f (long-run %.2f).",
-			trainerState(r), st.Version, st.Runs, st.Published, st.Records, st.ShortTau, st.LongTau))
+		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %s, %d published since the model loaded; %d positions held for training; %s.",
+			trainerState(r), st.Version, countNoun(st.Runs, "training run"), st.Published, st.Records, tauNow(st.ShortTau, st.LongTau)))
 		l.memory.SetText(fmt.Sprintf("%d tokens remembered", st.Remembered))
 	}
 	if !ok {
 		l.memory.SetText("no text memory: the draft does not adapt")
 	}
-	l.showDrafts(m)
+	l.showDrafts(r, m)
 }
 
-// series is the value of each request that has one (τ: those that
-// drafted), and the points where the draft's version changed.
-func series(h []requestStat, value func(requestStat) (float64, bool)) (vals []float64, markers []int) {
-	last := -1
-	for _, s := range h {
-		v, ok := value(s)
-		if !ok {
-			continue
-		}
-		if last >= 0 && s.DraftVersion != last {
-			markers = append(markers, len(vals))
-		}
-		vals, last = append(vals, v), s.DraftVersion
+// tauNow is the trainer's measured τ in words: none before a round ran
+// since the model loaded (a restart starts the averages again).
+func tauNow(short, long float64) string {
+	if short <= 0 {
+		return "τ not measured yet since the model loaded"
 	}
-	return vals, markers
+	return fmt.Sprintf("τ now %.2f (long-run %.2f)", short, long)
 }
 
-// showDrafts lists the saved drafts, the loaded model's first.
-func (l *learnView) showDrafts(m *runner.Model) {
+// showCharts charts the model's replies: tokens/s of each, τ of those
+// that drafted, over one count of replies, with the versions marked.
+func (l *learnView) showCharts(h []requestStat, herr error) {
+	empty := "No replies yet with this model: the charts fill as you chat."
+	if herr != nil {
+		empty = herr.Error()
+	}
+	speed, tau, marks := chartSeries(h)
+	speedSum, tauSum := "", ""
+	if n := len(h); n > 0 {
+		speedSum = fmt.Sprintf("last %s · %s", formatRate(h[n-1].TokensPerSec), countNoun(n, "reply"))
+		drafted := 0
+		for _, v := range tau {
+			if !math.IsNaN(v) {
+				drafted++
+			}
+		}
+		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, countNoun(n, "reply"))
+		if drafted == 0 {
+			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", countNoun(n, "reply"))
+		}
+	}
+	l.speed.set(speed, marks, speedSum, empty)
+	l.tau.set(tau, marks, tauSum, empty)
+}
+
+// chartSeries are the charts' values over the replies: tokens/s, and τ
+// (NaN for a reply that drafted nothing), and a marker at each reply
+// where the trainer's version changed, named by the version.
+func chartSeries(h []requestStat) (speed, tau []float64, marks []marker) {
+	for i, s := range h {
+		speed = append(speed, s.TokensPerSec)
+		t := math.NaN()
+		if s.Tau > 0 && (s.Rounds > 0 || s.Tau > 1) {
+			t = s.Tau
+		}
+		tau = append(tau, t)
+		if i > 0 && s.DraftVersion != h[i-1].DraftVersion {
+			marks = append(marks, marker{at: i, label: fmt.Sprintf("v%d", s.DraftVersion)})
+		}
+	}
+	return speed, tau, marks
+}
+
+// showDrafts lists the saved drafts, the loaded model's first, with the
+// version running beside the one saved.
+func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 	ds, err := l.a.st.Drafts()
 	if err != nil {
 		l.drafts.SetText(err.Error())
 		return
 	}
+	ad, adapting := r.Adaptation()
 	var lines []string
-	prev := false
+	listed := false
+	// The previous draft may be kept alone, after a rollback to the
+	// shipped one: the listing shows none, yet it is there to return to.
+	_, err = os.Stat(l.a.st.PrevPath(m.Fingerprint))
+	prev := err == nil
 	for _, d := range ds {
 		mark := ""
 		if d.Fingerprint == m.Fingerprint {
-			mark, prev = " (this model)", d.Prev
+			mark, listed = " (this model)", true
 		}
 		if d.Err != nil {
 			lines = append(lines, fmt.Sprintf("%s: unreadable: %v", d.Fingerprint, d.Err))
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("%s%s: version %s, τ history %s, memory %s", orNone(d.Target), mark, orNone(d.Version),
-			orNone(store.FormatFloats(d.TauHistory)), runner.HumanBytes(uint64(d.Memory))))
+		line := fmt.Sprintf("%s%s: version %s, τ history %s, memory %s", orNone(d.Target), mark, orNone(d.Version),
+			orNone(store.FormatFloats(d.TauHistory)), runner.HumanBytes(uint64(d.Memory)))
+		if mark != "" && adapting && strconv.Itoa(ad.Version) != d.Version {
+			line += fmt.Sprintf("; version %d running, saved when the model closes", ad.Version)
+		}
+		lines = append(lines, line)
+	}
+	if !listed && adapting && ad.Published > 0 {
+		lines = append([]string{fmt.Sprintf("%s (this model): version %d running, saved when the model closes", m.Name, ad.Version)}, lines...)
 	}
 	if len(lines) == 0 {
 		lines = []string{"none yet: drafts are saved as they adapt"}
 	}
 	l.drafts.SetText(strings.Join(lines, "\n"))
-	if prev {
+	l.rollbackWay = rollBackWay(prev, adapting && ad.Published > 0, startedFrom(r.Draft().Name, l.a.st.DraftPath(m.Fingerprint)))
+	if l.rollbackWay != noRollBack {
 		l.rollback.Enable()
 	} else {
 		l.rollback.Disable()
@@ -181,8 +235,13 @@ func (l *learnView) rollBack() {
 	if m == nil {
 		return
 	}
-	fp := m.Fingerprint
-	l.a.chat.reload(l.a.currentPrefs().Model, func() error { return l.a.st.Restore(fp) })
+	fp, way := m.Fingerprint, l.rollbackWay
+	l.a.chat.reload(l.a.currentPrefs().Model, func() error {
+		if way == shelveDraft {
+			return l.a.st.Shelve(fp)
+		}
+		return l.a.st.Restore(fp)
+	})
 }
 
 func (l *learnView) showProblem(err error) {

@@ -129,28 +129,25 @@ func highlighted(segs []Segment) []widget.RichTextSegment {
 	return out
 }
 
-// statsLine is a message's statistics in words.
+// statsLine is a message's statistics in words (speedline.go).
 func statsLine(s *MsgStats, streaming bool) string {
 	if s == nil {
 		return ""
 	}
-	line := fmt.Sprintf("%d tokens · %.1f tokens/s · first token %.0f ms", s.Tokens, s.TokensPerSec, s.FirstTokenMs)
 	if streaming {
-		line = fmt.Sprintf("%.1f tokens/s", s.TokensPerSec)
+		return formatRate(s.TokensPerSec) + " tokens/s"
 	}
-	if s.Rounds > 0 {
-		line += fmt.Sprintf(" · %d rounds, τ %.2f", s.Rounds, s.Tau)
+	parts := []string{countNoun(s.Tokens, "token"), formatRate(s.TokensPerSec) + " tokens/s"}
+	if s.FirstTokenMs > 0 {
+		parts = append(parts, "first token "+formatMs(s.FirstTokenMs))
 	}
-	if s.Speedup > 0 {
-		line += fmt.Sprintf(" · %.2f× the target alone", s.Speedup)
-	}
-	if s.DraftVersion > 0 {
-		line += fmt.Sprintf(" · draft v%d", s.DraftVersion)
+	if w := speculationWords(s); w != "" {
+		parts = append(parts, w)
 	}
 	if s.Stopped {
-		line += " · stopped"
+		parts = append(parts, "stopped")
 	}
-	return line
+	return strings.Join(parts, " · ")
 }
 
 // codeBlocks are the fenced code blocks of a markdown text.

@@ -31,21 +31,15 @@ type session struct {
 	stop     context.CancelFunc
 	stopped  context.Context
 	gen      sync.WaitGroup
-	settings []string // the settings setup chose that this load used
-	requests []requestStat
-	start    api.Start // the API server (nil: none in this build)
+	settings []string      // the settings setup chose that this load used
+	requests []requestStat // the model's replies, kept across restarts (replies.go)
+	histErr  error         // why the kept replies could not be read
+	adapt    *runner.Adapt // how drafts adapt (nil: the default)
+	start    api.Start     // the API server (nil: none in this build)
 	srv      api.Server
 	srvStop  func()
 	srvAddr  string
 	srvErr   error
-}
-
-// requestStat is one reply, for the speed and learning charts.
-type requestStat struct {
-	At           time.Time
-	Tau          float64
-	TokensPerSec float64
-	DraftVersion int
 }
 
 // loadOptions say how the session loads a model.
@@ -73,6 +67,9 @@ func (s *session) load(o loadOptions) error {
 	}
 	opts := runner.DefaultOptions()
 	opts.Store, opts.Notify, opts.NewDrafter = s.st, o.notify, o.newDrafter
+	if s.adapt != nil {
+		opts.Adapt = *s.adapt
+	}
 	var used []string
 	if set, err := runner.LoadSettings(s.st); err == nil {
 		if ms, ok := set.Models[m.Fingerprint]; ok {
@@ -103,8 +100,9 @@ func (s *session) load(o loadOptions) error {
 		m.Close()
 		return err
 	}
+	reqs, herr := loadReplies(s.st, m.Fingerprint)
 	s.mu.Lock()
-	s.model, s.run, s.settings, s.requests = m, r, used, nil
+	s.model, s.run, s.settings, s.requests, s.histErr = m, r, used, reqs, herr
 	s.stopped, s.stop = context.WithCancel(context.Background())
 	s.mu.Unlock()
 	if o.prefs.APIServer {
@@ -268,18 +266,17 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 		rep.segments = appendSegment(rep.segments, tail, engine.FromTarget)
 	}
 	rep.text, rep.done = text.String(), true
-	rep.stats = MsgStats{Tokens: st.GenTokens, TokensPerSec: st.GenTokensPerSec(), FirstTokenMs: float64(first.Microseconds()) / 1000,
-		Rounds: st.Rounds, Tau: st.Tau(), DraftVersion: st.DraftVersion, Stopped: ctx.Err() != nil}
+	rep.stats = MsgStats{Tokens: st.GenTokens, TokensPerSec: st.GenTokensPerSec(), FirstTokenMs: float64(first.Nanoseconds()) / 1e6,
+		Rounds: st.Rounds, Tau: st.Tau(), DraftVersion: st.DraftVersion, Stopped: ctx.Err() != nil,
+		Drafted: r.Slot(0).Drafter() != nil, PlainSteps: st.PlainSteps}
 	if plain := s.plainSpeed(); plain > 0 && rep.stats.TokensPerSec > 0 {
-		rep.stats.Speedup = rep.stats.TokensPerSec / plain
+		rep.stats.Baseline, rep.stats.Speedup = plain, rep.stats.TokensPerSec/plain
 	}
 	if err != nil && ctx.Err() == nil {
 		rep.err = err
 	}
 	if st.GenTokens > 0 {
-		s.mu.Lock()
-		s.requests = append(s.requests, requestStat{At: time.Now(), Tau: st.Tau(), TokensPerSec: st.GenTokensPerSec(), DraftVersion: st.DraftVersion})
-		s.mu.Unlock()
+		s.remember(r, m, st)
 	}
 	update(rep)
 }
@@ -313,11 +310,31 @@ func appendSegment(segs []Segment, piece string, src engine.Source) []Segment {
 	return append(segs, Segment{Text: piece, Source: src})
 }
 
-// history is the replies so far, for the charts.
-func (s *session) history() []requestStat {
+// remember adds a reply to the model's history and keeps it; the
+// version is the trainer's, as the learning view and the saved drafts
+// number them.
+func (s *session) remember(r *runner.Runner, m *runner.Model, st engine.Stats) {
+	rs := requestStat{At: time.Now().UTC(), Tau: st.Tau(), TokensPerSec: st.GenTokensPerSec(), Rounds: st.Rounds, DraftVersion: st.DraftVersion}
+	if a, ok := r.Adaptation(); ok {
+		rs.DraftVersion = a.Version
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, rs)
+	h := append([]requestStat(nil), s.requests...)
+	s.mu.Unlock()
+	if err := saveReplies(s.st, m.Fingerprint, h); err != nil {
+		s.mu.Lock()
+		s.histErr = fmt.Errorf("the speed history is not kept (%v): the charts start again at the next start", err)
+		s.mu.Unlock()
+	}
+}
+
+// history is the model's replies, oldest first, for the charts, and why
+// the kept ones could not be read or kept (nil: they were).
+func (s *session) history() ([]requestStat, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]requestStat(nil), s.requests...)
+	return append([]requestStat(nil), s.requests...), s.histErr
 }
 
 // chatMessages is a conversation as the chat template reads it.

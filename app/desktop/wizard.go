@@ -401,12 +401,7 @@ func (w *wizard) speedStep() {
 		if f.err != nil || f.fit.Verdict == runner.NoFit {
 			continue
 		}
-		pr := f.fit.Predicted
-		text := fmt.Sprintf("%.1f tokens/s alone → %.1f with the draft as it is today (%.1f–%.1f)", pr.Plain, pr.WithDraft, pr.Low, pr.High)
-		if pr.Plain == 0 {
-			text = "not calibrated: no prediction"
-		}
-		l := widget.NewLabel(text)
+		l := widget.NewLabel(predictionText(f.fit.Predicted))
 		l.Wrapping = fyne.TextWrapWord
 		w.body.Add(widget.NewCard(f.entry.Name, "", l))
 	}

@@ -53,12 +53,15 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if c.Profile, err = engine.ProfileTargetWithin(target, prompt, min(32, target.Context()-prompt), sizes, 5, profileBudget); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
-	if c.Plain, err = plainSpeed(target, prompt, plainTokens(c.Profile.Decode)); err != nil {
+	if c.Plain, c.PlainLow, c.PlainHigh, err = plainSpeed(target, prompt, plainTokens(c.Profile.Decode)); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
 	cfg := draftShape(m, st)
 	progress(Step{"a draft step on the CPU", 1, total})
 	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, device.NewHost(threads)); err != nil {
+		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
+	}
+	if c.Drafted, c.DraftedLow, c.DraftedHigh, err = draftedSpeed(m, cfg, device.NewHost(threads), target, c.Profile, prompt, plainTokens(c.Profile.Decode)); err != nil {
 		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
 	}
 	if gpus {
@@ -82,10 +85,11 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	return c, nil
 }
 
-// plainSpeed is greedy generation's speed through the engine, as run
-// decodes without a draft: the median of three generations of up to n
-// tokens after prompt random tokens.
-func plainSpeed(t engine.Target, prompt, n int) (float64, error) {
+// plainSpeed is generation's speed through the engine, as run and the
+// chat decode without a draft (calibrationSampler): the median of
+// plainRuns generations of up to n tokens after prompt random tokens, and
+// the slowest and fastest of them, the spread setup's prediction carries.
+func plainSpeed(t engine.Target, prompt, n int) (median, low, high float64, err error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	toks := make([]int, prompt)
 	for i := range toks {
@@ -93,16 +97,27 @@ func plainSpeed(t engine.Target, prompt, n int) (float64, error) {
 	}
 	n = min(n, t.Context()-prompt-1)
 	var speeds []float64
-	for range 3 {
-		st, err := engine.Generate(context.Background(), t, engine.Request{Prompt: toks, MaxTokens: n}, func(int) error { return nil })
+	for i := range plainRuns {
+		sampler := calibrationSampler
+		sampler.Seed = uint64(i + 1)
+		st, err := engine.Generate(context.Background(), t, engine.Request{Prompt: toks, MaxTokens: n, Sampler: sampler}, func(int) error { return nil })
 		if err != nil {
-			return 0, err
+			return 0, 0, 0, err
 		}
 		speeds = append(speeds, st.GenTokensPerSec())
 	}
 	slices.Sort(speeds)
-	return speeds[1], nil
+	return speeds[len(speeds)/2], speeds[0], speeds[len(speeds)-1], nil
 }
+
+// plainRuns is how many generations plainSpeed times.
+const plainRuns = 5
+
+// calibrationSampler is the sampling run and the chat do by default: on
+// a small model choosing among 32,000 logits costs as much as the
+// forward pass, and a greedy calibration predicted twice the speed the
+// chat then measured.
+var calibrationSampler = engine.SamplerParams{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1}
 
 // plainTokens is how many tokens each of plainSpeed's generations takes
 // for a target whose decode step takes tt: 64, or as many as plainBudget

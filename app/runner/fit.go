@@ -196,7 +196,9 @@ func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 // predict is the speed of the placement from the calibration: the target
 // alone, and with the draft at the acceptance its saved τ history says
 // (median, and 10th to 90th percentile), or, without one, a prior (half,
-// between a quarter and three quarters); and the tree it predicts best.
+// between a quarter and three quarters), widened by the spread of the
+// calibration's runs, down to a new draft's measured speed; and the tree
+// it predicts best.
 func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, tree.Params) {
 	if cal == nil || cal.Profile.Decode <= 0 {
 		return Prediction{}, tree.Params{}
@@ -209,7 +211,10 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 		scale = cal.Plain * cal.Profile.Decode.Seconds()
 	}
 	plain := scale / cal.Profile.Decode.Seconds()
-	out := Prediction{Plain: plain, WithDraft: plain, Low: plain, High: plain, Tau: 1}
+	// The calibration's runs spread: the range carries their slowest and
+	// fastest, as ratios to their median.
+	slow, fast := spread(cal)
+	out := Prediction{Plain: plain, WithDraft: plain, Low: slow * plain, High: fast * plain, Tau: 1}
 	step, ok := cal.DraftStep[p.Device]
 	if p.DraftDevice == "none" || !ok {
 		return out, tree.Params{}
@@ -225,10 +230,15 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	shape, out.WithDraft = pl.Predict(mid, step)
 	_, out.Low = pl.Predict(lo, step)
 	_, out.High = pl.Predict(hi, step)
-	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*out.Low, scale*out.High
+	out.WithDraft, out.Low, out.High = scale*out.WithDraft, scale*slow*out.Low, scale*fast*out.High
 	// Probes keep acceptance measured while drafting is off: a few
-	// percent of the time.
-	out.Low = max(out.Low, 0.95*plain)
+	// percent of the time. Before the draft learns, its first rounds,
+	// probes and reading every token cost what calibration measured with
+	// a new draft on the CPU: the low end where one runs there.
+	out.Low = max(out.Low, 0.95*slow*plain)
+	if p.Device == "cpu" && cal.DraftedLow > 0 {
+		out.Low = min(out.Low, cal.DraftedLow)
+	}
 	if shape != (tree.Params{}) {
 		t, r := 1.0, 1.0
 		for range min(shape.Depth+1, shape.Tokens) {
@@ -238,6 +248,15 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 		out.Tau = t
 	}
 	return out, shape
+}
+
+// spread is the slowest and fastest of a calibration's plain runs over
+// their median (1, 1 when it kept none).
+func spread(cal *Calibration) (slow, fast float64) {
+	if cal.Plain <= 0 || cal.PlainLow <= 0 || cal.PlainHigh <= 0 {
+		return 1, 1
+	}
+	return min(cal.PlainLow/cal.Plain, 1), max(cal.PlainHigh/cal.Plain, 1)
 }
 
 // tauHistory is the τ the target's saved draft measured at each

@@ -28,8 +28,18 @@ type Calibration struct {
 	// Plain is decoding as a run does it, tokens/s: greedy generation
 	// through the engine, sampling and bookkeeping included, which on a
 	// small model cost a good share of a step.
-	Plain float64   `json:"plain_tokens_per_s"`
-	At    time.Time `json:"at"`
+	Plain float64 `json:"plain_tokens_per_s"`
+	// PlainLow and PlainHigh are the slowest and fastest of Plain's runs:
+	// the spread a prediction's range carries.
+	PlainLow  float64 `json:"plain_low_tokens_per_s"`
+	PlainHigh float64 `json:"plain_high_tokens_per_s"`
+	// Drafted, DraftedLow and DraftedHigh are generation's speed with a
+	// new draft on the CPU and the planner, tokens/s (median, slowest,
+	// fastest): the low end of a prediction before the draft learns.
+	Drafted     float64   `json:"drafted_tokens_per_s"`
+	DraftedLow  float64   `json:"drafted_low_tokens_per_s"`
+	DraftedHigh float64   `json:"drafted_high_tokens_per_s"`
+	At          time.Time `json:"at"`
 }
 
 // calibrationKey names a calibration: the machine's CPU, the kernels'
@@ -37,9 +47,14 @@ type Calibration struct {
 // level may be faster, and is calibrated anew.
 func calibrationKey(m *Model, threads int) string {
 	k := cpu.DefaultKernels()
-	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d|%s", cpuid.CPU.BrandName, m.Kernels, k.Build, threads, m.Fingerprint))
+	key := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%s|%d|%s|%d", cpuid.CPU.BrandName, m.Kernels, k.Build, threads, m.Fingerprint, calibrationFormat))
 	return hex.EncodeToString(key[:12])
 }
+
+// calibrationFormat changes when what a calibration measures does: one
+// kept before (a greedy plain speed, no spread, no drafted speed) is
+// measured anew.
+const calibrationFormat = 3
 
 // CachedCalibration is the calibration the store keeps of m at threads.
 func CachedCalibration(st *store.Store, m *Model, threads int) (Calibration, bool) {
@@ -48,7 +63,7 @@ func CachedCalibration(st *store.Store, m *Model, threads int) (Calibration, boo
 		return c, false
 	}
 	b, err := os.ReadFile(st.ProfilePath(calibrationKey(m, threads)))
-	if err != nil || json.Unmarshal(b, &c) != nil || c.Profile.Decode <= 0 || len(c.Profile.Verify) == 0 {
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Profile.Decode <= 0 || len(c.Profile.Verify) == 0 || c.PlainLow > c.Plain || c.PlainHigh < c.Plain {
 		return Calibration{}, false
 	}
 	return c, true

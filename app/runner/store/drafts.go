@@ -252,6 +252,16 @@ func (s *Store) Restore(fp string) error {
 	return os.Rename(tmp, cur)
 }
 
+// Shelve keeps the target's installed draft as the previous one, so that
+// the draft it started from (the shipped one, found when none is
+// installed) drafts again; Restore undoes it.
+func (s *Store) Shelve(fp string) error {
+	if err := os.Rename(s.DraftPath(fp), s.PrevPath(fp)); err != nil {
+		return fmt.Errorf("setting the adapted draft back: %w", err)
+	}
+	return nil
+}
+
 // FormatFloats writes a τ history as draft metadata.
 func FormatFloats(v []float64) string {
 	s := make([]string, len(v))
