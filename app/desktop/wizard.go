@@ -166,14 +166,9 @@ func (w *wizard) probeStep() {
 	w.body.Add(status)
 	w.progress.Show()
 	w.progress.SetValue(0)
-	steps := 0
 	w.background(func() error {
-		r := w.a.o.Probe(func(step string) {
-			fyne.Do(func() {
-				steps++
-				status.SetText(step + "…")
-				w.progress.SetValue(1 - 1/float64(steps+1)) // no total known: nearer full with each step
-			})
+		r := w.a.o.Probe(func(s probe.Step) {
+			fyne.Do(func() { showStep(status, w.progress, s) })
 		})
 		w.mu.Lock()
 		w.machine = &r
@@ -186,6 +181,17 @@ func (w *wizard) probeStep() {
 			w.body.Add(line)
 		}
 	})
+}
+
+// showStep shows where the machine check stands: what it measures now,
+// and the share of its steps done.
+func showStep(status *widget.Label, bar *widget.ProgressBar, s probe.Step) {
+	if s.Total > 0 {
+		bar.SetValue(float64(s.Done) / float64(s.Total))
+	}
+	if s.What != "" {
+		status.SetText(fmt.Sprintf("Measuring %s… (step %d of %d)", s.What, s.Done+1, s.Total))
+	}
 }
 
 // checklist is the probe's report as ticks and warnings.
