@@ -78,7 +78,7 @@ func (r *chartRenderer) Refresh() {
 	lo = min(lo, 0)
 	r.title.Text = c.title
 	if n := len(c.values); n > 0 {
-		r.title.Text = fmt.Sprintf("%s: %.2f (%d requests, %.2f–%.2f)", c.title, c.values[n-1], n, lo, hi)
+		r.title.Text = fmt.Sprintf("%s: %.2f (%s, %.2f–%.2f)", c.title, c.values[n-1], plural(n, "request"), lo, hi)
 	}
 	w, h := s.Width-8, s.Height-head-8
 	x := func(i int) float32 { return 4 + w*float32(i)/float32(max(len(c.values)-1, 1)) }

@@ -31,8 +31,8 @@ type learnView struct {
 }
 
 func newLearnView(a *App) *learnView {
-	l := &learnView{a: a, tau: newLineChart("τ, tokens per round"), speed: newLineChart("tokens/s"),
-		trainer: widget.NewLabel("no model loaded"), memory: widget.NewLabel(""), drafts: widget.NewLabel(""),
+	l := &learnView{a: a, tau: newLineChart("τ, tokens per round"), speed: newLineChart("Tokens/s"),
+		trainer: widget.NewLabel("No model loaded"), memory: widget.NewLabel(""), drafts: widget.NewLabel(""),
 		problem: widget.NewLabel("")}
 	l.trainer.Wrapping = fyne.TextWrapWord
 	l.drafts.Wrapping = fyne.TextWrapWord
@@ -48,7 +48,7 @@ func newLearnView(a *App) *learnView {
 		charts,
 		widget.NewLabel("Orange lines: a new draft version took over."),
 		widget.NewCard("Trainer", "", container.NewVBox(l.trainer, l.pause)),
-		widget.NewCard("Text memory", "verified text whose continuations every draft tree proposes",
+		widget.NewCard("Text memory", "Verified text whose continuations every draft tree proposes",
 			container.NewVBox(l.memory, container.NewHBox(l.clear, l.memOff))),
 		widget.NewCard("Saved drafts", "", container.NewVBox(l.drafts, l.rollback)),
 		l.problem))
@@ -62,12 +62,12 @@ func (l *learnView) refresh() {
 	l.speed.set(series(h, func(s requestStat) (float64, bool) { return s.TokensPerSec, true }))
 	r, m := l.a.sess.loaded()
 	if r == nil {
-		l.trainer.SetText("no model loaded")
+		l.trainer.SetText("No model loaded")
 		return
 	}
 	st, ok := r.Adaptation()
 	if !ok {
-		l.trainer.SetText(fmt.Sprintf("The draft (%s) does not adapt.", r.Draft().Name))
+		l.trainer.SetText(sentenceCase(draftWords(r.Draft())) + " does not adapt.")
 		l.pause.Disable()
 	} else {
 		l.pause.Enable()
@@ -75,12 +75,12 @@ func (l *learnView) refresh() {
 		if st.Paused {
 			l.pause.SetText("Resume learning")
 		}
-		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %d training runs, %d published; %d positions held for training; τ now %.2f (long-run %.2f).",
-			trainerState(r), st.Version, st.Runs, st.Published, st.Records, st.ShortTau, st.LongTau))
-		l.memory.SetText(fmt.Sprintf("%d tokens remembered", st.Remembered))
+		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %s, %d published; %s held for training; τ now %.2f (long-run %.2f).",
+			sentenceCase(trainerState(r)), st.Version, plural(st.Runs, "training run"), st.Published, plural(st.Records, "position"), st.ShortTau, st.LongTau))
+		l.memory.SetText(plural(st.Remembered, "token") + " remembered")
 	}
 	if !ok {
-		l.memory.SetText("no text memory: the draft does not adapt")
+		l.memory.SetText("No text memory: the draft does not adapt")
 	}
 	l.showDrafts(m)
 }
@@ -124,7 +124,7 @@ func (l *learnView) showDrafts(m *runner.Model) {
 			orNone(store.FormatFloats(d.TauHistory)), runner.HumanBytes(uint64(d.Memory))))
 	}
 	if len(lines) == 0 {
-		lines = []string{"none yet: drafts are saved as they adapt"}
+		lines = []string{"None yet: drafts are saved as they adapt"}
 	}
 	l.drafts.SetText(strings.Join(lines, "\n"))
 	if prev {

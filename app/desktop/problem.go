@@ -56,21 +56,52 @@ func (p *problemBox) Text() string {
 	return p.line.Text
 }
 
-// explain says in words what err means and what to do; errors the app
-// itself worded pass as they are.
+// errorDetails is the error behind a problem line, under a "Details"
+// expander, shown only with a problem whose words are not the error's.
+type errorDetails struct {
+	content *fyne.Container
+	box     *problemBox
+}
+
+func newErrorDetails() *errorDetails {
+	p := newProblemBox()
+	p.line.Hide()
+	return &errorDetails{content: p.content, box: p}
+}
+
+// showProblemWords puts words on the problem line, and err, if any, under
+// Details beside it.
+func (c *chatView) showProblemWords(words string, err error) {
+	c.problem.SetText(sentenceCase(words))
+	c.problem.Show()
+	if err != nil && err.Error() != words {
+		c.details.box.show(words, err)
+	} else {
+		c.details.box.hide()
+	}
+}
+
+func (c *chatView) hideProblem() {
+	c.problem.Hide()
+	c.details.box.hide()
+}
+
+// explain says in words what err means and what to do, as a clause to
+// follow "could not …:" (callers start a line with sentenceCase); errors
+// the app itself worded pass as they are.
 func explain(err error) string {
 	var addr *net.AddrError
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "Nothing is there: check the path, or choose the file again."
+	case errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "no such file"):
+		return "nothing is there: check the path, or choose the file again"
 	case errors.Is(err, fs.ErrPermission):
-		return "This app may not read or write there: check the file's permissions."
+		return "this app may not read or write there: check the file's permissions"
 	case errors.Is(err, syscall.EADDRINUSE):
-		return "Another program already listens on that address: choose another port."
+		return "another program already listens on that address: choose another port"
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
-		return "This machine has no such address: use 127.0.0.1 (this machine only) or 0.0.0.0 (the network)."
+		return "this machine has no such address: use 127.0.0.1 (this machine only) or 0.0.0.0 (the network)"
 	case errors.As(err, &addr) || strings.Contains(err.Error(), "missing port"):
-		return "Give the address as host:port, such as 127.0.0.1:11435."
+		return "give the address as host:port, such as 127.0.0.1:11435"
 	}
-	return sentenceCase(err.Error())
+	return err.Error()
 }

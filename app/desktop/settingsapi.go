@@ -24,7 +24,7 @@ func (s *settingsView) setServing(on bool) {
 		}
 		if s.a.chat.isLoading() {
 			s.untick()
-			s.apiProblem.show("A model is loading: tick this again once it has loaded.", nil)
+			s.apiProblem.show("a model is loading: tick this again once it has loaded", nil)
 			return
 		}
 	}
@@ -82,10 +82,10 @@ func (s *settingsView) untick() {
 // checkAddress says what is wrong with an address to serve on.
 func checkAddress(addr string) error {
 	if addr == "" {
-		return errors.New("The API server needs an address, such as 127.0.0.1:11435.")
+		return errors.New("the API server needs an address, such as 127.0.0.1:11435")
 	}
 	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-		return errors.New("Give the address as host:port, such as 127.0.0.1:11435, not " + addr + ".")
+		return errors.New("give the address as host:port, such as 127.0.0.1:11435, not " + addr)
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func checkAddress(addr string) error {
 // explainServe says why the server does not run, and what to do.
 func explainServe(err error) string {
 	if strings.Contains(err.Error(), "second sequence") {
-		return "There is no room in memory for the API's own sequence beside the window's: lower the context under Running the model, then tick the box again."
+		return "there is no room in memory for the API's own sequence beside the window's: lower the context under Running the model, then tick the box again"
 	}
 	return explain(err)
 }
