@@ -265,7 +265,7 @@ func (c *chatView) reload(path string, prepare func() error) {
 	c.showLoading(true)
 	c.hideProblem()
 	c.send.Disable()
-	c.status.SetText("loading " + displayName(path) + "…")
+	c.status.SetText(sentenceCase("loading " + shortName(path) + "…"))
 	prefs := c.a.currentPrefs()
 	go func() {
 		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify, prepare: prepare})

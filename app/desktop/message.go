@@ -134,12 +134,12 @@ func statsLine(s *MsgStats, streaming bool) string {
 	if s == nil {
 		return ""
 	}
-	line := fmt.Sprintf("%d tokens · %.1f tokens/s · first token %.0f ms", s.Tokens, s.TokensPerSec, s.FirstTokenMs)
+	line := fmt.Sprintf("%s · %.1f tokens/s · first token %.0f ms", plural(s.Tokens, "token"), s.TokensPerSec, s.FirstTokenMs)
 	if streaming {
 		line = fmt.Sprintf("%.1f tokens/s", s.TokensPerSec)
 	}
 	if s.Rounds > 0 {
-		line += fmt.Sprintf(" · %d rounds, τ %.2f", s.Rounds, s.Tau)
+		line += fmt.Sprintf(" · %s, τ %.2f", plural(s.Rounds, "round"), s.Tau)
 	}
 	if s.Speedup > 0 {
 		line += fmt.Sprintf(" · %.2f× the target alone", s.Speedup)

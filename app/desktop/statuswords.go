@@ -11,6 +11,14 @@ import (
 // The chat's status line says what runs where in words: no file names,
 // paths or device internals (the settings show where files live).
 
+// shortName is a model file's name without its folder and extension.
+func shortName(path string) string {
+	if path == "" {
+		return "the embedded model"
+	}
+	return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+}
+
 // modelOn is the model and its threads: "stories15M on the CPU (4
 // threads)".
 func modelOn(m *runner.Model, r *runner.Runner) string {

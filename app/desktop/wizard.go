@@ -416,7 +416,7 @@ func (w *wizard) speedStep() {
 		pr := f.fit.Predicted
 		text := fmt.Sprintf("%.1f tokens/s alone → %.1f with the draft as it is today (%.1f–%.1f)", pr.Plain, pr.WithDraft, pr.Low, pr.High)
 		if pr.Plain == 0 {
-			text = "not calibrated: no prediction"
+			text = "Not calibrated: no prediction"
 		}
 		l := widget.NewLabel(text)
 		l.Wrapping = fyne.TextWrapWord
