@@ -52,8 +52,19 @@ func memoryBar(title string, parts []runner.Part, capacity uint64) fyne.CanvasOb
 		legend.Add(container.NewHBox(container.NewCenter(sw), widget.NewLabel(fmt.Sprintf("%s %s", look.label, runner.HumanBytes(p.Bytes)))))
 	}
 	head := widget.NewLabel(fmt.Sprintf("%s: %s of %s", title, runner.HumanBytes(bar.used()), runner.HumanBytes(bar.total())))
-	return container.NewVBox(head, bar, container.NewHScroll(legend))
+	box := container.NewVBox(head, bar)
+	if bar.used()*zoomBelow < bar.total() {
+		// Slivers on the device's bar: the parts also fill a bar of
+		// their own, so that they can be told apart.
+		box.Add(newMemBar(parts, 0))
+	}
+	box.Add(container.NewHScroll(legend))
+	return box
 }
+
+// zoomBelow: a device's bar whose parts take less than 1/zoomBelow of it
+// gets a second bar of the parts alone.
+const zoomBelow = 10
 
 // memBar is the bar itself: each part a coloured share of the device's
 // memory over a grey strip, drawn by a renderer of its own as fyne's

@@ -89,3 +89,26 @@ func countColour(img image.Image, c color.NRGBA) int {
 	}
 	return n
 }
+
+// A model that takes a sliver of the device's memory gets a second bar of
+// its parts alone, filled; one that takes a fair share does not.
+func TestMemoryBarZooms(t *testing.T) {
+	test.NewTempApp(t)
+	parts := []runner.Part{{Name: "weights", Bytes: 30 << 20}, {Name: "kv cache", Bytes: 10 << 20}}
+	bars := func(capacity uint64) []*memBar {
+		var out []*memBar
+		for _, o := range memoryBar("CPU memory", parts, capacity).(*fyne.Container).Objects {
+			if b, ok := o.(*memBar); ok {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	if got := bars(100 << 20); len(got) != 1 {
+		t.Errorf("40 MiB of 100 MiB: %d bars", len(got))
+	}
+	got := bars(20 << 30)
+	if len(got) != 2 || got[1].total() != 40<<20 {
+		t.Fatalf("40 MiB of 20 GiB: %d bars", len(got))
+	}
+}

@@ -40,7 +40,12 @@ type shownText struct {
 // error behind a "Details" expander is left out, as are a message's body
 // and the pickers' choices: the user's and the models' words, not the
 // app's.
-func screenTexts(o fyne.CanvasObject) []shownText {
+func screenTexts(o fyne.CanvasObject) []shownText { return walkTexts(o, false) }
+
+// walkTexts is screenTexts; inMessage: o is part of a message, whose
+// rich text is its body.
+func walkTexts(o fyne.CanvasObject, inMessage bool) []shownText {
+	screenTexts := func(o fyne.CanvasObject) []shownText { return walkTexts(o, inMessage) }
 	var out []shownText
 	add := func(label bool, ts ...string) {
 		for _, t := range ts {
@@ -93,7 +98,19 @@ func screenTexts(o fyne.CanvasObject) []shownText {
 		}
 	case *canvas.Text:
 		add(true, w.Text)
-	case *widget.RichText, *widget.List, *widget.Icon, *widget.ProgressBarInfinite, *canvas.Rectangle, *canvas.Line:
+	case *widget.RichText:
+		if !inMessage { // the colours' legend: words inside a line, not labels
+			for _, seg := range w.Segments {
+				if t, ok := seg.(*widget.TextSegment); ok {
+					add(false, t.Text)
+				}
+			}
+		}
+	case *messageView:
+		for _, c := range test.WidgetRenderer(w).Objects() {
+			out = append(out, walkTexts(c, true)...)
+		}
+	case *widget.List, *widget.Icon, *widget.ProgressBarInfinite, *canvas.Rectangle, *canvas.Line:
 	case fyne.Widget: // the app's own widgets: what their renderers draw
 		for _, c := range test.WidgetRenderer(w).Objects() {
 			out = append(out, screenTexts(c)...)

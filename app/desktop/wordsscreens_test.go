@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"strings"
 	"testing"
 
 	"fyne.io/fyne/v2"
@@ -79,6 +80,18 @@ func TestWordsEveryScreen(t *testing.T) {
 	a.chat.loadModel("/no/such/model.gguf")
 	waitFor(t, "the failed load", func() bool { return !a.chat.isLoading() })
 	check("the chat, a model that is not there")
+
+	// The walk reached every screen: a text of each was checked.
+	for _, want := range []string{"CPU: ", "Memory: ", "Measuring what this machine", "Calibrated 1 model", "Weights ", "Tokens/s", "Roll back to the previous draft",
+		"Load the model again with these settings", "the target's own", " tokens · ", "could not be loaded"} {
+		found := false
+		for s := range seen {
+			found = found || strings.Contains(s, want)
+		}
+		if !found {
+			t.Errorf("the walk never saw %q", want)
+		}
+	}
 }
 
 // findButton is the button with text under o.
