@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -9,14 +10,22 @@ import (
 
 // MeasureBandwidth estimates memory bandwidth in GB/s, counted as STREAM's
 // copy counts it (bytes read plus bytes written), with threads goroutines
-// each copying its own 64 MiB. A large last-level cache keeps part of that
-// between passes and reads it faster than memory
+// each copying its own 64 MiB: the best of reps passes. A large last-level
+// cache keeps part of that between passes and reads it faster than memory
 // (docs/measurements/kernels.md, "The roofline, read from the weights"): it
-// is the figure probe shows, no prediction's.
+// is no prediction's figure.
 func MeasureBandwidth(threads, reps int) float64 {
+	return slices.Max(BandwidthPasses(threads, reps))
+}
+
+// BandwidthPasses times passes copies as MeasureBandwidth does, over the
+// same buffers, and returns each pass's GB/s: for a figure that a pass
+// served from cache, or one slowed by a neighbour, does not move (probe
+// takes their median).
+func BandwidthPasses(threads, passes int) []float64 {
 	const size = 64 << 20
 	src, dst := touchedBuffers(threads, size), touchedBuffers(threads, size)
-	return bestPass(reps, 2*size*threads, func(wg *sync.WaitGroup) {
+	return timePasses(max(passes, 1), 2*size*threads, func(wg *sync.WaitGroup) {
 		for i := range src {
 			wg.Go(func() { copy(dst[i], src[i]) })
 		}
@@ -75,15 +84,20 @@ func touchedBuffers(n, size int) [][]byte {
 // moving bytes each and returns the best rate in GB/s: a shared machine
 // only ever slows a pass down.
 func bestPass(reps, bytes int, start func(wg *sync.WaitGroup)) float64 {
-	best := 0.0
-	for range reps {
+	return slices.Max(timePasses(max(reps, 1), bytes, start))
+}
+
+// timePasses is each pass's rate in GB/s.
+func timePasses(reps, bytes int, start func(wg *sync.WaitGroup)) []float64 {
+	rates := make([]float64, reps)
+	for i := range rates {
 		var wg sync.WaitGroup
 		t := time.Now()
 		start(&wg)
 		wg.Wait()
-		best = max(best, float64(bytes)/time.Since(t).Seconds()/1e9)
+		rates[i] = float64(bytes) / time.Since(t).Seconds() / 1e9
 	}
-	return best
+	return rates
 }
 
 // WeightBytesPerToken is the weight memory one decode step reads on the

@@ -25,11 +25,11 @@ func newProbeCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			o := probe.Options{Measure: !quick}
 			if !asJSON {
-				o.Progress = func(step string) { fmt.Fprintf(c.ErrOrStderr(), "\rmeasuring %-40s", step) }
+				o.Progress = func(s probe.Step) { fmt.Fprintf(c.ErrOrStderr(), "\rmeasuring %-44s", s.What) }
 			}
 			r := probe.Run(o)
 			if !asJSON {
-				fmt.Fprintf(c.ErrOrStderr(), "\r%-51s\r", "")
+				fmt.Fprintf(c.ErrOrStderr(), "\r%-54s\r", "")
 			}
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())

@@ -27,7 +27,7 @@ type Options struct {
 	Places *discover.Places
 	// Probe reads the machine, saying what it measures as it goes (nil:
 	// probe.Run, measuring bandwidth).
-	Probe func(progress func(step string)) probe.Report
+	Probe func(progress func(probe.Step)) probe.Report
 	// StartAPI starts the API server the settings can turn on
 	// (server.Start; nil: none).
 	StartAPI api.Start
@@ -76,7 +76,7 @@ func New(fy fyne.App, o Options) (*App, error) {
 	}
 	a := &App{fy: fy, o: o, st: st, sess: &session{st: st, start: o.StartAPI, adapt: o.Adapt}, convs: conversations{st}, prefs: loadPrefs(st)}
 	if o.Probe == nil {
-		a.o.Probe = func(progress func(string)) probe.Report {
+		a.o.Probe = func(progress func(probe.Step)) probe.Report {
 			return probe.Run(probe.Options{Measure: true, Progress: progress})
 		}
 	}

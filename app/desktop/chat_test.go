@@ -140,7 +140,7 @@ func TestChatSendAndReload(t *testing.T) {
 		t.Errorf("after the reply: send disabled %v, stop disabled %v", a.chat.send.Disabled(), a.chat.stop.Disabled())
 	}
 	if st := a.chat.status.Text; !strings.Contains(st, "tokens/s") || !strings.Contains(st, "first token") || !strings.Contains(st, "on the CPU") ||
-		!strings.Contains(st, "draft dgf:") || !strings.Contains(st, "trainer on ") {
+		!strings.Contains(st, "the built-in draft on the CPU") || !strings.Contains(st, "trainer on ") {
 		t.Errorf("status %q", a.chat.status.Text)
 	}
 	if len(a.chat.convList) != 1 || a.chat.convList[0].Title != "Once upon a time" {
@@ -338,12 +338,12 @@ func TestChatLoadFailure(t *testing.T) {
 	}
 	a.chat.input.SetText("hello")
 	a.chat.sendMessage()
-	if len(a.chat.conv.Messages) != 0 || !strings.Contains(a.chat.problem.Text, "no model is loaded") {
+	if len(a.chat.conv.Messages) != 0 || !strings.Contains(a.chat.problem.Text, "No model is loaded") {
 		t.Errorf("sending without a model: %d messages, %q", len(a.chat.conv.Messages), a.chat.problem.Text)
 	}
 	a.chat.loadModel("")
 	waitLoaded(t, a)
-	if a.chat.status.Text == "no model loaded" {
+	if a.chat.status.Text == "No model loaded" {
 		t.Error("the embedded model loaded but the status says none")
 	}
 }

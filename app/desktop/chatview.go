@@ -38,6 +38,7 @@ type chatView struct {
 	pick     *modelPicker
 	loading  *fyne.Container // an infinite progress bar while a model loads
 	problem  *widget.Label
+	details  *errorDetails // the error behind the problem line
 	system   *widget.Entry
 	sampling map[string]*widget.Entry
 	hl       *widget.Check
@@ -84,7 +85,8 @@ func newChatView(a *App) *chatView {
 	c.problem.Importance = widget.DangerImportance
 	c.problem.Wrapping = fyne.TextWrapWord
 	c.problem.Hide()
-	top := container.NewVBox(c.pick.content, c.loading, c.problem,
+	c.details = newErrorDetails()
+	top := container.NewVBox(c.pick.content, c.loading, c.problem, c.details.content,
 		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingPanel())))
 
 	c.messages = container.NewVBox()
@@ -95,7 +97,7 @@ func newChatView(a *App) *chatView {
 	c.send.Importance = widget.HighImportance
 	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
 	c.stop.Disable()
-	c.status = widget.NewLabel("no model loaded")
+	c.status = widget.NewLabel("No model loaded")
 	c.status.Wrapping = fyne.TextWrapWord
 	c.ctxBar = widget.NewProgressBar()
 	c.ctxBar.TextFormatter = func() string { return c.contextText() }
@@ -132,7 +134,7 @@ func (c *chatView) samplingPanel() fyne.CanvasObject {
 		e := widget.NewEntry()
 		e.OnChanged = func(string) { c.savePreset() }
 		c.sampling[f] = e
-		form.Append(strings.ReplaceAll(f, "_", " "), e)
+		form.Append(sentenceCase(strings.ReplaceAll(f, "_", " ")), e)
 	}
 	c.sampling["max_tokens"].SetPlaceHolder("0: to the end of the context")
 	c.showPreset(defaultPreset)
@@ -222,9 +224,9 @@ func (c *chatView) reload(path string, prepare func() error) {
 	c.loadingOn = true
 	c.mu.Unlock()
 	c.showLoading(true)
-	c.problem.Hide()
+	c.hideProblem()
 	c.send.Disable()
-	c.status.SetText("loading " + displayName(path) + "…")
+	c.status.SetText(sentenceCase("loading " + shortName(path) + "…"))
 	prefs := c.a.currentPrefs()
 	go func() {
 		err := c.a.sess.load(loadOptions{path: path, prefs: prefs, newDrafter: c.a.o.NewDrafter, notify: c.a.notify, prepare: prepare})
@@ -238,8 +240,8 @@ func (c *chatView) reload(path string, prepare func() error) {
 			c.showLoading(false)
 			c.send.Enable()
 			if err != nil {
-				c.showProblem(fmt.Errorf("%s could not be loaded: %v", displayName(path), err))
-				c.status.SetText("no model loaded")
+				c.showProblemWords(fmt.Sprintf("%s could not be loaded: %s.", displayName(path), explain(err)), err)
+				c.status.SetText("No model loaded")
 				return
 			}
 			c.loaded(path)
@@ -298,8 +300,7 @@ func (c *chatView) loaded(path string) {
 }
 
 func (c *chatView) showProblem(err error) {
-	c.problem.SetText(err.Error())
-	c.problem.Show()
+	c.showProblemWords(err.Error(), nil)
 }
 
 // showNotice shows a runner's warning.
@@ -407,7 +408,7 @@ func (c *chatView) sendMessage() {
 		c.showProblem(fmt.Errorf("sampling: %v", err))
 		return
 	}
-	c.problem.Hide()
+	c.hideProblem()
 	if c.editAt >= 0 {
 		c.conv.Messages = c.conv.Messages[:c.editAt]
 		c.editAt = -1
@@ -559,7 +560,7 @@ func (c *chatView) contextText() string {
 		return ""
 	}
 	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
-	return fmt.Sprintf("context %d of %d tokens", used, total)
+	return fmt.Sprintf("Context %d of %d tokens", used, total)
 }
 
 // updateStatus says how the model runs and how the last reply went.
@@ -581,20 +582,8 @@ func (c *chatView) updateStatus(st *MsgStats) {
 			parts = append(parts, "first token "+formatMs(st.FirstTokenMs))
 		}
 	}
-	parts = append(parts, fmt.Sprintf("%s on the CPU (%d threads)", m.Name, r.Threads()))
-	draft := "no draft"
-	if info.Name != "none" {
-		draft = "draft " + info.Name
-		if info.Device != "" {
-			draft += " on " + info.Device
-		}
-	}
-	trainer := trainerState(r)
-	if info.Trainer != "" {
-		trainer = "trainer on " + info.Trainer + ": " + trainer
-	}
-	parts = append(parts, draft, trainer)
-	c.status.SetText(strings.Join(parts, " · "))
+	parts = append(parts, modelOn(m, r), draftWords(info), trainerWords(info, trainerState(r)))
+	c.status.SetText(sentenceCase(strings.Join(parts, " · ")))
 }
 
 // trainerState is the trainer's state in words.

@@ -22,7 +22,7 @@ func (c *chatView) confirmDelete() {
 	}
 	what := fmt.Sprintf("“%s”", title(c.conv))
 	d := dialog.NewConfirm("Delete this chat?",
-		fmt.Sprintf("%s and its %s are deleted for good.", what, countNoun(n, "message")),
+		fmt.Sprintf("%s and its %s are deleted for good.", what, plural(n, "message")),
 		func(ok bool) {
 			if ok {
 				c.deleteConversation()
@@ -41,7 +41,7 @@ func (l *learnView) confirmClear() {
 	}
 	what := "The verified text"
 	if st, ok := r.Adaptation(); ok && st.Remembered > 0 {
-		what = fmt.Sprintf("The %s of verified text", countNoun(st.Remembered, "token"))
+		what = fmt.Sprintf("The %s of verified text", plural(st.Remembered, "token"))
 	}
 	d := dialog.NewConfirm("Clear the text memory?",
 		what+" that drafts propose continuations from will be forgotten. The model and its draft stay as they are.",

@@ -26,7 +26,7 @@ func newTestApp(t *testing.T, o Options) *App {
 		o.Places = &discover.Places{}
 	}
 	if o.Probe == nil {
-		o.Probe = func(progress func(string)) probe.Report { return probe.Run(probe.Options{Progress: progress}) }
+		o.Probe = func(progress func(probe.Step)) probe.Report { return probe.Run(probe.Options{Progress: progress}) }
 	}
 	if o.StartAPI == nil {
 		o.StartAPI = server.Start // as the desktop binary's main wires it

@@ -36,8 +36,8 @@ type learnView struct {
 }
 
 func newLearnView(a *App) *learnView {
-	l := &learnView{a: a, tau: newLineChart("τ, tokens per round"), speed: newLineChart("tokens/s"),
-		trainer: widget.NewLabel("no model loaded"), memory: widget.NewLabel(""), drafts: widget.NewLabel(""),
+	l := &learnView{a: a, tau: newLineChart("τ, tokens per round"), speed: newLineChart("Tokens/s"),
+		trainer: widget.NewLabel("No model loaded"), memory: widget.NewLabel(""), drafts: widget.NewLabel(""),
 		problem: widget.NewLabel("")}
 	l.trainer.Wrapping = fyne.TextWrapWord
 	l.drafts.Wrapping = fyne.TextWrapWord
@@ -53,7 +53,7 @@ func newLearnView(a *App) *learnView {
 		charts,
 		widget.NewLabel("Each point is a reply with this model; an orange line marks the reply where a newly published draft version took over."),
 		widget.NewCard("Trainer", "", container.NewVBox(l.trainer, l.pause)),
-		widget.NewCard("Text memory", "verified text whose continuations every draft tree proposes",
+		widget.NewCard("Text memory", "Verified text whose continuations every draft tree proposes",
 			container.NewVBox(l.memory, container.NewHBox(l.clear, l.memOff))),
 		widget.NewCard("Saved drafts", "", container.NewVBox(l.drafts, l.rollback)),
 		l.problem))
@@ -66,12 +66,12 @@ func (l *learnView) refresh() {
 	l.showCharts(h, herr)
 	r, m := l.a.sess.loaded()
 	if r == nil {
-		l.trainer.SetText("no model loaded")
+		l.trainer.SetText("No model loaded")
 		return
 	}
 	st, ok := r.Adaptation()
 	if !ok {
-		l.trainer.SetText(fmt.Sprintf("The draft (%s) does not adapt.", r.Draft().Name))
+		l.trainer.SetText(sentenceCase(draftWords(r.Draft())) + " does not adapt.")
 		l.pause.Disable()
 	} else {
 		l.pause.Enable()
@@ -79,12 +79,12 @@ func (l *learnView) refresh() {
 		if st.Paused {
 			l.pause.SetText("Resume learning")
 		}
-		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %s, %d published since the model loaded; %d positions held for training; %s.",
-			trainerState(r), st.Version, countNoun(st.Runs, "training run"), st.Published, st.Records, tauNow(st.ShortTau, st.LongTau)))
-		l.memory.SetText(fmt.Sprintf("%d tokens remembered", st.Remembered))
+		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %s, %d published since the model loaded; %s held for training; %s.",
+			sentenceCase(trainerState(r)), st.Version, plural(st.Runs, "training run"), st.Published, plural(st.Records, "position"), tauNow(st.ShortTau, st.LongTau)))
+		l.memory.SetText(plural(st.Remembered, "token") + " remembered")
 	}
 	if !ok {
-		l.memory.SetText("no text memory: the draft does not adapt")
+		l.memory.SetText("No text memory: the draft does not adapt")
 	}
 	l.showDrafts(r, m)
 }
@@ -108,16 +108,16 @@ func (l *learnView) showCharts(h []requestStat, herr error) {
 	speed, tau, marks := chartSeries(h)
 	speedSum, tauSum := "", ""
 	if n := len(h); n > 0 {
-		speedSum = fmt.Sprintf("last %s · %s", formatRate(h[n-1].TokensPerSec), countNoun(n, "reply"))
+		speedSum = fmt.Sprintf("last %s · %s", formatRate(h[n-1].TokensPerSec), plural(n, "reply"))
 		drafted := 0
 		for _, v := range tau {
 			if !math.IsNaN(v) {
 				drafted++
 			}
 		}
-		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, countNoun(n, "reply"))
+		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, plural(n, "reply"))
 		if drafted == 0 {
-			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", countNoun(n, "reply"))
+			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", plural(n, "reply"))
 		}
 	}
 	l.speed.set(speed, marks, speedSum, empty)
@@ -177,7 +177,7 @@ func (l *learnView) showDrafts(r *runner.Runner, m *runner.Model) {
 		lines = append([]string{fmt.Sprintf("%s (this model): version %d running, saved when the model closes", m.Name, ad.Version)}, lines...)
 	}
 	if len(lines) == 0 {
-		lines = []string{"none yet: drafts are saved as they adapt"}
+		lines = []string{"None yet: drafts are saved as they adapt"}
 	}
 	l.drafts.SetText(strings.Join(lines, "\n"))
 	l.rollbackWay = rollBackWay(prev, adapting && ad.Published > 0, startedFrom(r.Draft().Name, l.a.st.DraftPath(m.Fingerprint)))

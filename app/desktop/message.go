@@ -137,7 +137,7 @@ func statsLine(s *MsgStats, streaming bool) string {
 	if streaming {
 		return formatRate(s.TokensPerSec) + " tokens/s"
 	}
-	parts := []string{countNoun(s.Tokens, "token"), formatRate(s.TokensPerSec) + " tokens/s"}
+	parts := []string{plural(s.Tokens, "token"), formatRate(s.TokensPerSec) + " tokens/s"}
 	if s.FirstTokenMs > 0 {
 		parts = append(parts, "first token "+formatMs(s.FirstTokenMs))
 	}

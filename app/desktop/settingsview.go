@@ -17,23 +17,28 @@ import (
 )
 
 // settingsView holds the local API server, the threads and context, where
-// the data lives, and a check that speculation changes nothing.
+// the data lives, and a check that speculation changes nothing. Each
+// setting takes effect when changed, or beside a button that says what
+// applying it does.
 type settingsView struct {
 	a       *App
 	content fyne.CanvasObject
 
-	api       *widget.Check
-	address   *widget.Entry
-	apiStatus *widget.Label
-	threads   *widget.Entry
-	ctx       *widget.Entry
-	layers    *widget.Entry
-	apply     *widget.Button
-	problem   *widget.Label
-	places    *widget.Label
-	prompt    *widget.Entry
-	check     *widget.Button
-	result    *widget.Label
+	api        *widget.Check
+	address    *widget.Entry
+	useAddress *widget.Button
+	apiStatus  *widget.Label
+	apiProblem *problemBox
+	reverting  bool // the check is set back: its OnChanged does nothing
+	threads    *widget.Entry
+	ctx        *widget.Entry
+	layers     *widget.Entry
+	apply      *widget.Button
+	problem    *problemBox
+	places     *widget.Label
+	prompt     *widget.Entry
+	check      *widget.Button
+	result     *widget.Label
 
 	mu       sync.Mutex
 	checking bool
@@ -41,26 +46,29 @@ type settingsView struct {
 
 func newSettingsView(a *App) *settingsView {
 	s := &settingsView{a: a, api: widget.NewCheck("Serve the API (OpenAI's and ollama's) from this app", nil),
-		address: widget.NewEntry(), apiStatus: widget.NewLabel(""), threads: widget.NewEntry(), ctx: widget.NewEntry(), layers: widget.NewEntry(),
-		problem: widget.NewLabel(""), places: widget.NewLabel(""), prompt: widget.NewEntry(), result: widget.NewLabel("")}
-	s.problem.Importance = widget.DangerImportance
-	s.problem.Hide()
+		address: widget.NewEntry(), apiStatus: widget.NewLabel(""), apiProblem: newProblemBox(), threads: widget.NewEntry(),
+		ctx: widget.NewEntry(), layers: widget.NewEntry(), problem: newProblemBox(), places: widget.NewLabel(""),
+		prompt: widget.NewEntry(), result: widget.NewLabel("")}
 	s.result.Wrapping = fyne.TextWrapWord
 	s.apiStatus.Wrapping = fyne.TextWrapWord
 	p := a.currentPrefs()
 	s.api.Checked = p.APIServer
+	s.api.OnChanged = s.setServing // after Checked: loading the preference starts nothing
 	s.address.SetText(p.APIAddress)
-	s.threads.SetPlaceHolder(fmt.Sprintf("from the model's settings (this machine: %d)", runtime.NumCPU()))
-	s.ctx.SetPlaceHolder("from the model's settings")
+	s.address.OnSubmitted = func(string) { s.moveServer() }
+	s.useAddress = widget.NewButton("Use this address", s.moveServer)
+	s.threads.SetPlaceHolder(fmt.Sprintf("From the model's settings (this machine: %s)", plural(runtime.NumCPU(), "thread")))
+	s.ctx.SetPlaceHolder("From the model's settings")
 	if p.Threads > 0 {
 		s.threads.SetText(strconv.Itoa(p.Threads))
 	}
 	if p.Ctx > 0 {
 		s.ctx.SetText(strconv.Itoa(p.Ctx))
 	}
-	s.layers.SetPlaceHolder("from the model's settings: auto (as many as fit beside the draft), 0 or a number")
+	s.layers.SetPlaceHolder("From the model's settings: auto (as many as fit beside the draft), 0 or a number")
 	s.layers.SetText(p.GPULayers)
-	s.apply = widget.NewButton("Apply (loads the model again)", s.applyChanges)
+	s.apply = widget.NewButton("Load the model again with these settings", s.applyChanges)
+	s.apply.Importance = widget.HighImportance
 	s.prompt.SetText("Once upon a time")
 	s.check = widget.NewButton("Check that speculative output equals the target alone", s.checkLossless)
 	st := a.st
@@ -68,36 +76,43 @@ func newSettingsView(a *App) *settingsView {
 		st.DraftsDir(), st.ConversationsDir(), st.SettingsPath(), st.AppSettingsPath()))
 	s.places.Wrapping = fyne.TextWrapWord
 	s.content = container.NewVScroll(container.NewVBox(
-		widget.NewCard("Local API server", "the same server as dovetail serve, on this machine only unless the address says otherwise",
-			container.NewVBox(s.api, widget.NewForm(widget.NewFormItem("Address", s.address)), s.apiStatus)),
-		widget.NewCard("Running the model", "", widget.NewForm(
-			widget.NewFormItem("CPU threads", s.threads), widget.NewFormItem("Context (tokens)", s.ctx),
-			widget.NewFormItem("Target layers on the GPU", s.layers))),
-		s.apply, s.problem,
+		widget.NewCard("Local API server", "The same server as dovetail serve, on this machine only unless the address says otherwise; it starts and stops as you tick the box",
+			container.NewVBox(s.api, widget.NewForm(widget.NewFormItem("Address", container.NewBorder(nil, nil, nil, s.useAddress, s.address))),
+				s.apiStatus, s.apiProblem.content)),
+		widget.NewCard("Running the model", "These take effect when the model loads: the button below loads it again with them",
+			container.NewVBox(widget.NewForm(
+				widget.NewFormItem("CPU threads", s.threads), widget.NewFormItem("Context (tokens)", s.ctx),
+				widget.NewFormItem("Target layers on the GPU", s.layers)),
+				s.problem.content, container.NewHBox(s.apply))),
 		widget.NewCard("Where your data lives", "", s.places),
-		widget.NewCard("Lossless speculation", "greedy decoding with the draft and without must give the same text",
+		widget.NewCard("Lossless speculation", "Greedy decoding with the draft and without must give the same text",
 			container.NewVBox(s.prompt, s.check, s.result)),
 		a.themeSetting()))
 	return s
 }
 
-// refresh says whether the API server runs.
+// refresh says whether the API server runs, and if it should but does
+// not, why.
 func (s *settingsView) refresh() {
 	addr, err := s.a.sess.serving()
 	switch {
 	case addr != "":
-		s.apiStatus.SetText("serving on http://" + addr + " (/v1 and /api)")
+		s.apiStatus.SetText("Serving on http://" + addr + " (/v1 and /api)")
+		s.apiProblem.hide()
 	case err != nil:
-		s.apiStatus.SetText("not serving: " + err.Error())
+		s.apiStatus.SetText("Not serving.")
+		s.apiProblem.show(explainServe(err), err)
+	case s.api.Checked:
+		s.apiStatus.SetText("Starts when a model has loaded.")
 	default:
-		s.apiStatus.SetText("off")
+		s.apiStatus.SetText("Off.")
 	}
 }
 
-// values are the form's settings, or what is wrong with them.
+// values are the form's settings for running the model, or what is wrong
+// with them.
 func (s *settingsView) values() (Prefs, error) {
 	p := s.a.currentPrefs()
-	p.APIServer, p.APIAddress = s.api.Checked, strings.TrimSpace(s.address.Text)
 	num := func(e *widget.Entry, what string, hi int) (int, error) {
 		t := strings.TrimSpace(e.Text)
 		if t == "" {
@@ -110,19 +125,16 @@ func (s *settingsView) values() (Prefs, error) {
 		return n, nil
 	}
 	var err error
-	if p.Threads, err = num(s.threads, "threads", runtime.NumCPU()); err != nil {
+	if p.Threads, err = num(s.threads, "CPU threads", runtime.NumCPU()); err != nil {
 		return p, err
 	}
-	if p.Ctx, err = num(s.ctx, "the context", 1<<20); err != nil {
+	if p.Ctx, err = num(s.ctx, "The context", 1<<20); err != nil {
 		return p, err
 	}
 	if p.GPULayers = strings.TrimSpace(s.layers.Text); p.GPULayers != "" {
 		if _, err := runner.ParseGPULayers(p.GPULayers); err != nil {
 			return p, fmt.Errorf("target layers on the GPU: want auto, 0 or a number of layers, not %q", p.GPULayers)
 		}
-	}
-	if p.APIServer && p.APIAddress == "" {
-		return p, fmt.Errorf("the API server needs an address, such as 127.0.0.1:11435")
 	}
 	return p, nil
 }
@@ -131,14 +143,12 @@ func (s *settingsView) values() (Prefs, error) {
 func (s *settingsView) applyChanges() {
 	p, err := s.values()
 	if err != nil {
-		s.problem.SetText(err.Error())
-		s.problem.Show()
+		s.problem.show(err.Error(), nil)
 		return
 	}
-	s.problem.Hide()
+	s.problem.hide()
 	if err := s.a.setPrefs(p); err != nil {
-		s.problem.SetText("not saved: " + err.Error())
-		s.problem.Show()
+		s.problem.show("The settings are not saved: "+explain(err), err)
 		return
 	}
 	s.a.chat.loadModel(p.Model)
@@ -150,7 +160,7 @@ func (s *settingsView) checkLossless() {
 	s.checking = true
 	s.mu.Unlock()
 	s.check.Disable()
-	s.result.SetText("generating with the draft and without…")
+	s.result.SetText("Generating with the draft and without…")
 	prompt := s.prompt.Text
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -160,7 +170,7 @@ func (s *settingsView) checkLossless() {
 			s.check.Enable()
 			switch {
 			case err != nil:
-				s.result.SetText("the check did not run: " + err.Error())
+				s.result.SetText("The check did not run: " + explain(err))
 			case c.same:
 				s.result.SetText(fmt.Sprintf("The same text, token for token, over %d speculative rounds (τ %.2f): %s", c.rounds, c.tau, c.spec))
 			default:

@@ -26,9 +26,9 @@ func speculationWords(s *MsgStats) string {
 	case s.Rounds == 0:
 		return specOffWords
 	case s.PlainSteps > s.Rounds:
-		return fmt.Sprintf("%s (%s to keep measuring, τ %.2f)", specOffWords, countNoun(s.Rounds, "trial round"), s.Tau)
+		return fmt.Sprintf("%s (%s to keep measuring, τ %.2f)", specOffWords, plural(s.Rounds, "trial round"), s.Tau)
 	}
-	line := fmt.Sprintf("%s, τ %.2f", countNoun(s.Rounds, "round"), s.Tau)
+	line := fmt.Sprintf("%s, τ %.2f", plural(s.Rounds, "round"), s.Tau)
 	if s.DraftVersion > 0 {
 		line += fmt.Sprintf(", drafted by version %d", s.DraftVersion)
 	}
@@ -71,17 +71,6 @@ func formatRate(v float64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-// countNoun is n things, in words: "1 reply", "5 replies".
-func countNoun(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	if stem, ok := strings.CutSuffix(thing, "y"); ok {
-		return fmt.Sprintf("%d %sies", n, stem)
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // predictionText is setup's predicted speed of a model in words: the

@@ -62,8 +62,8 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("formatRate(%v) = %q, want %q", v, got, want)
 		}
 	}
-	if countNoun(1, "reply") != "1 reply" || countNoun(5, "round") != "5 rounds" || countNoun(2, "reply") != "2 replies" {
-		t.Error(countNoun(1, "reply"), countNoun(5, "round"), countNoun(2, "reply"))
+	if plural(1, "reply") != "1 reply" || plural(5, "round") != "5 rounds" || plural(2, "reply") != "2 replies" {
+		t.Error(plural(1, "reply"), plural(5, "round"), plural(2, "reply"))
 	}
 }
 

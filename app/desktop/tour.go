@@ -20,8 +20,8 @@ import (
 
 // Tour drives the app through its views and writes a screenshot of each
 // to dir: the setup wizard's fit, a chat with a reply streamed, the speed
-// and learning view. It says on stderr how often each reply was redrawn
-// as it streamed. It runs on its own goroutine in a real window, and
+// and learning view, the settings. It says on stderr how often each reply
+// was redrawn as it streamed. It runs on its own goroutine in a real window, and
 // calls done with its error.
 func (a *App) Tour(dir string, prompts []string, done func(error)) {
 	go func() { done(a.tour(dir, prompts)) }()
@@ -86,7 +86,11 @@ func (a *App) tour(dir string, prompts []string) error {
 		return err
 	}
 	fyne.DoAndWait(func() { a.tabs.SelectIndex(1); a.learn.refresh() })
-	return shot("learning.png")
+	if err := shot("learning.png"); err != nil {
+		return err
+	}
+	fyne.DoAndWait(func() { a.tabs.SelectIndex(2) })
+	return shot("settings.png")
 }
 
 // screenshot is the window as the X server shows it (xwd), cut to the

@@ -31,7 +31,7 @@ type wizard struct {
 	back     *widget.Button
 	next     *widget.Button
 	cancel   *widget.Button
-	problem  *widget.Label
+	problem  *problemBox
 	progress *widget.ProgressBar
 
 	mu      sync.Mutex
@@ -55,11 +55,8 @@ var wizardSteps = []string{"1. This machine", "2. Your models", "3. Calibration"
 
 func newWizard(a *App, done func()) *wizard {
 	w := &wizard{a: a, done: done, title: widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		body: container.NewVBox(), problem: widget.NewLabel(""), progress: widget.NewProgressBar(),
+		body: container.NewVBox(), problem: newProblemBox(), progress: widget.NewProgressBar(),
 		chosen: map[int]bool{}, cals: map[string]*runner.Calibration{}}
-	w.problem.Importance = widget.DangerImportance
-	w.problem.Wrapping = fyne.TextWrapWord
-	w.problem.Hide()
 	w.progress.Hide()
 	w.back = widget.NewButtonWithIcon("Back", theme.NavigateBackIcon(), func() { w.show(w.step - 1) })
 	w.next = widget.NewButtonWithIcon("Next", theme.NavigateNextIcon(), w.forward)
@@ -67,7 +64,7 @@ func newWizard(a *App, done func()) *wizard {
 	w.cancel = widget.NewButton("Skip: use the defaults", w.finish)
 	buttons := container.NewHBox(w.cancel, layoutSpacer(), w.back, w.next)
 	header := container.NewVBox(widget.NewLabelWithStyle("Setting up Dovetail", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), w.title)
-	w.content = container.NewBorder(header, container.NewVBox(w.problem, w.progress, buttons), nil, nil, container.NewVScroll(w.body))
+	w.content = container.NewBorder(header, container.NewVBox(w.problem.content, w.progress, buttons), nil, nil, container.NewVScroll(w.body))
 	return w
 }
 
@@ -79,7 +76,7 @@ func (w *wizard) start() { w.show(0) }
 func (w *wizard) show(i int) {
 	w.step = i
 	w.title.SetText(wizardSteps[i])
-	w.problem.Hide()
+	w.problem.hide()
 	w.body.Objects = nil
 	w.back.Disable()
 	if i > 0 {
@@ -114,7 +111,7 @@ func (w *wizard) forward() {
 		return
 	}
 	if w.step == 1 && len(w.chosenModels()) == 0 {
-		w.showProblem(fmt.Errorf("choose a model to set up"))
+		w.showProblem("Choose a model to set up.", nil)
 		return
 	}
 	w.show(w.step + 1)
@@ -142,7 +139,7 @@ func (w *wizard) background(work func() error, then func()) {
 		fyne.Do(func() {
 			w.next.Enable()
 			if err != nil {
-				w.showProblem(err)
+				w.showProblem(explain(err), err)
 			} else {
 				then()
 			}
@@ -154,9 +151,10 @@ func (w *wizard) background(work func() error, then func()) {
 	}()
 }
 
-func (w *wizard) showProblem(err error) {
-	w.problem.SetText(err.Error())
-	w.problem.Show()
+// showProblem says what went wrong in words, err's own text behind
+// Details.
+func (w *wizard) showProblem(words string, err error) {
+	w.problem.show(words, err)
 }
 
 // probeStep checks the machine, each item ticked or said missing with
@@ -166,14 +164,9 @@ func (w *wizard) probeStep() {
 	w.body.Add(status)
 	w.progress.Show()
 	w.progress.SetValue(0)
-	steps := 0
 	w.background(func() error {
-		r := w.a.o.Probe(func(step string) {
-			fyne.Do(func() {
-				steps++
-				status.SetText(step + "…")
-				w.progress.SetValue(1 - 1/float64(steps+1)) // no total known: nearer full with each step
-			})
+		r := w.a.o.Probe(func(s probe.Step) {
+			fyne.Do(func() { showStep(status, w.progress, s) })
 		})
 		w.mu.Lock()
 		w.machine = &r
@@ -186,6 +179,17 @@ func (w *wizard) probeStep() {
 			w.body.Add(line)
 		}
 	})
+}
+
+// showStep shows where the machine check stands: what it measures now,
+// and the share of its steps done.
+func showStep(status *widget.Label, bar *widget.ProgressBar, s probe.Step) {
+	if s.Total > 0 {
+		bar.SetValue(float64(s.Done) / float64(s.Total))
+	}
+	if s.What != "" {
+		status.SetText(fmt.Sprintf("Measuring %s… (step %d of %d)", s.What, s.Done+1, s.Total))
+	}
 }
 
 // checklist is the probe's report as ticks and warnings.
@@ -209,7 +213,7 @@ func checklist(r probe.Report) []fyne.CanvasObject {
 			runner.HumanBytes(g.VRAMTotalBytes), g.PCIeGen, g.PCIeWidth)))
 	}
 	for _, f := range r.Findings {
-		out = append(out, warn(f.String()))
+		out = append(out, warn(sentenceCase(f.String())))
 	}
 	return out
 }
@@ -242,11 +246,16 @@ func (w *wizard) modelsStep() {
 		w.body.Add(check)
 	}
 	path := widget.NewEntry()
-	path.SetPlaceHolder("a GGUF file or a folder of them")
+	path.SetPlaceHolder("A GGUF file or a folder of them")
 	add := widget.NewButton("Add", func() {
-		ms, err := w.a.addModelPath(strings.TrimSpace(path.Text))
+		typed := strings.TrimSpace(path.Text)
+		if typed == "" {
+			w.showProblem("Type the path of a GGUF file, or of a folder of them, then press Add.", nil)
+			return
+		}
+		ms, err := w.a.addModelPath(typed)
 		if err != nil {
-			w.showProblem(err)
+			w.showProblem(fmt.Sprintf("No models were added from %s: %s.", typed, explain(err)), err)
 			return
 		}
 		w.mu.Lock()
@@ -327,7 +336,7 @@ func (w *wizard) calibrationStep() {
 		return nil
 	}, func() {
 		w.progress.SetValue(1)
-		status.SetText(fmt.Sprintf("calibrated %d model(s)", len(models)))
+		status.SetText("Calibrated " + plural(len(models), "model"))
 	})
 }
 
@@ -364,10 +373,12 @@ func (w *wizard) fitStep() {
 // fitCard draws one model's fit.
 func fitCard(f fitted, machine probe.Report) fyne.CanvasObject {
 	if f.err != nil {
-		return widget.NewCard(f.entry.Name, "cannot be opened", widget.NewLabel(f.err.Error()))
+		p := newProblemBox()
+		p.show(explain(f.err), f.err)
+		return widget.NewCard(f.entry.Name, "Cannot be opened", p.content)
 	}
 	fit, p := f.fit, f.fit.Placement
-	verdict := widget.NewLabel(fit.Verdict + ": " + fit.Reason)
+	verdict := widget.NewLabel(sentenceCase(fit.Verdict + ": " + fit.Reason))
 	verdict.Wrapping = fyne.TextWrapWord
 	box := container.NewVBox(verdict)
 	var cpuParts, gpuParts []runner.Part
@@ -385,10 +396,11 @@ func fitCard(f fitted, machine probe.Report) fyne.CanvasObject {
 	if fit.Verdict != runner.NoFit {
 		layers := "all target layers on the CPU"
 		if p.GPULayers > 0 {
-			layers = fmt.Sprintf("%d target layers on the GPU", p.GPULayers)
+			layers = plural(p.GPULayers, "target layer") + " on the GPU"
 		}
-		l := widget.NewLabel(fmt.Sprintf("%d CPU threads · %s · draft on %s · trainer on %s · context %d · tree k %d, depth %d, γ %d",
-			p.Threads, layers, p.DraftDevice, p.TrainerDevice, p.Ctx, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens))
+		l := widget.NewLabel(fmt.Sprintf("%s · %s · %s · %s · context %d · tree k %d, depth %d, γ %d",
+			plural(p.Threads, "CPU thread"), layers, placed("draft", p.DraftDevice), placed("trainer", p.TrainerDevice),
+			p.Ctx, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens))
 		l.Wrapping = fyne.TextWrapWord
 		box.Add(l)
 	}
@@ -401,7 +413,7 @@ func (w *wizard) speedStep() {
 		if f.err != nil || f.fit.Verdict == runner.NoFit {
 			continue
 		}
-		l := widget.NewLabel(predictionText(f.fit.Predicted))
+		l := widget.NewLabel(sentenceCase(predictionText(f.fit.Predicted)))
 		l.Wrapping = fyne.TextWrapWord
 		w.body.Add(widget.NewCard(f.entry.Name, "", l))
 	}
@@ -421,7 +433,7 @@ func (w *wizard) save() {
 		}
 	}
 	if err := runner.SaveSettings(w.a.st, chosen); err != nil {
-		w.showProblem(fmt.Errorf("the settings are not saved: %v", err))
+		w.showProblem("The settings are not saved: "+explain(err)+".", err)
 		return
 	}
 	w.finish()

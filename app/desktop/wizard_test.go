@@ -52,8 +52,8 @@ func showing(o fyne.CanvasObject, words string) bool {
 func (w *wizard) settle(t *testing.T) {
 	t.Helper()
 	waitFor(t, "the wizard's step", func() bool { return !w.busy() })
-	if !w.problem.Hidden {
-		t.Fatalf("step %d: %s", w.step, w.problem.Text)
+	if w.problem.Text() != "" {
+		t.Fatalf("step %d: %s", w.step, w.problem.Text())
 	}
 }
 
@@ -81,13 +81,13 @@ func TestWizardSetsUp(t *testing.T) {
 	}
 	w.chosen[0] = false
 	test.Tap(w.next)
-	if w.step != 1 || w.problem.Hidden || !strings.Contains(w.problem.Text, "choose a model") {
-		t.Fatalf("with no model chosen: step %d, problem %q", w.step, w.problem.Text)
+	if w.step != 1 || !strings.Contains(w.problem.Text(), "Choose a model") {
+		t.Fatalf("with no model chosen: step %d, problem %q", w.step, w.problem.Text())
 	}
 	w.chosen[0] = true
 	test.Tap(w.next)
 	w.settle(t)
-	if w.step != 2 || !showing(w.body, "calibrated 1 model(s)") {
+	if w.step != 2 || !showing(w.body, "Calibrated 1 model") {
 		t.Fatalf("calibration: step %d, %q", w.step, texts(w.body))
 	}
 	m, err := runner.OpenModel("")
@@ -103,7 +103,7 @@ func TestWizardSetsUp(t *testing.T) {
 	if len(w.fits) != 1 || w.fits[0].err != nil || w.fits[0].fit.Verdict == runner.NoFit {
 		t.Fatalf("fit %+v", w.fits)
 	}
-	if !showing(w.body, "CPU memory") || !showing(w.body, "weights") || !showing(w.body, "CPU threads") {
+	if !showing(w.body, "CPU memory") || !showing(w.body, "Weights") || !showing(w.body, "CPU threads") {
 		t.Errorf("the fit shows %q", texts(w.body))
 	}
 	test.Tap(w.next)
@@ -154,8 +154,11 @@ func TestWizardSkipAndBadPath(t *testing.T) {
 	}
 	entry.SetText("/no/such/models")
 	test.Tap(add)
-	if w.problem.Hidden || !strings.Contains(w.problem.Text, "/no/such/models") {
-		t.Errorf("adding a missing path: %q", w.problem.Text)
+	if got := w.problem.Text(); !strings.Contains(got, "/no/such/models") || !strings.Contains(got, "nothing is there") {
+		t.Errorf("adding a missing path: %q", got)
+	}
+	if !strings.Contains(w.problem.raw.Text, "no such file or directory") {
+		t.Errorf("the error behind Details: %q", w.problem.raw.Text)
 	}
 	test.Tap(w.cancel)
 	if a.wizard != nil {

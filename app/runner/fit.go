@@ -147,12 +147,23 @@ func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.R
 		p.TrainerDevice = side(pl.trainGPU, q.room)
 	}
 	if pl.draftGPU {
-		return pl.budget, FitsPartly, fmt.Sprintf("the draft on %s, its trainer on %s", p.DraftDevice, p.TrainerDevice)
+		return pl.budget, FitsPartly, fmt.Sprintf("the draft on %s, %s", p.DraftDevice, trainerOn(p.TrainerDevice))
 	}
 	if n := placeNotice(pl, true, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
 		why = n
 	}
-	return pl.budget, FitsCPU, fmt.Sprintf("%s; the draft on the CPU, its trainer on %s", why, p.TrainerDevice)
+	return pl.budget, FitsCPU, fmt.Sprintf("%s; the draft on the CPU, %s", why, trainerOn(p.TrainerDevice))
+}
+
+// trainerOn says where the trainer runs, in words: "cpu" is the CPU.
+func trainerOn(device string) string {
+	switch device {
+	case "none":
+		return "no trainer"
+	case "cpu":
+		return "its trainer on the CPU"
+	}
+	return "its trainer on " + device
 }
 
 // fitLayers puts as many of the target's last layers on the first GPU as

@@ -108,3 +108,39 @@ func TestRunRecorded(t *testing.T) {
 		t.Errorf("memory %+v", r.Memory)
 	}
 }
+
+// The progress counts the steps really done: each thread count's
+// bandwidth and the GPUs, from none to all, in order; the bandwidth is a
+// median of passes, one per thread count.
+func TestRunProgress(t *testing.T) {
+	for _, measure := range []bool{false, true} {
+		var steps []Step
+		r := Run(Options{Measure: measure, Progress: func(s Step) { steps = append(steps, s) }})
+		total := 1
+		if measure {
+			total += r.CPU.Threads
+		}
+		if len(steps) != total+1 {
+			t.Fatalf("measure %v: %d progress calls for %d steps: %+v", measure, len(steps), total, steps)
+		}
+		for i, s := range steps {
+			if s.Done != i || s.Total != total || (s.What == "") != (i == total) {
+				t.Errorf("measure %v: call %d is %+v", measure, i, s)
+			}
+		}
+		if measure && (len(r.Memory.ByThreads) != r.CPU.Threads || r.Memory.BandwidthGBs <= 0) {
+			t.Errorf("bandwidth %+v", r.Memory)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{38.2, 18.5, 28.6}, 28.6}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
