@@ -153,7 +153,7 @@ func (r *chartRenderer) axes(lo, hi float64, n int, ph float32) {
 	bottom.Move(fyne.NewPos(0, chartHead+ph-bottom.MinSize().Height))
 	bottom.Resize(fyne.NewSize(chartLeft-4, bottom.MinSize().Height))
 	first, last, caption := chartText(1), chartText(1), chartText(1)
-	first.Text, caption.Text = "1", "reply"
+	first.Text, caption.Text = "1", "Reply"
 	last.Text = strconv.Itoa(n)
 	first.Move(fyne.NewPos(chartLeft, chartHead+ph))
 	last.Alignment = fyne.TextAlignTrailing

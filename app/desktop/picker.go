@@ -43,7 +43,7 @@ func newModelPicker(c *chatView) *modelPicker {
 	p.sel = widget.NewSelect(nil, nil)
 	p.sel.PlaceHolder = "Choose a model"
 	p.path = widget.NewEntry()
-	p.path.SetPlaceHolder("or type a .gguf path")
+	p.path.SetPlaceHolder("Or type a .gguf path")
 	p.path.OnSubmitted = func(s string) { p.openPath(s) }
 	p.open = widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), p.showOpen)
 	box := container.NewGridWrap(fyne.NewSize(pathWidth, p.path.MinSize().Height), p.path)
