@@ -27,6 +27,9 @@ func TestStatusErrorLines(t *testing.T) {
 			t.Errorf("%d: %q, want %q", c.e.Code, got, c.want)
 		}
 	}
+	if got := (&NetError{Name: "m:1", Host: "h", Tries: 5, Err: errStalled}).Error(); got != "m:1: timed out talking to h (5 tries): "+errStalled.Error() {
+		t.Errorf("stalled: %q", got)
+	}
 	if !errors.Is(&StatusError{Code: 404}, ErrNotFound) || errors.Is(&StatusError{Code: 401}, ErrNotFound) {
 		t.Error("only a 404 is ErrNotFound")
 	}
