@@ -42,8 +42,8 @@ func newServeCmd(start api.Start) *cobra.Command {
 			"streamed with \"stream\": true; POST /v1/embeddings; GET /v1/models) and ollama's (/api/chat,\n" +
 			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version),\n" +
 			"plus /health and Prometheus /metrics.\n" +
-			"-m serves one model; --models DIR serves every model there and the user's ollama and\n" +
-			"LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
+			"-m serves one model; --models DIR serves every model there and the user's pulled, ollama\n" +
+			"and LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
 			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +
 			"finish for up to --shutdown-grace (5 s), then interrupts the draft's training step\n" +
 			"and saves the adapted draft (the last version it published) before it exits.",
@@ -62,7 +62,7 @@ func newServeCmd(start api.Start) *cobra.Command {
 	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' (Bearer in any case) on every request but /health (default: $DOVETAIL_API_KEY)")
 	fl.IntVar(&f.parallel, "parallel", 1, "sequences generated at the same time, each with its own KV cache")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
-	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's ollama and LM Studio models, by name, loading each when a request names it")
+	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's pulled, ollama and LM Studio models, by name, loading each when a request names it")
 	fl.IntVar(&f.maxLoaded, "max-loaded", 1, "with --models: models loaded at once")
 	fl.DurationVar(&f.keepAlive, "keep-alive", 5*time.Minute, "with --models: how long an idle model stays loaded (negative: forever)")
 	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API besides pages on this machine (localhost, 127.0.0.1, 0.0.0.0, any port) and app://, file://, tauri://, vscode-webview://, such as https://ui.example:* (repeatable; * allows every origin); pages of other origins are refused (403)")
@@ -150,7 +150,7 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 }
 
 // serveFleet gathers the models of --models (and -m, and the user's
-// ollama and LM Studio models) into a fleet that loads them on demand,
+// pulled, ollama and LM Studio models) into a fleet that loads them on demand,
 // each with the flags' options over its own settings.
 func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
 	home, _ := os.UserHomeDir()
