@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const canEvict = true
@@ -34,5 +36,5 @@ func evict(b []byte) {
 	if hi <= lo {
 		return
 	}
-	syscall.Madvise(b[lo-start:hi-start], syscall.MADV_DONTNEED)
+	unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
 }
