@@ -347,16 +347,6 @@ func TestChatLoadFailure(t *testing.T) {
 	}
 }
 
-// A conversation longer than the context is refused in words, not cut.
-func TestChatContextFull(t *testing.T) {
-	a := started(t, Options{})
-	long := strings.Repeat("Once upon a time there was a cat.\n", 120) // ~840 tokens; the context is 512
-	got := send(t, a, long)
-	if !strings.Contains(got.Error, "the context holds") {
-		t.Fatalf("reply to an overlong message: %+v", got)
-	}
-}
-
 // A sampling number that is not one is named and nothing is sent; max
 // tokens bounds the reply; the panel's values are the model's preset,
 // back after a reload.

@@ -55,7 +55,10 @@ type chatView struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc
 	busy      bool
-	editAt    int // the message being edited: resending replaces it and what follows (-1: none)
+	editAt    int               // the message being edited: resending replaces it and what follows (-1: none)
+	sent      string            // the message the reply under way answers, when just sent ("": a regeneration)
+	errRow    fyne.CanvasObject // why the last reply failed, below the messages
+	overflow  *widget.Select    // what a conversation that outgrows the context does
 	pending   *reply
 	streaming *messageView // the reply being generated
 	scheduled bool
@@ -128,7 +131,7 @@ func (c *chatView) samplingPanel() fyne.CanvasObject {
 		}
 		c.savePreset()
 	}
-	form := widget.NewForm(widget.NewFormItem("System", c.system))
+	form := widget.NewForm(widget.NewFormItem("System", c.system), widget.NewFormItem("Context full", c.overflowChoice()))
 	for _, f := range samplingFields {
 		e := widget.NewEntry()
 		e.OnChanged = func(string) { c.savePreset() }
@@ -367,7 +370,7 @@ func (c *chatView) newConversation() {
 // open shows a conversation.
 func (c *chatView) open(conv *Conversation) {
 	c.conv = conv
-	c.editAt = -1
+	c.editAt, c.errRow = -1, nil
 	c.views = nil
 	c.messages.Objects = nil
 	for i := range conv.Messages {
@@ -460,6 +463,7 @@ func (c *chatView) sendMessage() {
 	c.input.SetText("")
 	c.conv.Messages = append(c.conv.Messages, Message{Role: "user", Content: text, At: time.Now().UTC()})
 	c.addView(len(c.conv.Messages) - 1)
+	c.sent = text
 	c.generate(preset)
 }
 
@@ -485,6 +489,7 @@ func (c *chatView) regenerate(i int) {
 	}
 	c.conv.Messages = c.conv.Messages[:i]
 	c.open(c.conv)
+	c.sent = ""
 	c.generate(preset)
 }
 
@@ -496,6 +501,7 @@ func (c *chatView) generate(preset Preset) {
 	c.mu.Unlock()
 	c.send.Disable()
 	c.stop.Enable()
+	c.clearError()
 	msgs := append([]Message(nil), c.conv.Messages...)
 	c.conv.Messages = append(c.conv.Messages, Message{Role: "assistant", At: time.Now().UTC()})
 	v := c.addView(len(c.conv.Messages) - 1)
@@ -504,8 +510,8 @@ func (c *chatView) generate(preset Preset) {
 	c.mu.Unlock()
 	v.update(true)
 	c.scroll.ScrollToBottom()
-	system, seed := c.system.Text, uint64(time.Now().UnixNano())
-	go c.a.sess.generate(ctx, system, msgs, preset, seed, func(r reply) { c.deliver(v, r) })
+	system, seed, stopAt := c.system.Text, uint64(time.Now().UnixNano()), c.a.currentPrefs().StopAtLimit
+	go c.a.sess.generate(ctx, system, msgs, preset, seed, stopAt, func(r reply) { c.deliver(v, r) })
 }
 
 // deliver hands a reply to the UI: at most one redraw per frameInterval,
@@ -541,8 +547,12 @@ func (c *chatView) draw(v *messageView) {
 	m.Content, m.Segments = r.text, r.segments
 	st := r.stats
 	m.Stats = &st
-	if r.err != nil {
-		m.Error = r.err.Error()
+	if r.dropped > 0 {
+		m.Note = droppedNote(r.dropped, r.ctx)
+	}
+	if r.err != nil && r.done {
+		c.failed(v, r.err)
+		return
 	}
 	v.update(!r.done)
 	c.updateStatus(&st)
@@ -550,15 +560,25 @@ func (c *chatView) draw(v *messageView) {
 		c.scroll.ScrollToBottom()
 		return
 	}
-	c.send.Enable()
-	c.stop.Disable()
+	c.save()
+	c.scroll.ScrollToBottom()
+	c.idle()
+}
+
+// save keeps the conversation, and lists it.
+func (c *chatView) save() {
 	if err := c.a.convs.save(c.conv); err != nil {
 		c.showProblem(fmt.Errorf("the conversation is not saved: %v", err))
 	}
 	c.reloadList()
 	c.a.learn.refresh()
-	c.scroll.ScrollToBottom()
-	// Done last: whoever waits for the reply sees all of it.
+}
+
+// idle ends a reply: Send is offered again. Done last: whoever waits for
+// the reply sees all of it.
+func (c *chatView) idle() {
+	c.send.Enable()
+	c.stop.Disable()
 	c.mu.Lock()
 	c.busy, c.cancel = false, nil
 	c.mu.Unlock()
@@ -603,7 +623,7 @@ func (c *chatView) contextText() string {
 		return ""
 	}
 	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
-	return fmt.Sprintf("context %d of %d tokens", used, total)
+	return contextWords(used, total, c.a.currentPrefs().StopAtLimit)
 }
 
 // updateStatus says how the model runs and how the last reply went.
@@ -615,7 +635,7 @@ func (c *chatView) updateStatus(st *MsgStats) {
 	if c.conv != nil {
 		used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
 		c.ctxBar.Max = float64(max(total, 1))
-		c.ctxBar.SetValue(float64(used))
+		c.ctxBar.SetValue(float64(min(used, total)))
 	}
 	info := r.Draft()
 	parts := []string{}

@@ -36,6 +36,7 @@ type messageView struct {
 	msg       *Message
 	highlight bool
 	body      *flowText
+	note      *widget.Label // what the reply's prompt left out
 	stats     *widget.Label
 	actions   *fyne.Container
 	box       *fyne.Container
@@ -52,7 +53,10 @@ func newMessageView(m *Message, highlight bool, onCopy func(string), onEdit, onR
 	v.stats.Wrapping = fyne.TextWrapWord
 	v.actions = container.NewHBox()
 	who := widget.NewLabelWithStyle(roleName(m.Role), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	v.box = container.NewVBox(container.NewBorder(nil, nil, who, v.actions), v.body, v.stats)
+	v.note = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
+	v.note.Importance = widget.WarningImportance
+	v.note.Wrapping = fyne.TextWrapWord
+	v.box = container.NewVBox(container.NewBorder(nil, nil, who, v.actions), v.note, v.body, v.stats)
 	v.ExtendBaseWidget(v)
 	v.update(false)
 	return v
@@ -77,6 +81,8 @@ func (v *messageView) CreateRenderer() fyne.WidgetRenderer {
 func (v *messageView) update(streaming bool) {
 	m := v.msg
 	v.body.setRuns(v.runs())
+	v.note.SetText(m.Note)
+	v.note.Hidden = m.Note == ""
 	v.stats.SetText(statsLine(m.Stats, streaming))
 	v.stats.Hidden = v.stats.Text == ""
 	v.actions.Objects = nil
@@ -173,6 +179,9 @@ func statsLine(s *MsgStats, streaming bool) string {
 	}
 	if s.Stopped {
 		line += " · stopped"
+	}
+	if s.ContextFull {
+		line += " · stopped: the context is full"
 	}
 	return line
 }

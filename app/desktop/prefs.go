@@ -25,6 +25,9 @@ type Prefs struct {
 	Folder     string `json:"folder,omitempty"`
 	// Presets are each model's system prompt and sampling, by fingerprint.
 	Presets map[string]Preset `json:"presets,omitempty"`
+	// StopAtLimit refuses a conversation that outgrows the context rather
+	// than leaving its oldest messages out.
+	StopAtLimit bool `json:"stop_at_limit,omitempty"`
 }
 
 // Preset is a model's system prompt and sampling.
