@@ -36,7 +36,7 @@ func (c *chatView) failed(v *messageView, err error) {
 		c.save()
 	}
 	c.updateStatus(nil)
-	c.scroll.ScrollToBottom()
+	c.followEnd()
 	c.idle()
 }
 

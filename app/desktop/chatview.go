@@ -32,9 +32,12 @@ type chatView struct {
 	a       *App
 	content fyne.CanvasObject
 
-	list     *widget.List
-	convList []*Conversation
-	conv     *Conversation
+	list       *widget.List
+	side       *fyne.Container // the conversations
+	sideToggle *widget.Button
+	sideShown  *bool // the user's choice (nil: by the window's width)
+	convList   []*Conversation
+	conv       *Conversation
 
 	picker   *widget.Select
 	loading  *fyne.Container // an infinite progress bar while a model loads
@@ -55,6 +58,7 @@ type chatView struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc
 	busy      bool
+	follow    bool              // the messages follow their end: the user has not scrolled up
 	editAt    int               // the message being edited: resending replaces it and what follows (-1: none)
 	sent      string            // the message the reply under way answers, when just sent ("": a regeneration)
 	errRow    fyne.CanvasObject // why the last reply failed, below the messages
@@ -79,7 +83,8 @@ func newChatView(a *App) *chatView {
 	}
 	newChat := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newConversation)
 	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.deleteConversation)
-	left := container.NewBorder(newChat, del, nil, nil, c.list)
+	c.side = container.NewBorder(newChat, del, nil, nil, c.list)
+	c.sideToggle = widget.NewButtonWithIcon("", theme.MenuIcon(), c.toggleSide)
 
 	c.picker = widget.NewSelect(nil, func(string) {})
 	c.picker.PlaceHolder = "Choose a model"
@@ -89,30 +94,27 @@ func newChatView(a *App) *chatView {
 	c.problem.Importance = widget.DangerImportance
 	c.problem.Wrapping = fyne.TextWrapWord
 	c.problem.Hide()
-	top := container.NewVBox(container.NewBorder(nil, nil, widget.NewLabel("Model"), openFile, c.picker), c.loading, c.problem,
-		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingPanel())))
+	top := container.NewVBox(container.NewBorder(nil, nil, container.NewHBox(c.sideToggle, widget.NewLabel("Model")), openFile, c.picker),
+		c.loading, c.problem, widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingScroll())))
 
 	c.messages = container.NewVBox()
 	c.scroll = container.NewVScroll(c.messages)
+	c.scroll.OnScrolled = func(fyne.Position) { c.follow = c.atEnd() }
 	c.input = newMessageEntry(c.sendMessage)
-	c.input.SetMinRowsVisible(3)
+	c.input.SetMinRowsVisible(2)
 	c.send = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), c.sendMessage)
 	c.send.Importance = widget.HighImportance
 	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
 	c.stop.Disable()
 	c.status = widget.NewLabel("no model loaded")
-	c.status.Wrapping = fyne.TextWrapWord
+	c.status.Truncation = fyne.TextTruncateEllipsis
 	c.ctxBar = widget.NewProgressBar()
 	c.ctxBar.TextFormatter = func() string { return c.contextText() }
 	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
-	bottom := container.NewVBox(
-		container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input),
-		container.NewBorder(nil, nil, c.hl, nil, legend()), c.ctxBar, c.status)
+	bottom := c.bottomBar()
 	center := container.NewBorder(top, bottom, nil, nil, c.scroll)
-	split := container.NewHSplit(left, center)
-	split.Offset = 0.2
-	c.content = split
+	c.content = container.New(&sideLayout{c: c}, c.side, center)
 	c.refreshPicker()
 	c.reloadList()
 	c.newConversation()
@@ -383,7 +385,8 @@ func (c *chatView) open(conv *Conversation) {
 		c.system.OnChanged = func(s string) { c.conv.System = s; c.savePreset() }
 	}
 	c.updateStatus(nil)
-	c.scroll.ScrollToBottom()
+	c.follow = true
+	c.toEnd()
 }
 
 // addView shows message i.
@@ -396,6 +399,7 @@ func (c *chatView) addView(i int) *messageView {
 		regen = func() { c.regenerate(i) }
 	}
 	v := newMessageView(m, c.hl.Checked, c.copy, edit, regen)
+	v.body.setWidthHint(c.scroll.Size().Width)
 	c.views = append(c.views, v)
 	c.messages.Add(v)
 	return v
@@ -509,7 +513,8 @@ func (c *chatView) generate(preset Preset) {
 	c.streaming = v
 	c.mu.Unlock()
 	v.update(true)
-	c.scroll.ScrollToBottom()
+	c.follow = true
+	c.toEnd()
 	system, seed, stopAt := c.system.Text, uint64(time.Now().UnixNano()), c.a.currentPrefs().StopAtLimit
 	go c.a.sess.generate(ctx, system, msgs, preset, seed, stopAt, func(r reply) { c.deliver(v, r) })
 }
@@ -556,12 +561,12 @@ func (c *chatView) draw(v *messageView) {
 	}
 	v.update(!r.done)
 	c.updateStatus(&st)
+	c.followEnd()
 	if !r.done {
-		c.scroll.ScrollToBottom()
 		return
 	}
 	c.save()
-	c.scroll.ScrollToBottom()
+	c.followEnd()
 	c.idle()
 }
 
@@ -623,7 +628,7 @@ func (c *chatView) contextText() string {
 		return ""
 	}
 	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
-	return contextWords(used, total, c.a.currentPrefs().StopAtLimit)
+	return contextWords(used, total)
 }
 
 // updateStatus says how the model runs and how the last reply went.

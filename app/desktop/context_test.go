@@ -71,7 +71,7 @@ func TestChatErrorIsNotAReply(t *testing.T) {
 	}
 	a.chat.conv.Messages = []Message{{Role: "user", Content: long}}
 	a.chat.updateStatus(nil)
-	if a.chat.ctxBar.Value > a.chat.ctxBar.Max || a.chat.contextText() != "Context full: 512 of 512 tokens. The oldest messages make room" {
+	if a.chat.ctxBar.Value > a.chat.ctxBar.Max || a.chat.contextText() != "Context full: 512 of 512 tokens" {
 		t.Errorf("meter %v of %v: %q", a.chat.ctxBar.Value, a.chat.ctxBar.Max, a.chat.contextText())
 	}
 }

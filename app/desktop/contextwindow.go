@@ -79,13 +79,11 @@ func droppedNote(n, ctx int) string {
 }
 
 // contextWords is the context meter's text: never more used than there
-// is, and what happens when it is full.
-func contextWords(used, total int, stopAtLimit bool) string {
+// is. What a full context means is said where it happens: the reply's
+// note, or the error.
+func contextWords(used, total int) string {
 	if used < total {
 		return fmt.Sprintf("Context: %d of %d tokens", used, total)
 	}
-	if stopAtLimit {
-		return fmt.Sprintf("Context full: %d of %d tokens. Start a new chat", total, total)
-	}
-	return fmt.Sprintf("Context full: %d of %d tokens. The oldest messages make room", total, total)
+	return fmt.Sprintf("Context full: %d of %d tokens", total, total)
 }

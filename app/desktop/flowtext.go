@@ -230,7 +230,11 @@ func (f *flowText) lineTexts() []string {
 
 // setWidthHint lays a new text out for width before it is first resized,
 // so that a scroll to the end sees its height.
-func (f *flowText) setWidthHint(w float32) { f.hint = w }
+func (f *flowText) setWidthHint(w float32) {
+	if f.Size().Width <= 0 && w != f.hint {
+		f.hint, f.lines = w, nil
+	}
+}
 
 func (f *flowText) MinSize() fyne.Size {
 	f.ExtendBaseWidget(f)
