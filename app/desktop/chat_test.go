@@ -187,7 +187,7 @@ func TestChatHighlightsSources(t *testing.T) {
 	}
 	v := a.chat.views[1]
 	colours := map[fyne.ThemeColorName]bool{}
-	for _, r := range v.body.runs {
+	for _, r := range v.body.runs[1:] { // after the prompt the reply continues
 		if r.Text != "" {
 			colours[r.Color] = true
 			if r.Color != theme.ColorNameForeground && !r.Style.Bold {

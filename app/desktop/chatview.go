@@ -342,6 +342,7 @@ func (c *chatView) loaded(path string) {
 	if c.conv != nil && c.conv.System != "" {
 		c.system.SetText(c.conv.System)
 	}
+	c.showModelKind(m)
 	c.updateStatus(nil)
 	c.a.learn.refresh()
 	c.a.settings.refresh()
@@ -507,7 +508,10 @@ func (c *chatView) generate(preset Preset) {
 	c.stop.Enable()
 	c.clearError()
 	msgs := append([]Message(nil), c.conv.Messages...)
-	c.conv.Messages = append(c.conv.Messages, Message{Role: "assistant", At: time.Now().UTC()})
+	answer := Message{Role: "assistant", At: time.Now().UTC()}
+	_, m := c.a.sess.loaded()
+	markCompletion(m, &answer, msgs)
+	c.conv.Messages = append(c.conv.Messages, answer)
 	v := c.addView(len(c.conv.Messages) - 1)
 	c.mu.Lock()
 	c.streaming = v
@@ -649,6 +653,9 @@ func (c *chatView) updateStatus(st *MsgStats) {
 		if st.FirstTokenMs > 0 {
 			parts = append(parts, fmt.Sprintf("first token %.0f ms", st.FirstTokenMs))
 		}
+	}
+	if m.IsCompletion() {
+		parts = append(parts, completionNote)
 	}
 	parts = append(parts, fmt.Sprintf("%s on the CPU (%d threads)", m.Name, r.Threads()))
 	draft := "no draft"

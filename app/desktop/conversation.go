@@ -41,6 +41,8 @@ type Message struct {
 	// Prompt is the text a completion model's reply continues, shown in
 	// front of it (not part of it: not copied, not sent again).
 	Prompt string `json:"prompt,omitempty"`
+	// Completion: a completion model wrote the reply (no chat template).
+	Completion bool `json:"completion,omitempty"`
 	// Note says what the reply's prompt left out (the oldest turns, when
 	// the conversation outgrew the context).
 	Note string    `json:"note,omitempty"`

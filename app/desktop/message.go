@@ -37,6 +37,7 @@ type messageView struct {
 	highlight bool
 	body      *flowText
 	note      *widget.Label // what the reply's prompt left out
+	who       *widget.Label
 	stats     *widget.Label
 	actions   *fyne.Container
 	box       *fyne.Container
@@ -52,7 +53,12 @@ func newMessageView(m *Message, highlight bool, onCopy func(string), onEdit, onR
 	v.stats.TextStyle = fyne.TextStyle{Italic: true}
 	v.stats.Wrapping = fyne.TextWrapWord
 	v.actions = container.NewHBox()
-	who := widget.NewLabelWithStyle(roleName(m.Role), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	name := roleName(m.Role)
+	if m.Completion {
+		name = "Model (completion: continues your text)"
+	}
+	who := widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	v.who = who
 	v.note = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
 	v.note.Importance = widget.WarningImportance
 	v.note.Wrapping = fyne.TextWrapWord
