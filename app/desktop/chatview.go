@@ -374,6 +374,11 @@ func (c *chatView) newConversation() {
 func (c *chatView) open(conv *Conversation) {
 	c.conv = conv
 	c.editAt, c.errRow = -1, nil
+	if _, m := c.a.sess.loaded(); m != nil {
+		for i := range conv.Messages {
+			cutEndTexts(&conv.Messages[i], m.Tok.EOGTexts())
+		}
+	}
 	c.views = nil
 	c.messages.Objects = nil
 	for i := range conv.Messages {

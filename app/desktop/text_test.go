@@ -61,3 +61,20 @@ func TestChatTextClean(t *testing.T) {
 		}
 	}
 }
+
+// A conversation saved before replies stopped at the end text shows
+// without it (and is saved so, next time it is saved).
+func TestOldRepliesLoseTheEndText(t *testing.T) {
+	a := started(t, Options{})
+	c := &Conversation{ID: newID(), Messages: []Message{{Role: "user", Content: "Hi"},
+		{Role: "assistant", Content: "The end.<|end_story|>", Segments: []Segment{{Text: "The end.<|end_"}, {Text: "story|>", Source: 1}}}}}
+	if err := a.convs.save(c); err != nil {
+		t.Fatal(err)
+	}
+	a.chat.reloadList()
+	a.chat.list.Select(0)
+	m := a.chat.conv.Messages[1]
+	if m.Content != "The end." || len(m.Segments) != 1 || m.Segments[0].Text != "The end." || a.chat.views[1].body.String() != "The end." {
+		t.Fatalf("reopened: %+v, shown %q", m, a.chat.views[1].body.String())
+	}
+}
