@@ -92,3 +92,16 @@ func (c *chatView) followEnd() {
 		c.toEnd()
 	}
 }
+
+// endLayout sizes the messages' scroll and, when it follows the end,
+// keeps the end in view as the window is resized.
+type endLayout struct{ c *chatView }
+
+func (l *endLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
+	objs[0].Resize(size)
+	if l.c.follow {
+		l.c.toEnd()
+	}
+}
+
+func (l *endLayout) MinSize(objs []fyne.CanvasObject) fyne.Size { return objs[0].MinSize() }

@@ -113,7 +113,7 @@ func newChatView(a *App) *chatView {
 	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
 	bottom := c.bottomBar()
-	center := container.NewBorder(top, bottom, nil, nil, c.scroll)
+	center := container.NewBorder(top, bottom, nil, nil, container.New(&endLayout{c: c}, c.scroll))
 	c.content = container.New(&sideLayout{c: c}, c.side, center)
 	c.refreshPicker()
 	c.reloadList()

@@ -142,12 +142,21 @@ func (f *flowText) layout(width float32) {
 	newLine := func() { lines = append(lines, flowLine{}); x = 0 }
 	place := func(a flowAtom, text string, w float32) {
 		l := &lines[len(lines)-1]
-		if n := len(l.cells); n > 0 && l.cells[n-1].run == a.run {
+		n := len(l.cells)
+		if n > 0 && l.cells[n-1].run == a.run {
 			l.cells[n-1].text += text
 			l.cells[n-1].w += w
-		} else {
-			l.cells = append(l.cells, flowCell{text: text, run: a.run, x: x, w: w})
+			x += w
+			return
 		}
+		if n > 0 {
+			// Words measured one by one add up to more than the text
+			// drawn as one: the next colour starts where the last ends.
+			last := &l.cells[n-1]
+			last.w = f.measure(last.text, f.runs[last.run].Style)
+			x = last.x + last.w
+		}
+		l.cells = append(l.cells, flowCell{text: text, run: a.run, x: x, w: w})
 		x += w
 	}
 	for i := 0; i < len(f.atoms); {

@@ -16,7 +16,7 @@ import (
 // is wider than the width unless one word is.
 func TestFlowTextWrapsAtWords(t *testing.T) {
 	test.NewTempApp(t)
-	text := []flowRun{{Text: "Once upon a time, Mi"}, {Text: "mi", Color: theme.ColorNameSuccess, Style: fyne.TextStyle{Bold: true}},
+	text := []flowRun{{Text: "Once upon a time, there was a little girl who went to the big park with Mi"}, {Text: "mi", Color: theme.ColorNameSuccess, Style: fyne.TextStyle{Bold: true}},
 		{Text: " went to the park_day with her mom's dog.\n\nThe end.\nBye"}}
 	f := newFlowText()
 	f.setRuns(text)
@@ -46,8 +46,9 @@ func TestFlowTextWrapsAtWords(t *testing.T) {
 		for i, l := range f.lines {
 			mimi = mimi || strings.Contains(lines[i], "Mimi")
 			for j := 1; j < len(l.cells); j++ {
-				if a, b := l.cells[j-1], l.cells[j]; b.x != a.x+a.w {
-					t.Errorf("width %.0f: a gap between %q and %q", w, a.text, b.text)
+				a, b := l.cells[j-1], l.cells[j]
+				if drawn := f.measure(a.text, f.runs[a.run].Style); b.x != a.x+a.w || a.w != drawn {
+					t.Errorf("width %.0f: %q drawn %.1f wide ends at %.1f, %q starts at %.1f", w, a.text, drawn, a.x+a.w, b.text, b.x)
 				}
 			}
 			if n := len(l.cells); n > 0 && l.cells[n-1].x+l.cells[n-1].w > w && strings.Contains(lines[i], " ") {

@@ -43,7 +43,8 @@ func endOffset(a *App) float32 {
 	return max(a.chat.messages.MinSize().Height-a.chat.scroll.Size().Height, 0)
 }
 
-// A reopened chat opens at its end; a streaming reply is followed to its
+// A reopened chat opens at its end, and stays there as the window is
+// resized; a streaming reply is followed to its
 // end unless the user scrolls up, and stays where the user left it then;
 // Regenerate follows the end again.
 func TestChatFollowsTheEnd(t *testing.T) {
@@ -55,6 +56,14 @@ func TestChatFollowsTheEnd(t *testing.T) {
 	a.chat.open(a.chat.conv)
 	if end := endOffset(a); end < 500 || a.chat.scroll.Offset.Y != end {
 		t.Fatalf("opened at %.0f of %.0f", a.chat.scroll.Offset.Y, end)
+	}
+	a.win.Resize(fyne.NewSize(1280, 800))
+	if end := endOffset(a); a.chat.scroll.Offset.Y != end {
+		t.Errorf("resized, at %.0f of %.0f", a.chat.scroll.Offset.Y, end)
+	}
+	a.win.Resize(fyne.NewSize(800, 600))
+	if end := endOffset(a); a.chat.scroll.Offset.Y != end {
+		t.Errorf("resized back, at %.0f of %.0f", a.chat.scroll.Offset.Y, end)
 	}
 
 	a.chat.input.SetText("Once upon a time")
