@@ -34,8 +34,22 @@ func (l *sideLayout) Layout(objs []fyne.CanvasObject, size fyne.Size) {
 	} else {
 		side.Hide()
 	}
+	l.c.fitStatus(size.Width >= sideCollapseWidth)
 	main.Move(fyne.NewPos(x, 0))
 	main.Resize(fyne.NewSize(size.Width-x, size.Height))
+}
+
+// fitStatus wraps the status line where the window has room for it, and
+// cuts it to one line where it has not.
+func (c *chatView) fitStatus(wide bool) {
+	wrap, trunc := fyne.TextWrapOff, fyne.TextTruncateEllipsis
+	if wide {
+		wrap, trunc = fyne.TextWrapWord, fyne.TextTruncateOff
+	}
+	if c.status.Wrapping != wrap || c.status.Truncation != trunc {
+		c.status.Wrapping, c.status.Truncation = wrap, trunc
+		c.status.Refresh()
+	}
 }
 
 func (l *sideLayout) MinSize(objs []fyne.CanvasObject) fyne.Size {

@@ -659,9 +659,6 @@ func (c *chatView) updateStatus(st *MsgStats) {
 			parts = append(parts, fmt.Sprintf("first token %.0f ms", st.FirstTokenMs))
 		}
 	}
-	if m.IsCompletion() {
-		parts = append(parts, completionNote)
-	}
 	parts = append(parts, fmt.Sprintf("%s on the CPU (%d threads)", m.Name, r.Threads()))
 	draft := "no draft"
 	if info.Name != "none" {

@@ -9,9 +9,6 @@ const (
 	completionPlaceholder = "The start of a text (Enter sends): a completion model continues it"
 )
 
-// completionNote labels the model in the status line.
-const completionNote = "Completion model (no chat template): it continues your text"
-
 // showModelKind says in the chat whether the loaded model chats or
 // continues text.
 func (c *chatView) showModelKind(m *runner.Model) {

@@ -36,6 +36,13 @@ func TestChatLayoutSmallWindow(t *testing.T) {
 	if h := a.chat.scroll.Size().Height; h < 400 {
 		t.Errorf("at 1280×800 the messages have %.0f px of 800", h)
 	}
+	if a.chat.status.Wrapping != fyne.TextWrapWord {
+		t.Error("at 1280 wide the status line is cut to one line")
+	}
+	a.win.Resize(fyne.NewSize(800, 600))
+	if a.chat.status.Truncation != fyne.TextTruncateEllipsis {
+		t.Error("at 800 wide the status line wraps")
+	}
 }
 
 // endOffset is the scroll offset that shows the messages' end.
