@@ -31,9 +31,12 @@ type chatView struct {
 	a       *App
 	content fyne.CanvasObject
 
-	list     *widget.List
-	convList []*Conversation
-	conv     *Conversation
+	list       *widget.List
+	side       *fyne.Container // the conversations
+	sideToggle *widget.Button
+	sideShown  *bool // the user's choice (nil: by the window's width)
+	convList   []*Conversation
+	conv       *Conversation
 
 	pick     *modelPicker
 	loading  *fyne.Container // an infinite progress bar while a model loads
@@ -56,7 +59,11 @@ type chatView struct {
 	mu        sync.Mutex
 	cancel    context.CancelFunc
 	busy      bool
-	editAt    int // the message being edited: resending replaces it and what follows (-1: none)
+	follow    bool              // the messages follow their end: the user has not scrolled up
+	editAt    int               // the message being edited: resending replaces it and what follows (-1: none)
+	sent      string            // the message the reply under way answers, when just sent ("": a regeneration)
+	errRow    fyne.CanvasObject // why the last reply failed, below the messages
+	overflow  *widget.Select    // what a conversation that outgrows the context does
 	pending   *reply
 	streaming *messageView // the reply being generated
 	scheduled bool
@@ -77,7 +84,8 @@ func newChatView(a *App) *chatView {
 	}
 	newChat := widget.NewButtonWithIcon("New chat", theme.ContentAddIcon(), c.newConversation)
 	del := widget.NewButtonWithIcon("Delete", theme.DeleteIcon(), c.confirmDelete)
-	left := container.NewBorder(newChat, del, nil, nil, c.list)
+	c.side = container.NewBorder(newChat, del, nil, nil, c.list)
+	c.sideToggle = widget.NewButtonWithIcon("", theme.MenuIcon(), c.toggleSide)
 
 	c.pick = newModelPicker(c)
 	c.loading = container.NewStack()
@@ -86,31 +94,28 @@ func newChatView(a *App) *chatView {
 	c.problem.Wrapping = fyne.TextWrapWord
 	c.problem.Hide()
 	c.details = newErrorDetails()
-	top := container.NewVBox(c.pick.content, c.loading, c.problem, c.details.content,
-		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingPanel())))
+	top := container.NewVBox(container.NewBorder(nil, nil, c.sideToggle, nil, c.pick.content), c.loading, c.problem, c.details.content,
+		widget.NewAccordion(widget.NewAccordionItem("System prompt and sampling", c.samplingScroll())))
 
 	c.messages = container.NewVBox()
 	c.scroll = container.NewVScroll(c.messages)
+	c.scroll.OnScrolled = func(fyne.Position) { c.follow = c.atEnd() }
 	c.input = newMessageEntry(c.sendMessage)
-	c.input.SetMinRowsVisible(3)
+	c.input.SetMinRowsVisible(2)
 	c.send = widget.NewButtonWithIcon("Send", theme.MailSendIcon(), c.sendMessage)
 	c.send.Importance = widget.HighImportance
 	c.stop = widget.NewButtonWithIcon("Stop", theme.MediaStopIcon(), c.stopGenerating)
 	c.stop.Disable()
 	c.status = widget.NewLabel("No model loaded")
-	c.status.Wrapping = fyne.TextWrapWord
+	c.status.Truncation = fyne.TextTruncateEllipsis
 	c.ctxBar = widget.NewProgressBar()
 	c.ctxBar.TextFormatter = func() string { return c.contextText() }
 	c.copied = newCopiedNote()
 	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
-	bottom := container.NewVBox(
-		container.NewBorder(nil, nil, nil, container.NewVBox(c.send, c.stop), c.input),
-		container.NewBorder(nil, nil, c.hl, c.copied.label, legend()), c.ctxBar, c.status)
-	center := container.NewBorder(top, bottom, nil, nil, c.scroll)
-	split := container.NewHSplit(left, center)
-	split.Offset = 0.2
-	c.content = split
+	bottom := c.bottomBar()
+	center := container.NewBorder(top, bottom, nil, nil, container.New(&endLayout{c: c}, c.scroll))
+	c.content = container.New(&sideLayout{c: c}, c.side, center)
 	c.refreshPicker()
 	c.reloadList()
 	c.newConversation()
@@ -129,7 +134,7 @@ func (c *chatView) samplingPanel() fyne.CanvasObject {
 		}
 		c.savePreset()
 	}
-	form := widget.NewForm(widget.NewFormItem("System", c.system))
+	form := widget.NewForm(widget.NewFormItem("System", c.system), widget.NewFormItem("Context full", c.overflowChoice()))
 	for _, f := range samplingFields {
 		e := widget.NewEntry()
 		e.OnChanged = func(string) { c.savePreset() }
@@ -294,6 +299,7 @@ func (c *chatView) loaded(path string) {
 	if c.conv != nil && c.conv.System != "" {
 		c.system.SetText(c.conv.System)
 	}
+	c.showModelKind(m)
 	c.updateStatus(nil)
 	c.a.learn.refresh()
 	c.a.settings.refresh()
@@ -323,7 +329,12 @@ func (c *chatView) newConversation() {
 // open shows a conversation.
 func (c *chatView) open(conv *Conversation) {
 	c.conv = conv
-	c.editAt = -1
+	c.editAt, c.errRow = -1, nil
+	if _, m := c.a.sess.loaded(); m != nil {
+		for i := range conv.Messages {
+			cutEndTexts(&conv.Messages[i], m.Tok.EOGTexts())
+		}
+	}
 	c.views = nil
 	c.messages.Objects = nil
 	for i := range conv.Messages {
@@ -336,7 +347,8 @@ func (c *chatView) open(conv *Conversation) {
 		c.system.OnChanged = func(s string) { c.conv.System = s; c.savePreset() }
 	}
 	c.updateStatus(nil)
-	c.scroll.ScrollToBottom()
+	c.follow = true
+	c.toEnd()
 }
 
 // addView shows message i.
@@ -349,6 +361,7 @@ func (c *chatView) addView(i int) *messageView {
 		regen = func() { c.regenerate(i) }
 	}
 	v := newMessageView(m, c.hl.Checked, c.copy, edit, regen)
+	v.body.setWidthHint(c.scroll.Size().Width)
 	c.views = append(c.views, v)
 	c.messages.Add(v)
 	return v
@@ -417,6 +430,7 @@ func (c *chatView) sendMessage() {
 	c.input.SetText("")
 	c.conv.Messages = append(c.conv.Messages, Message{Role: "user", Content: text, At: time.Now().UTC()})
 	c.addView(len(c.conv.Messages) - 1)
+	c.sent = text
 	c.generate(preset)
 }
 
@@ -442,6 +456,7 @@ func (c *chatView) regenerate(i int) {
 	}
 	c.conv.Messages = c.conv.Messages[:i]
 	c.open(c.conv)
+	c.sent = ""
 	c.generate(preset)
 }
 
@@ -453,16 +468,21 @@ func (c *chatView) generate(preset Preset) {
 	c.mu.Unlock()
 	c.send.Disable()
 	c.stop.Enable()
+	c.clearError()
 	msgs := append([]Message(nil), c.conv.Messages...)
-	c.conv.Messages = append(c.conv.Messages, Message{Role: "assistant", At: time.Now().UTC()})
+	answer := Message{Role: "assistant", At: time.Now().UTC()}
+	_, m := c.a.sess.loaded()
+	markCompletion(m, &answer, msgs)
+	c.conv.Messages = append(c.conv.Messages, answer)
 	v := c.addView(len(c.conv.Messages) - 1)
 	c.mu.Lock()
 	c.streaming = v
 	c.mu.Unlock()
 	v.update(true)
-	c.scroll.ScrollToBottom()
-	system, seed := c.system.Text, uint64(time.Now().UnixNano())
-	go c.a.sess.generate(ctx, system, msgs, preset, seed, func(r reply) { c.deliver(v, r) })
+	c.follow = true
+	c.toEnd()
+	system, seed, stopAt := c.system.Text, uint64(time.Now().UnixNano()), c.a.currentPrefs().StopAtLimit
+	go c.a.sess.generate(ctx, system, msgs, preset, seed, stopAt, func(r reply) { c.deliver(v, r) })
 }
 
 // deliver hands a reply to the UI: at most one redraw per frameInterval,
@@ -498,24 +518,38 @@ func (c *chatView) draw(v *messageView) {
 	m.Content, m.Segments = r.text, r.segments
 	st := r.stats
 	m.Stats = &st
-	if r.err != nil {
-		m.Error = r.err.Error()
+	if r.dropped > 0 {
+		m.Note = droppedNote(r.dropped, r.ctx)
+	}
+	if r.err != nil && r.done {
+		c.failed(v, r.err)
+		return
 	}
 	v.update(!r.done)
 	c.updateStatus(&st)
+	c.followEnd()
 	if !r.done {
-		c.scroll.ScrollToBottom()
 		return
 	}
-	c.send.Enable()
-	c.stop.Disable()
+	c.save()
+	c.followEnd()
+	c.idle()
+}
+
+// save keeps the conversation, and lists it.
+func (c *chatView) save() {
 	if err := c.a.convs.save(c.conv); err != nil {
 		c.showProblem(fmt.Errorf("the conversation is not saved: %v", err))
 	}
 	c.reloadList()
 	c.a.learn.refresh()
-	c.scroll.ScrollToBottom()
-	// Done last: whoever waits for the reply sees all of it.
+}
+
+// idle ends a reply: Send is offered again. Done last: whoever waits for
+// the reply sees all of it.
+func (c *chatView) idle() {
+	c.send.Enable()
+	c.stop.Disable()
 	c.mu.Lock()
 	c.busy, c.cancel = false, nil
 	c.mu.Unlock()
@@ -560,7 +594,7 @@ func (c *chatView) contextText() string {
 		return ""
 	}
 	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
-	return fmt.Sprintf("Context %d of %d tokens", used, total)
+	return contextWords(used, total)
 }
 
 // updateStatus says how the model runs and how the last reply went.
@@ -572,7 +606,7 @@ func (c *chatView) updateStatus(st *MsgStats) {
 	if c.conv != nil {
 		used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
 		c.ctxBar.Max = float64(max(total, 1))
-		c.ctxBar.SetValue(float64(used))
+		c.ctxBar.SetValue(float64(min(used, total)))
 	}
 	info := r.Draft()
 	parts := []string{}

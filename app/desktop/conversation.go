@@ -35,8 +35,18 @@ type Message struct {
 	Content  string    `json:"content"`
 	Segments []Segment `json:"segments,omitempty"`
 	Stats    *MsgStats `json:"stats,omitempty"`
-	Error    string    `json:"error,omitempty"`
-	At       time.Time `json:"at"`
+	// Error is a failed reply's, from versions that kept them; a failed
+	// reply is no longer kept.
+	Error string `json:"error,omitempty"`
+	// Prompt is the text a completion model's reply continues, shown in
+	// front of it (not part of it: not copied, not sent again).
+	Prompt string `json:"prompt,omitempty"`
+	// Completion: a completion model wrote the reply (no chat template).
+	Completion bool `json:"completion,omitempty"`
+	// Note says what the reply's prompt left out (the oldest turns, when
+	// the conversation outgrew the context).
+	Note string    `json:"note,omitempty"`
+	At   time.Time `json:"at"`
 }
 
 // Segment is a run of text from one source: the target's own tokens, the
@@ -64,6 +74,8 @@ type MsgStats struct {
 	// Baseline is the target alone's speed on this machine, tokens/s,
 	// that Speedup compares with (0: unknown).
 	Baseline float64 `json:"baseline_tokens_per_s,omitempty"`
+	// ContextFull: the reply ended because the context had no room left.
+	ContextFull bool `json:"context_full,omitempty"`
 }
 
 // newID is a conversation's file name: its start time and some randomness.

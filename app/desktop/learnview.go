@@ -51,9 +51,9 @@ func newLearnView(a *App) *learnView {
 	charts := container.NewGridWithColumns(2, l.tau, l.speed)
 	l.content = container.NewVScroll(container.NewVBox(
 		charts,
-		widget.NewLabel("Each point is a reply with this model; an orange line marks the reply where a newly published draft version took over."),
+		wrapped("Each point is a reply with this model; an orange line marks the reply where a newly published draft version took over."),
 		widget.NewCard("Trainer", "", container.NewVBox(l.trainer, l.pause)),
-		widget.NewCard("Text memory", "Verified text whose continuations every draft tree proposes",
+		noteCard("Text memory", "Verified text whose continuations every draft tree proposes",
 			container.NewVBox(l.memory, container.NewHBox(l.clear, l.memOff))),
 		widget.NewCard("Saved drafts", "", container.NewVBox(l.drafts, l.rollback)),
 		l.problem))

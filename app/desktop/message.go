@@ -27,15 +27,17 @@ var sourceNames = map[engine.Source]string{
 	engine.FromMemory: "recalled from memory",
 }
 
-// messageView shows one message: who wrote it, its text (markdown, or
-// highlighted by source), its actions and its statistics. Each message has
-// a rich-text widget of its own, so that streaming re-parses only the
-// message that streams.
+// messageView shows one message: who wrote it, its text (as written, or
+// coloured by source), its actions and its statistics. Each message has a
+// text widget of its own, so that streaming lays out only the message
+// that streams.
 type messageView struct {
 	widget.BaseWidget
 	msg       *Message
 	highlight bool
-	body      *widget.RichText
+	body      *flowText
+	note      *widget.Label // what the reply's prompt left out
+	who       *widget.Label
 	stats     *widget.Label
 	actions   *fyne.Container
 	box       *fyne.Container
@@ -46,14 +48,21 @@ type messageView struct {
 }
 
 func newMessageView(m *Message, highlight bool, onCopy func(string), onEdit, onRegenerate func()) *messageView {
-	v := &messageView{msg: m, highlight: highlight, body: widget.NewRichText(), stats: widget.NewLabel(""),
+	v := &messageView{msg: m, highlight: highlight, body: newFlowText(), stats: widget.NewLabel(""),
 		onCopy: onCopy, onEdit: onEdit, onRegenerate: onRegenerate}
-	v.body.Wrapping = fyne.TextWrapWord
 	v.stats.TextStyle = fyne.TextStyle{Italic: true}
 	v.stats.Wrapping = fyne.TextWrapWord
 	v.actions = container.NewHBox()
-	who := widget.NewLabelWithStyle(roleName(m.Role), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	v.box = container.NewVBox(container.NewBorder(nil, nil, who, v.actions), v.body, v.stats)
+	name := roleName(m.Role)
+	if m.Completion {
+		name = "Model (completion: continues your text)"
+	}
+	who := widget.NewLabelWithStyle(name, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	v.who = who
+	v.note = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Italic: true})
+	v.note.Importance = widget.WarningImportance
+	v.note.Wrapping = fyne.TextWrapWord
+	v.box = container.NewVBox(container.NewBorder(nil, nil, who, v.actions), v.note, v.body, v.stats)
 	v.ExtendBaseWidget(v)
 	v.update(false)
 	return v
@@ -77,16 +86,9 @@ func (v *messageView) CreateRenderer() fyne.WidgetRenderer {
 // a finished message has.
 func (v *messageView) update(streaming bool) {
 	m := v.msg
-	switch {
-	case m.Error != "":
-		v.body.Segments = []widget.RichTextSegment{&widget.TextSegment{Text: m.Error,
-			Style: widget.RichTextStyle{ColorName: theme.ColorNameError, Inline: true}}}
-	case v.highlight && len(m.Segments) > 0:
-		v.body.Segments = highlighted(m.Segments)
-	default:
-		v.body.ParseMarkdown(m.Content)
-	}
-	v.body.Refresh()
+	v.body.setRuns(v.runs())
+	v.note.SetText(m.Note)
+	v.note.Hidden = m.Note == ""
 	v.stats.SetText(statsLine(m.Stats, streaming))
 	v.stats.Hidden = v.stats.Text == ""
 	v.actions.Objects = nil
@@ -106,26 +108,60 @@ func (v *messageView) update(streaming bool) {
 	v.Refresh()
 }
 
-// highlighted is the text as segments coloured by source.
-func highlighted(segs []Segment) []widget.RichTextSegment {
-	out := make([]widget.RichTextSegment, 0, len(segs))
+// runs are the message's text for the screen: a completion's prompt
+// dimmed in front of it; an error (kept in conversations from before
+// errors were kept out of them) in the error colour; coloured by source,
+// or as written with code blocks in a fixed-width font.
+func (v *messageView) runs() []flowRun {
+	m := v.msg
+	var out []flowRun
+	if m.Prompt != "" {
+		out = append(out, flowRun{Text: m.Prompt, Color: theme.ColorNamePlaceHolder})
+	}
+	switch {
+	case m.Error != "":
+		return append(out, flowRun{Text: m.Error, Color: theme.ColorNameError})
+	case v.highlight && len(m.Segments) > 0:
+		return append(out, highlighted(m.Segments)...)
+	}
+	return append(out, plainRuns(m.Content)...)
+}
+
+// highlighted is the text as runs coloured by source.
+func highlighted(segs []Segment) []flowRun {
+	out := make([]flowRun, 0, len(segs))
 	for _, s := range segs {
-		style := widget.RichTextStyle{ColorName: sourceColors[s.Source], Inline: true}
+		r := flowRun{Text: s.Text, Color: sourceColors[s.Source]}
 		if s.Source != engine.FromTarget {
-			style.TextStyle = fyne.TextStyle{Bold: true}
+			r.Style = fyne.TextStyle{Bold: true}
 		}
-		// A newline inside inline text breaks the line: one segment per
-		// line, an empty paragraph between.
-		lines := strings.Split(s.Text, "\n")
-		for i, line := range lines {
-			if i > 0 {
-				out = append(out, &widget.TextSegment{Text: "", Style: widget.RichTextStyleParagraph})
-			}
-			if line != "" {
-				out = append(out, &widget.TextSegment{Text: line, Style: style})
-			}
+		out = append(out, r)
+	}
+	return out
+}
+
+// plainRuns is text as written, the lines of fenced code blocks in a
+// fixed-width font (their fences left out).
+func plainRuns(text string) []flowRun {
+	var out []flowRun
+	var cur strings.Builder
+	code := false
+	flush := func() {
+		if cur.Len() > 0 {
+			out = append(out, flowRun{Text: cur.String(), Style: fyne.TextStyle{Monospace: code}})
+			cur.Reset()
 		}
 	}
+	lines := strings.SplitAfter(text, "\n")
+	for _, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			flush()
+			code = !code
+			continue
+		}
+		cur.WriteString(line)
+	}
+	flush()
 	return out
 }
 
@@ -146,6 +182,9 @@ func statsLine(s *MsgStats, streaming bool) string {
 	}
 	if s.Stopped {
 		parts = append(parts, "stopped")
+	}
+	if s.ContextFull {
+		parts = append(parts, "stopped: the context is full")
 	}
 	return strings.Join(parts, " · ")
 }

@@ -34,6 +34,9 @@ type Prefs struct {
 	Theme  string  `json:"theme,omitempty"` // "light", "dark" or "" (follow the system)
 	// Presets are each model's system prompt and sampling, by fingerprint.
 	Presets map[string]Preset `json:"presets,omitempty"`
+	// StopAtLimit refuses a conversation that outgrows the context rather
+	// than leaving its oldest messages out.
+	StopAtLimit bool `json:"stop_at_limit,omitempty"`
 }
 
 // Preset is a model's system prompt and sampling.

@@ -219,31 +219,33 @@ type reply struct {
 	stats    MsgStats
 	done     bool
 	err      error
+	dropped  int // the oldest messages its prompt left out
+	ctx      int // the context it had
 }
 
 // generate answers conv's messages on the window's slot, calling update
 // with the reply so far after every round and once done. ctx stops it.
-func (s *session) generate(ctx context.Context, system string, msgs []Message, p Preset, seed uint64, update func(reply)) {
+// A conversation that outgrows the context loses its oldest messages,
+// unless stopAtLimit.
+func (s *session) generate(ctx context.Context, system string, msgs []Message, p Preset, seed uint64, stopAtLimit bool, update func(reply)) {
 	r, m, ctx, end := s.begin(ctx)
 	if r == nil {
 		update(reply{done: true, err: errors.New("no model is loaded")})
 		return
 	}
 	defer end()
-	prompt, err := m.ChatTokens(chatMessages(system, msgs))
-	if err == nil && len(prompt) >= r.Context() {
-		err = fmt.Errorf("the conversation has %d tokens; the context holds %d: start a new chat", len(prompt), r.Context())
-	}
+	fit, err := fitContext(m, r.Context(), system, msgs, replyRoom(r.Context(), p.MaxTokens), stopAtLimit)
 	if err != nil {
 		update(reply{done: true, err: err})
 		return
 	}
+	prompt := fit.prompt
 	params := p.params(seed)
 	if err := params.Validate(); err != nil {
 		update(reply{done: true, err: err})
 		return
 	}
-	var rep reply
+	rep := reply{dropped: fit.dropped, ctx: r.Context()}
 	var text strings.Builder
 	start := time.Now()
 	first := time.Duration(0)
@@ -261,14 +263,15 @@ func (s *session) generate(ctx context.Context, system string, msgs []Message, p
 		}}
 	res, err := r.Slot(0).GenerateText(ctx, req)
 	st := res.Stats
-	if tail := strings.TrimPrefix(res.Text, text.String()); tail != "" {
+	if tail, ok := strings.CutPrefix(res.Text, text.String()); ok && tail != "" {
 		text.WriteString(tail)
 		rep.segments = appendSegment(rep.segments, tail, engine.FromTarget)
 	}
 	rep.text, rep.done = text.String(), true
 	rep.stats = MsgStats{Tokens: st.GenTokens, TokensPerSec: st.GenTokensPerSec(), FirstTokenMs: float64(first.Nanoseconds()) / 1e6,
 		Rounds: st.Rounds, Tau: st.Tau(), DraftVersion: st.DraftVersion, Stopped: ctx.Err() != nil,
-		Drafted: r.Slot(0).Drafter() != nil, PlainSteps: st.PlainSteps}
+		Drafted: r.Slot(0).Drafter() != nil, PlainSteps: st.PlainSteps,
+		ContextFull: res.Finish == "length" && st.PromptTokens+st.GenTokens >= r.Context()}
 	if plain := s.plainSpeed(); plain > 0 && rep.stats.TokensPerSec > 0 {
 		rep.stats.Baseline, rep.stats.Speedup = plain, rep.stats.TokensPerSec/plain
 	}

@@ -76,16 +76,16 @@ func newSettingsView(a *App) *settingsView {
 		st.DraftsDir(), st.ConversationsDir(), st.SettingsPath(), st.AppSettingsPath()))
 	s.places.Wrapping = fyne.TextWrapWord
 	s.content = container.NewVScroll(container.NewVBox(
-		widget.NewCard("Local API server", "The same server as dovetail serve, on this machine only unless the address says otherwise; it starts and stops as you tick the box",
+		noteCard("Local API server", "The same server as dovetail serve, on this machine only unless the address says otherwise; it starts and stops as you tick the box",
 			container.NewVBox(s.api, widget.NewForm(widget.NewFormItem("Address", container.NewBorder(nil, nil, nil, s.useAddress, s.address))),
 				s.apiStatus, s.apiProblem.content)),
-		widget.NewCard("Running the model", "These take effect when the model loads: the button below loads it again with them",
+		noteCard("Running the model", "These take effect when the model loads: the button below loads it again with them",
 			container.NewVBox(widget.NewForm(
 				widget.NewFormItem("CPU threads", s.threads), widget.NewFormItem("Context (tokens)", s.ctx),
 				widget.NewFormItem("Target layers on the GPU", s.layers)),
 				s.problem.content, container.NewHBox(s.apply))),
 		widget.NewCard("Where your data lives", "", s.places),
-		widget.NewCard("Lossless speculation", "Greedy decoding with the draft and without must give the same text",
+		noteCard("Lossless speculation", "Greedy decoding with the draft and without must give the same text",
 			container.NewVBox(s.prompt, s.check, s.result)),
 		a.themeSetting()))
 	return s

@@ -85,6 +85,9 @@ func (a *App) tour(dir string, prompts []string) error {
 	if err := shot("chat.png"); err != nil {
 		return err
 	}
+	if err := a.smallShot(shot); err != nil {
+		return err
+	}
 	fyne.DoAndWait(func() { a.tabs.SelectIndex(1); a.learn.refresh() })
 	if err := shot("learning.png"); err != nil {
 		return err

@@ -106,6 +106,7 @@ func walkTexts(o fyne.CanvasObject, inMessage bool) []shownText {
 				}
 			}
 		}
+	case *flowText: // a message's text, the user's and the model's words as written
 	case *messageView:
 		for _, c := range test.WidgetRenderer(w).Objects() {
 			out = append(out, walkTexts(c, true)...)

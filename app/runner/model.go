@@ -32,6 +32,7 @@ type Model struct {
 	// KernelNotice, when not empty, what a user should know about it (no
 	// SIMD kernels in this build).
 	Kernels, KernelNotice string
+	completion            bool // no chat template: see IsCompletion
 }
 
 // Embedded reports whether m is the model shipped in the binary.
@@ -65,7 +66,7 @@ func OpenModel(path string) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	out := &Model{Name: assets.DefaultModelName, Path: path, Llama: m, Tok: tok,
-		Fingerprint: draft.Fingerprint(f), Kernels: k.Name}
+		Fingerprint: draft.Fingerprint(f), Kernels: k.Name, completion: path == "" || NoChatTemplate(f)}
 	if path != "" {
 		out.Name = filepath.Base(path)
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"dovetail/engine"
@@ -15,11 +16,14 @@ type TextRequest struct {
 	Prompt    []int
 	MaxTokens int // ≤ 0: until the end of the context
 	Sampler   engine.SamplerParams
-	// IgnoreEOS generates past the model's end-of-generation tokens.
+	// IgnoreEOS generates past the model's end-of-generation tokens, and
+	// past their texts written out in ordinary tokens.
 	IgnoreEOS bool
 	// Stops end generation where one of them begins in the text, which
 	// then ends before it: the text holds back what could still grow into
-	// one, so that no part of a stop string is ever handed out.
+	// one, so that no part of a stop string is ever handed out. The texts
+	// of the model's end-of-generation tokens are stops as well (unless
+	// IgnoreEOS).
 	Stops []string
 	// Logprobs gives each Piece its tokens' log-probabilities, with
 	// TopLogprobs alternatives each.
@@ -29,8 +33,10 @@ type TextRequest struct {
 	// error from it (the client went away) ends generation.
 	OnText func(Piece) error
 	// OnRound is told each round (engine.Request.OnRound) with texts[i],
-	// what the round's token i added to the text: a token that ends
-	// inside a character adds "", the next the whole character.
+	// what the round's token i made final in the text: a token that ends
+	// inside a character adds "", the next the whole character; text held
+	// back while it could be a stop string comes with the token that
+	// releases it, and what generation's end releases only in the result.
 	OnRound func(r engine.Round, texts []string)
 }
 
@@ -77,7 +83,7 @@ func (s *Slot) GenerateText(ctx context.Context, req TextRequest) (TextResult, e
 		}
 	}
 	if g.stopped {
-		res.Finish = "stop"
+		res.Finish, res.StopReason = "stop", "stop"
 	}
 	res.Text, res.Tokens, res.Logprobs = g.text.String(), g.tokens, g.all
 	return res, err
@@ -100,7 +106,11 @@ type textGen struct {
 }
 
 func newTextGen(m *Model, req TextRequest) *textGen {
-	return &textGen{req: req, m: m, dec: m.Tok.NewDecoder(), stops: stopMatcher{stops: req.Stops}}
+	stops := req.Stops
+	if !req.IgnoreEOS {
+		stops = append(slices.Clip(stops), m.Tok.EOGTexts()...)
+	}
+	return &textGen{req: req, m: m, dec: m.Tok.NewDecoder(), stops: stopMatcher{stops: stops}}
 }
 
 // request is the engine's request for the text request.
@@ -125,11 +135,20 @@ func (g *textGen) request() engine.Request {
 // emit decodes a token and hands on the text it makes final.
 func (g *textGen) emit(tok int) error {
 	g.tokens = append(g.tokens, tok)
-	piece := g.dec.Add(tok)
-	if g.req.OnRound != nil {
-		g.texts = append(g.texts, piece)
+	piece := ""
+	// A control token (BOS, a chat marker) is markup, not text: llama.cpp
+	// renders it as nothing unless asked to, and so do we.
+	if !g.m.Tok.IsControl(tok) {
+		piece = g.dec.Add(tok)
 	}
 	out, stop := g.stops.add(piece)
+	// A round's texts are what its tokens made final, so that no part of
+	// a stop string (an end-of-generation text) reaches OnRound either;
+	// the token that completes one is in no round, and its text only in
+	// the result.
+	if g.req.OnRound != nil && !stop {
+		g.texts = append(g.texts, out)
+	}
 	if err := g.send(out); err != nil {
 		return err
 	}

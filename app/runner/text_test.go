@@ -75,3 +75,42 @@ func TestGenerateText(t *testing.T) {
 		t.Errorf("with stop \" the\": %q (shown %q), finish %q; want %q", stopped.Text, shown.String(), stopped.Finish, res.Text[:cut])
 	}
 }
+
+// The embedded model writes its end-of-story text out in ordinary tokens
+// ("<|", "end", "_story", "|>") before its EOS: that ends the reply as
+// the token does, and no part of it reaches the text, the pieces or the
+// rounds; --ignore-eos goes past it. A control token renders as nothing.
+func TestGenerateTextHidesEndText(t *testing.T) {
+	m := open(t, "")
+	r := start(t, m, options(t))
+	prompt := m.Tok.Encode("Once upon a time", true, false)
+	var shown, rounds strings.Builder
+	res, err := r.Slot(0).GenerateText(context.Background(), TextRequest{Prompt: prompt, MaxTokens: 400,
+		OnText:  func(p Piece) error { shown.WriteString(p.Text); return nil },
+		OnRound: func(_ engine.Round, texts []string) { rounds.WriteString(strings.Join(texts, "")) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Finish != "stop" || res.StopReason != "stop" || res.GenTokens >= 400 {
+		t.Fatalf("finish %q (%q) after %d tokens: want the story's end", res.Finish, res.StopReason, res.GenTokens)
+	}
+	for what, s := range map[string]string{"text": res.Text, "pieces": shown.String(), "rounds": rounds.String()} {
+		if strings.Contains(s, "<|") || strings.Contains(s, "end_story") {
+			t.Errorf("%s show the end text: %q", what, s)
+		}
+	}
+	if !strings.HasPrefix(res.Text, rounds.String()) {
+		t.Errorf("rounds %q are not the start of the text %q", rounds.String(), res.Text)
+	}
+	all, err := r.Slot(0).GenerateText(context.Background(), TextRequest{Prompt: prompt, MaxTokens: len(res.Tokens) + 8, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(all.Text, "<|end_story|>") {
+		t.Errorf("with IgnoreEOS the text goes on past the end text: %q", all.Text)
+	}
+	g := newTextGen(m, TextRequest{})
+	if err := g.emit(m.Tok.BOS()); err != nil || g.text.String() != "" {
+		t.Errorf("BOS renders as %q (%v)", g.text.String(), err)
+	}
+}

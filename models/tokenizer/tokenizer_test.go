@@ -487,3 +487,23 @@ func TestQueueKeys(t *testing.T) {
 		t.Errorf("pop order %v", got)
 	}
 }
+
+// EOGTexts names every end-of-generation token's text, the TinyStories
+// model's "<|end_story|>" (its EOS) included, and no other token's.
+func TestEOGTexts(t *testing.T) {
+	tok := load(t, "../../testdata/models/tinystories656K/tinystories656K-f32.gguf")
+	got := tok.EOGTexts()
+	if !slices.Contains(got, "<|end_story|>") || slices.Contains(got, "<|start_story|>") {
+		t.Errorf("TinyStories' end texts %q", got)
+	}
+	llama := load(t, llamaBPE)
+	got = llama.EOGTexts()
+	if !slices.Contains(got, "<|eot_id|>") || !slices.Contains(got, "<|end_of_text|>") || slices.Contains(got, "<|begin_of_text|>") {
+		t.Errorf("Llama 3's end texts %q", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if len(got[i]) > len(got[i-1]) {
+			t.Errorf("not longest first: %q", got)
+		}
+	}
+}
