@@ -19,8 +19,8 @@ func TestFitBySize(t *testing.T) {
 		want    string
 	}{
 		{400 << 20, cpuOnly, FitsCPU},
-		{3 * gib, cpuOnly, NoFit},
-		{3 * gib, withGPU, FitsPartly},
+		{4 * gib, cpuOnly, NoFit},
+		{4 * gib, withGPU, FitsPartly},
 		{400 << 20, withGPU, FitsCPU},
 		{40 * gib, withGPU, NoFit},
 	} {
