@@ -12,8 +12,9 @@ import (
 )
 
 // findModel is the model a user names: a GGUF file's path, or a name
-// as `serve --models` lists it (the files under dir, the user's ollama
-// and LM Studio models, the embedded model); "" is the embedded model.
+// as `serve --models` lists it (the files under dir, the models pulled
+// into the models folder, the user's ollama and LM Studio models, the
+// embedded model); "" is the embedded model.
 func findModel(name, dir string) (discover.Model, error) {
 	embedded := discover.Model{Name: assets.DefaultModelName, Source: "embedded"}
 	if name == "" {
@@ -25,12 +26,11 @@ func findModel(name, dir string) (discover.Model, error) {
 		}
 		return discover.Model{Name: filepath.Base(name), Path: name, Source: "file"}, nil
 	}
-	home, _ := os.UserHomeDir()
-	places := discover.UserPlaces(home)
+	var paths []string
 	if dir != "" {
-		places.Paths = []string{dir}
+		paths = []string{dir}
 	}
-	found, err := discover.Find(places)
+	found, err := runner.UserModels(paths...)
 	if err != nil {
 		return discover.Model{}, err
 	}
@@ -68,4 +68,25 @@ func someNames(ms []discover.Model) string {
 		names = append(names, m.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// modelPath is the file -m names: a path as given, else a model's name
+// (findModel). A name that finds nothing but reads as a path (a ".gguf"
+// file, one under a folder named from here) stays a path, for the
+// loader to say what is wrong with it.
+func modelPath(name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	if _, err := os.Stat(name); err == nil {
+		return name, nil
+	}
+	e, err := findModel(name, "")
+	if err == nil {
+		return e.Path, nil
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".gguf") || filepath.IsAbs(name) || strings.HasPrefix(name, ".") {
+		return name, nil
+	}
+	return "", err
 }

@@ -13,7 +13,6 @@ import (
 
 	"dovetail/app/api"
 	"dovetail/app/runner"
-	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
 	"dovetail/engine/adapt"
 )
@@ -42,8 +41,10 @@ func newServeCmd(start api.Start) *cobra.Command {
 			"streamed with \"stream\": true; POST /v1/embeddings; GET /v1/models) and ollama's (/api/chat,\n" +
 			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version),\n" +
 			"plus /health and Prometheus /metrics.\n" +
-			"-m serves one model; --models DIR serves every model there and the user's ollama and\n" +
-			"LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
+			"-m serves one model (a file, or a name as 'dovetail list' shows it); --models DIR serves\n" +
+			"every model there, the models 'dovetail pull' fetched, and the user's ollama and LM Studio\n" +
+			"models, each loaded when a request names it (/api/pull adds one, /api/delete and\n" +
+			"/api/copy change only pulled ones). It listens on loopback only\n" +
 			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +
 			"finish for up to --shutdown-grace (5 s), then interrupts the draft's training step\n" +
 			"and saves the adapted draft (the last version it published) before it exits.",
@@ -149,17 +150,21 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 	return nil
 }
 
-// serveFleet gathers the models of --models (and -m, and the user's
-// ollama and LM Studio models) into a fleet that loads them on demand,
+// serveFleet gathers the models of --models (and -m, the models pulled
+// into the models folder, and the user's ollama and LM Studio models) into a fleet that loads them on demand,
 // each with the flags' options over its own settings.
 func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
-	home, _ := os.UserHomeDir()
-	places := discover.UserPlaces(home)
-	places.Paths = []string{f.models}
+	paths := []string{f.models}
 	if f.model != "" {
-		places.Paths = append(places.Paths, f.model)
+		path, err := modelPath(f.model)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		if path != "" {
+			paths = append(paths, path)
+		}
 	}
-	found, err := discover.Find(places)
+	found, err := runner.UserModels(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}

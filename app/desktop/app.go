@@ -14,6 +14,7 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/probe"
+	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
 	"dovetail/engine"
 )
@@ -35,6 +36,9 @@ type Options struct {
 	// NewDrafter, when set, drafts instead of the model's own drafter (a
 	// drafter whose proposals a test knows).
 	NewDrafter func(slot int) (engine.Drafter, error)
+	// Pulls say where the "Get models" page puts models and how it
+	// reaches registries (Dir "": the user's models folder).
+	Pulls pull.Options
 }
 
 // App is the desktop app: its window, the model it runs, the chat, the
@@ -59,6 +63,7 @@ type App struct {
 	learn    *learnView
 	settings *settingsView
 	tabs     *container.AppTabs
+	get      *getModels
 	wizard   *wizard
 }
 
@@ -82,10 +87,12 @@ func New(fy fyne.App, o Options) (*App, error) {
 	a.chat = newChatView(a)
 	a.learn = newLearnView(a)
 	a.settings = newSettingsView(a)
+	a.get = newGetModels(a, nil)
 	a.tabs = container.NewAppTabs(
 		container.NewTabItem("Chat", a.chat.content),
 		container.NewTabItem("Speed and learning", a.learn.content),
-		container.NewTabItem("Settings", a.settings.content))
+		container.NewTabItem("Settings", a.settings.content),
+		container.NewTabItem("Get models", container.NewVScroll(a.get.content)))
 	a.tabs.OnSelected = func(t *container.TabItem) {
 		if t.Content == a.learn.content {
 			a.learn.refresh()
@@ -147,7 +154,7 @@ func (a *App) findModels() {
 		pl.Paths = nil
 		more, _ = discover.Find(pl)
 	}
-	found = append(found, more...)
+	found = append(found, runner.WithPulled(more, a.pulledModels())...)
 	a.mu.Lock()
 	a.models = found
 	a.mu.Unlock()
