@@ -65,6 +65,10 @@ func userDataDir(config string) (string, error) {
 	return filepath.Join(home, ".local", "share"), nil
 }
 
+// ModelsDir is the models folder `dovetail pull` fills (the pull
+// package's Dir, when $DOVETAIL_MODELS does not name another).
+func (s *Store) ModelsDir() string { return filepath.Join(s.data, "models") }
+
 // DraftsDir holds each target's draft and text memory, named by the
 // target's fingerprint.
 func (s *Store) DraftsDir() string { return filepath.Join(s.config, "drafts") }
