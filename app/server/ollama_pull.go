@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 
 	"dovetail/app/runner/discover"
@@ -72,7 +73,7 @@ func (s *Server) streamPull(w http.ResponseWriter, r *http.Request, name string,
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		nd.send(progress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed})
+		nd.send(progressOf(p))
 	}
 	_, e := s.pull(r, name, o)
 	mu.Lock()
@@ -82,6 +83,15 @@ func (s *Server) streamPull(w http.ResponseWriter, r *http.Request, name string,
 		return
 	}
 	nd.send(progress{Status: "success"})
+}
+
+// progressOf is a step as ollama sends it: only a blob's download names
+// its digest and counts its bytes.
+func progressOf(p pull.Progress) progress {
+	if !strings.HasPrefix(p.Status, "pulling ") || p.Digest == "" {
+		return progress{Status: p.Status}
+	}
+	return progress{Status: p.Status, Digest: p.Digest, Total: p.Total, Completed: p.Completed}
 }
 
 // pull downloads the model named and lists it.

@@ -181,7 +181,7 @@ func TestOllamaClientPullDeleteCopy(t *testing.T) {
 	err := c.Pull(ctx, &api.PullRequest{Model: "tiny:1b"}, func(r api.ProgressResponse) error {
 		statuses = append(statuses, r.Status)
 		if r.Digest == p.digest {
-			total, completed = r.Total, max(completed, r.Completed)
+			total, completed = max(total, r.Total), max(completed, r.Completed)
 		}
 		return nil
 	})
