@@ -71,7 +71,7 @@ func newChatCmd() *cobra.Command {
 		Short: "Chat with a model in the terminal",
 		Long: "Chat with a model in the terminal, with its chat template: replies stream as they are\n" +
 			"generated, each followed by its speed and τ. MODEL is a GGUF file, or a model's name as\n" +
-			"`serve --models` lists it (the user's ollama and LM Studio models, the files under --models,\n" +
+			"`serve --models` lists it (the user's pulled, ollama and LM Studio models, the files under --models,\n" +
 			"the embedded model); -m says the same; without either, the embedded model chats.\n" +
 			"Enter sends; a line ending in \\ goes on on the next line, and \"\"\" opens and closes a block\n" +
 			"of several lines. Up and down recall earlier lines. Ctrl-C clears the line, or stops a\n" +
@@ -90,7 +90,7 @@ func newChatCmd() *cobra.Command {
 	f.modelFlags.register(c, draftHelp)
 	f.sampling.register(c)
 	c.Flags().StringVar(&f.system, "system", "", "system prompt")
-	c.Flags().StringVar(&f.models, "models", "", "a folder of GGUF models MODEL may name, besides the user's ollama and LM Studio models")
+	c.Flags().StringVar(&f.models, "models", "", "a folder of GGUF models MODEL may name, besides the user's pulled, ollama and LM Studio models")
 	c.Flags().Lookup("model").Usage = "GGUF model file or model name (default: the embedded TinyStories-656K)"
 	return c
 }

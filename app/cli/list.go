@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -55,7 +56,8 @@ func newListCmd() *cobra.Command {
 // listModels describes the pulled models, the embedded one, then
 // ollama's and LM Studio's.
 func listModels() ([]listed, error) {
-	found, err := runner.UserModels()
+	home, _ := os.UserHomeDir()
+	found, err := discover.Find(discover.UserPlaces(home))
 	if err != nil {
 		return nil, err
 	}

@@ -26,11 +26,12 @@ func findModel(name, dir string) (discover.Model, error) {
 		}
 		return discover.Model{Name: filepath.Base(name), Path: name, Source: "file"}, nil
 	}
-	var paths []string
+	home, _ := os.UserHomeDir()
+	places := discover.UserPlaces(home)
 	if dir != "" {
-		paths = []string{dir}
+		places.Paths = []string{dir}
 	}
-	found, err := runner.UserModels(paths...)
+	found, err := discover.Find(places)
 	if err != nil {
 		return discover.Model{}, err
 	}

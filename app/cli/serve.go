@@ -13,6 +13,7 @@ import (
 
 	"dovetail/app/api"
 	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
 	"dovetail/app/runner/store"
 	"dovetail/engine/adapt"
 )
@@ -63,7 +64,7 @@ func newServeCmd(start api.Start) *cobra.Command {
 	fl.StringVar(&f.apiKey, "api-key", "", "require 'Authorization: Bearer KEY' (Bearer in any case) on every request but /health (default: $DOVETAIL_API_KEY)")
 	fl.IntVar(&f.parallel, "parallel", 1, "sequences generated at the same time, each with its own KV cache")
 	fl.IntVar(&f.queue, "queue", 16, "requests that may wait for a free sequence; more get 429")
-	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's ollama and LM Studio models, by name, loading each when a request names it")
+	fl.StringVar(&f.models, "models", "", "serve every GGUF model in this folder, and the user's pulled, ollama and LM Studio models, by name, loading each when a request names it")
 	fl.IntVar(&f.maxLoaded, "max-loaded", 1, "with --models: models loaded at once")
 	fl.DurationVar(&f.keepAlive, "keep-alive", 5*time.Minute, "with --models: how long an idle model stays loaded (negative: forever)")
 	fl.StringArrayVar(&f.cors, "cors-origin", nil, "a browser origin allowed to call the API besides pages on this machine (localhost, 127.0.0.1, 0.0.0.0, any port) and app://, file://, tauri://, vscode-webview://, such as https://ui.example:* (repeatable; * allows every origin); pages of other origins are refused (403)")
@@ -150,8 +151,8 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 	return nil
 }
 
-// serveFleet gathers the models of --models (and -m, the models pulled
-// into the models folder, and the user's ollama and LM Studio models) into a fleet that loads them on demand,
+// serveFleet gathers the models of --models (and -m, and the user's
+// pulled, ollama and LM Studio models) into a fleet that loads them on demand,
 // each with the flags' options over its own settings.
 func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
 	paths := []string{f.models}
@@ -164,7 +165,10 @@ func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(
 			paths = append(paths, path)
 		}
 	}
-	found, err := runner.UserModels(paths...)
+	home, _ := os.UserHomeDir()
+	places := discover.UserPlaces(home)
+	places.Paths = paths
+	found, err := discover.Find(places)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}

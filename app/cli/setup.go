@@ -47,7 +47,7 @@ func newSetupCmd() *cobra.Command {
 		Use:   "setup [-m MODEL ...] [--models DIR] [--yes] [--json]",
 		Short: "Find your models, calibrate this machine, and choose and save the settings that fit",
 		Long: "Probe this machine, find the models (the files and folders given with -m and --models;\n" +
-			"without them the embedded model and the GGUF files ollama and LM Studio keep), calibrate\n" +
+			"without them the embedded model, pulled models and those ollama and LM Studio keep), calibrate\n" +
 			"what predictions need (cached per machine and model; again when measured speeds drift\n" +
 			"more than 25% from predictions), and for each model show how it fits: memory by part and\n" +
 			"device, the verdict, the placement and the predicted speed. The chosen settings are saved\n" +
@@ -118,7 +118,7 @@ func setup(c *cobra.Command, f setupFlags) error {
 }
 
 // findModels are the models to set up: those given, else the embedded
-// model and the user's ollama and LM Studio models.
+// model and the user's pulled, ollama and LM Studio models.
 func findModels(f setupFlags) ([]discover.Model, error) {
 	p := discover.Places{Paths: f.models}
 	if f.dir != "" {

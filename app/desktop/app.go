@@ -154,7 +154,7 @@ func (a *App) findModels() {
 		pl.Paths = nil
 		more, _ = discover.Find(pl)
 	}
-	found = append(found, runner.WithPulled(more, a.pulledModels())...)
+	found = append(found, more...)
 	a.mu.Lock()
 	a.models = found
 	a.mu.Unlock()

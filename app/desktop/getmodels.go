@@ -250,7 +250,7 @@ func (g *getModels) useLast() {
 
 // showPulled lists the models pulled into the models folder.
 func (g *getModels) showPulled() {
-	ms, err := runner.Pulled(g.a.o.Pulls.Dir)
+	ms, err := pulledIn(g.a.o.Pulls.Dir)
 	g.pulled.Objects = nil
 	switch {
 	case err != nil:
@@ -268,13 +268,6 @@ func (g *getModels) say(text string, imp widget.Importance) {
 	g.status.SetText(text)
 	g.status.Importance = imp
 	g.status.Refresh()
-}
-
-// pulledModels are the models pulled into the models folder, for the
-// picker (none when the folder does not read).
-func (a *App) pulledModels() []discover.Model {
-	ms, _ := runner.Pulled(a.o.Pulls.Dir)
-	return ms
 }
 
 // pullError is an error's first line.
@@ -297,4 +290,17 @@ func (w *wizard) offerModels() fyne.CanvasObject {
 		w.show(1)
 	})
 	return container.NewVBox(widget.NewLabel("Only the embedded model is here, a tiny one that tells children's stories: get a model to chat with."), g.content)
+}
+
+// pulledIn lists the models pulled into dir (the user's models folder
+// when "").
+func pulledIn(dir string) ([]pull.Model, error) {
+	if dir == "" {
+		d, err := pull.Dir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	return pull.List(dir)
 }

@@ -1,6 +1,7 @@
 // Package discover finds the GGUF models a user already has: files and
-// folders they name, the models ollama pulled and those LM Studio
-// downloaded, each listed by the name it has there.
+// folders they name, the models `dovetail pull` fetched, those ollama
+// pulled and those LM Studio downloaded, each listed by the name it has
+// there.
 package discover
 
 import (
@@ -12,29 +13,36 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"dovetail/app/runner/pull"
 )
 
 // Model is a GGUF file found.
 type Model struct {
 	Name   string `json:"name"`   // as its source names it: a file name, "llama3:8b", "publisher/repo/file.gguf"
 	Path   string `json:"path"`   // the GGUF file
-	Source string `json:"source"` // file, ollama or lmstudio
+	Source string `json:"source"` // file, pulled, ollama or lmstudio
 	Size   int64  `json:"size_bytes"`
 }
 
 // Places are where to look. Empty fields are not looked at.
 type Places struct {
 	Paths    []string // files and folders the user named
+	Pulled   []string // Dovetail's models folders (pull.Dir)
 	Ollama   []string // ollama's model stores (each holding manifests/ and blobs/)
 	LMStudio []string // LM Studio's model folders
 }
 
-// UserPlaces are ollama's and LM Studio's usual stores for this user:
-// $OLLAMA_MODELS or ~/.ollama/models (and a system service's
+// UserPlaces are the models folder `dovetail pull` fills (pull.Dir) and
+// ollama's and LM Studio's usual stores for this user: $OLLAMA_MODELS or
+// ~/.ollama/models (and a system service's
 // /usr/share/ollama/.ollama/models), ~/.lmstudio/models and
 // ~/.cache/lm-studio/models.
 func UserPlaces(home string) Places {
 	var p Places
+	if d, err := pull.Dir(); err == nil {
+		p.Pulled = []string{d}
+	}
 	if d := os.Getenv("OLLAMA_MODELS"); d != "" {
 		p.Ollama = append(p.Ollama, d)
 	}
@@ -65,6 +73,9 @@ func Find(p Places) ([]Model, error) {
 			return nil, err
 		}
 		add(ms)
+	}
+	for _, dir := range p.Pulled {
+		add(fromPulled(dir))
 	}
 	for _, dir := range p.Ollama {
 		add(fromOllama(dir))
@@ -230,6 +241,17 @@ func ollamaBlob(store, manifestPath string) (string, int64, error) {
 		}
 	}
 	return "", 0, errors.New("no GGUF layer")
+}
+
+// fromPulled lists the models `dovetail pull` fetched into dir, by the
+// names they were pulled as.
+func fromPulled(dir string) []Model {
+	ms, _ := pull.List(dir)
+	var out []Model
+	for _, m := range ms {
+		out = append(out, Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size})
+	}
+	return out
 }
 
 // fromLMStudio lists LM Studio's models, PUBLISHER/REPO/FILE.gguf, by that
