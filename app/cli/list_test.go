@@ -146,3 +146,13 @@ func TestRunPulledName(t *testing.T) {
 		t.Errorf("an unknown name: exit %d, %q", code, errOut)
 	}
 }
+
+// chat takes a pulled model's name, whose params are defaults until /set
+// sets one.
+func TestChatPulledParams(t *testing.T) {
+	userModels(t, map[string]any{"num_predict": 2})
+	out, err := chatPiped(t, []string{"Once upon a time", "/set parameter num_predict 4", "Once upon a time"}, "tiny:1b")
+	if err != nil || !strings.Contains(out, "[2 tokens,") || !strings.Contains(out, "[4 tokens,") {
+		t.Errorf("%v:\n%s", err, out)
+	}
+}
