@@ -134,8 +134,8 @@ func TestRm(t *testing.T) {
 func TestRunPulledName(t *testing.T) {
 	userModels(t, map[string]any{"num_predict": 3})
 	r := runJSON(t, "-m", "tiny:1b", "-p", "Once upon a time", "--temp", "0", "--draft", "none")
-	if len(r.Tokens) != 3 {
-		t.Errorf("with the model's num_predict: %d tokens", len(r.Tokens))
+	if len(r.Tokens) != 3 || r.Model != "tiny:1b" {
+		t.Errorf("with the model's num_predict: %d tokens, model %q", len(r.Tokens), r.Model)
 	}
 	r = runJSON(t, "-m", "TINY:1b", "-p", "Once upon a time", "--temp", "0", "--draft", "none", "-n", "5")
 	if len(r.Tokens) != 5 {

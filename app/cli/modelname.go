@@ -72,22 +72,34 @@ func someNames(ms []discover.Model) string {
 }
 
 // modelPath is the file -m names: a path as given, else a model's name
-// (findModel). A name that finds nothing but reads as a path (a ".gguf"
-// file, one under a folder named from here) stays a path, for the
-// loader to say what is wrong with it.
-func modelPath(name string) (string, error) {
+// (findModel), with the name a store's file should go by (a pulled or
+// ollama model's blob says nothing; "": the file's own). A name that
+// finds nothing but reads as a path (a ".gguf" file, one under a folder
+// named from here) stays a path, for the loader to say what is wrong
+// with it.
+func modelPath(name string) (path, as string, err error) {
 	if name == "" {
-		return "", nil
+		return "", "", nil
 	}
 	if _, err := os.Stat(name); err == nil {
-		return name, nil
+		return name, "", nil
 	}
 	e, err := findModel(name, "")
 	if err == nil {
-		return e.Path, nil
+		return e.Path, storeName(e), nil
 	}
 	if strings.HasSuffix(strings.ToLower(name), ".gguf") || filepath.IsAbs(name) || strings.HasPrefix(name, ".") {
-		return name, nil
+		return name, "", nil
 	}
-	return "", err
+	return "", "", err
+}
+
+// storeName is the name a model kept in a store goes by ("": a file's,
+// its own).
+func storeName(e discover.Model) string {
+	switch e.Source {
+	case "pulled", "ollama", "lmstudio":
+		return e.Name
+	}
+	return ""
 }

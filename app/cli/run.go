@@ -161,13 +161,16 @@ func run(c *cobra.Command, f runFlags) error {
 
 // openModel opens a model, saying what a user should know about it.
 func openModel(c *cobra.Command, name string) (*runner.Model, error) {
-	path, err := modelPath(name)
+	path, as, err := modelPath(name)
 	if err != nil {
 		return nil, err
 	}
 	m, err := runner.OpenModel(path)
 	if err != nil {
 		return nil, err
+	}
+	if as != "" {
+		m.Name = as
 	}
 	if m.KernelNotice != "" {
 		fmt.Fprintln(c.ErrOrStderr(), "dovetail: "+m.KernelNotice)

@@ -157,7 +157,7 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
 	paths := []string{f.models}
 	if f.model != "" {
-		path, err := modelPath(f.model)
+		path, _, err := modelPath(f.model)
 		if err != nil {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
