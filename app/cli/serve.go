@@ -40,7 +40,8 @@ func newServeCmd(start api.Start) *cobra.Command {
 		Short: "Serve an OpenAI-compatible API (chat, completions, embeddings, models, health, metrics)",
 		Long: "Serve models over HTTP with OpenAI's API (POST /v1/chat/completions and /v1/completions,\n" +
 			"streamed with \"stream\": true; POST /v1/embeddings; GET /v1/models) and ollama's (/api/chat,\n" +
-			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version),\n" +
+			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version,\n" +
+			"/api/pull, /api/delete, /api/copy),\n" +
 			"plus /health and Prometheus /metrics.\n" +
 			"-m serves one model (a file, or a name as 'dovetail list' shows it); --models DIR serves\n" +
 			"every model there, the models 'dovetail pull' fetched, and the user's ollama and LM Studio\n" +
