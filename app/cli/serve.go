@@ -140,8 +140,11 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 		for _, e := range cfg.Models.Entries() {
 			names = append(names, e.Name)
 		}
+		if len(names) == 0 {
+			names = []string{"none yet"}
+		}
 		fmt.Fprintf(stderr, "serving %d models on http://%s, %d loaded at a time, unloaded after %v idle: %s\n",
-			len(names), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
+			len(cfg.Models.Entries()), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
 		st, _ := store.Open()
 		keptOnDiskBy(stderr, st, o.Adapt.Mode, o)
 	}
@@ -174,7 +177,8 @@ func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if len(found) == 0 {
-		return nil, fmt.Errorf("serve: no GGUF model in %s", f.models)
+		// As ollama's, a server with no model yet is one to pull into.
+		fmt.Fprintf(c.ErrOrStderr(), "no GGUF model in %s, nor pulled, ollama's or LM Studio's yet: /api/pull (or dovetail pull) adds one\n", f.models)
 	}
 	return runner.NewFleet(found, runner.FleetOptions{MaxLoaded: f.maxLoaded, KeepAlive: f.keepAlive, OnUnload: onUnload,
 		Options: func(m *runner.Model) (runner.Options, error) {
