@@ -78,14 +78,14 @@ func fetchBlob(ctx context.Context, f *fetcher, dir string, l layer, u string, p
 		d.report(l.Size)
 		return nil
 	}
-	if err := d.open(); err != nil {
-		return err
-	}
 	defer func() {
 		if d.file != nil {
 			d.file.Close()
 		}
 	}()
+	if err := d.open(); err != nil {
+		return err
+	}
 	if err := d.fetch(ctx); err != nil {
 		return err
 	}
@@ -164,7 +164,10 @@ func (d *download) fetch(ctx context.Context) error {
 			}
 			continue
 		}
-		if errors.As(err, &se) || errors.As(err, &ne) || errors.Is(err, errTooLong) {
+		if errors.Is(err, errTooLong) {
+			return fmt.Errorf("%s: %w", d.f.name, err)
+		}
+		if errors.As(err, &se) || errors.As(err, &ne) {
 			return err // do has retried what it can
 		}
 		if d.have > before {

@@ -107,7 +107,11 @@ func (e *NetError) Error() string {
 	if errors.As(e.Err, &ne) && ne.Timeout() || errors.Is(e.Err, errStalled) {
 		what = "timed out talking to"
 	}
-	return fmt.Sprintf("%s: %s %s (%d tries): %v", e.Name, what, e.Host, e.Tries, e.Err)
+	tries := fmt.Sprintf("%d tries", e.Tries)
+	if e.Tries == 1 {
+		tries = "1 try"
+	}
+	return fmt.Sprintf("%s: %s %s (%s): %v", e.Name, what, e.Host, tries, e.Err)
 }
 
 func (e *NetError) Unwrap() error { return e.Err }

@@ -358,3 +358,19 @@ func TestPullRefusesForeignStore(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A body longer than the manifest says is refused, not kept.
+func TestPullTooLong(t *testing.T) {
+	h := newHub(t)
+	m := h.addModel("library/tiny:latest", testModel(t), nil)
+	m.Layers[0].Size -= 10
+	h.manifests["library/tiny:latest"] = m
+	dir := t.TempDir()
+	o, _ := h.opts(dir, nil)
+	if _, err := Pull(pullCtx(t), "tiny", o); err == nil || !strings.Contains(err.Error(), "tiny:latest: the server sent more bytes than the manifest says") {
+		t.Fatalf("err = %v", err)
+	}
+	if ms, _ := List(dir); len(ms) != 0 {
+		t.Errorf("listed: %+v", ms)
+	}
+}

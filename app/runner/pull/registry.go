@@ -52,7 +52,8 @@ func (m manifest) find(mediaType string) (layer, bool) {
 }
 
 // base is the registry's address for a name: Hugging Face's
-// ($HF_ENDPOINT, else https://hf.co), ollama's ($DOVETAIL_REGISTRY, else
+// ($HF_ENDPOINT, else https://huggingface.co, which answers ollama's
+// registry protocol for GGUF repositories at /v2/ORG/REPO/manifests/QUANT), ollama's ($DOVETAIL_REGISTRY, else
 // https://registry.ollama.ai), or the host the name gives (http:// with
 // insecure).
 func base(r Ref, o Options) string {
@@ -61,10 +62,7 @@ func base(r Ref, o Options) string {
 		if e := strings.TrimRight(o.Env("HF_ENDPOINT"), "/"); e != "" {
 			return e
 		}
-		if r.File != "" {
-			return "https://huggingface.co"
-		}
-		return "https://" + hfHost
+		return "https://huggingface.co" // hf.co's own name: no redirect on each request
 	case r.Host == ollamaHost:
 		if e := strings.TrimRight(o.Env("DOVETAIL_REGISTRY"), "/"); e != "" {
 			return e
