@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -303,4 +304,17 @@ func pulledIn(dir string) ([]pull.Model, error) {
 		dir = d
 	}
 	return pull.List(dir)
+}
+
+// tourShot shows the page, the catalogue's fits read, for the tour's
+// screenshot.
+func (g *getModels) tourShot(shot func(string) error) error {
+	fyne.DoAndWait(func() { g.a.tabs.SelectIndex(len(g.a.tabs.Items) - 1) })
+	read := func() (ok bool) {
+		fyne.DoAndWait(func() { ok = g.machine != nil })
+		return ok
+	}
+	for deadline := time.Now().Add(time.Minute); !read() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	}
+	return shot("getmodels.png")
 }

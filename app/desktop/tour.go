@@ -86,7 +86,10 @@ func (a *App) tour(dir string, prompts []string) error {
 		return err
 	}
 	fyne.DoAndWait(func() { a.tabs.SelectIndex(1); a.learn.refresh() })
-	return shot("learning.png")
+	if err := shot("learning.png"); err != nil {
+		return err
+	}
+	return a.get.tourShot(shot)
 }
 
 // screenshot is the window as the X server shows it (xwd), cut to the
