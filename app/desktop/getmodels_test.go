@@ -72,6 +72,11 @@ func TestGetModelsPulls(t *testing.T) {
 			t.Errorf("%s: %q", catalog[i].Name, l.Text)
 		}
 	}
+	test.Tap(g.use)
+	waitLoaded(t, a)
+	if _, m := a.sess.loaded(); m.Path != g.last.Path || a.tabs.SelectedIndex() != 0 {
+		t.Errorf("Chat with it loaded %s, tab %d", m.Path, a.tabs.SelectedIndex())
+	}
 	g.name.SetText("not a name!")
 	test.Tap(g.pull)
 	if g.busy() || !strings.Contains(g.status.Text, "not a name!") {
