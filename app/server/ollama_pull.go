@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 
@@ -141,6 +142,12 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, e)
 		return
 	}
+	if s.runs(m) {
+		e := invalid("model", "", "model '%s' is the one this server runs (serve -m): stop the server to delete it", name)
+		e.Status = http.StatusConflict
+		ollamaError(w, e)
+		return
+	}
 	// Unloaded first: no request starts on a model going away.
 	s.fleet.Remove(m.Name)
 	dir, _ := s.pullsDir()
@@ -149,6 +156,17 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// runs reports a server of one model (Config.Runner) running m, which it
+// cannot unload.
+func (s *Server) runs(m pull.Model) bool {
+	if s.cfg.Runner == nil {
+		return false
+	}
+	a, err1 := os.Stat(s.cfg.Runner.Model().Path)
+	b, err2 := os.Stat(m.Path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // findPulled is the pulled model named; another program's model, or a

@@ -268,3 +268,40 @@ func TestOllamaPullGate(t *testing.T) {
 		t.Errorf("pulled: %+v", ms)
 	}
 }
+
+// A server of one pulled model (serve -m NAME) does not delete the model
+// it runs; pulling another keeps it on disk for the next start.
+func TestOllamaDeleteRunningModel(t *testing.T) {
+	gguf, err := os.ReadFile(golden.ModelPath("stories260K-f32.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.New(t)
+	reg.Add("library/tiny:1b", gguf, nil)
+	reg.Add("library/tiny:2b", gguf[:len(gguf):len(gguf)], map[string]any{"top_k": 5})
+	dir := t.TempDir()
+	o := pull.Options{Dir: dir, Env: reg.Env}
+	pm, err := pull.Pull(context.Background(), "tiny:1b", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := runner.OpenModel(pm.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ts := startWith(t, server.Config{Pulls: o}, m, testOptions())
+	code, body := do(t, http.MethodDelete, ts.URL+"/api/delete", `{"model":"tiny:1b"}`)
+	if code != http.StatusConflict || !strings.Contains(string(body), "this server runs") {
+		t.Errorf("deleting the model served: %d %s", code, body)
+	}
+	if _, ok, _ := pull.Find(dir, "tiny:1b"); !ok {
+		t.Error("the model served was deleted")
+	}
+	if code, body := post(t, ts.URL+"/api/pull", `{"model":"tiny:2b","stream":false}`); code != 200 {
+		t.Errorf("pull: %d %s", code, body)
+	}
+	if _, ok, _ := pull.Find(dir, "tiny:2b"); !ok {
+		t.Error("the model pulled is not kept")
+	}
+}
