@@ -141,6 +141,9 @@ func TestRunPulledName(t *testing.T) {
 	if len(r.Tokens) != 5 {
 		t.Errorf("with -n 5: %d tokens", len(r.Tokens))
 	}
+	if out, errOut, code := runCLI(t, "show", "tiny:1b"); code != 0 || !strings.Contains(out, "architecture") {
+		t.Errorf("show tiny:1b: exit %d, %s%s", code, out, errOut)
+	}
 	_, errOut, code := runCLI(t, "run", "-m", "nothing:here", "-p", "x")
 	if code != 1 || !strings.Contains(errOut, "nothing:here") {
 		t.Errorf("an unknown name: exit %d, %q", code, errOut)
