@@ -9,8 +9,10 @@ type catalogModel struct {
 
 // catalog is a short list of well-known small models of the
 // architectures Dovetail runs (Llama, Qwen2, Mistral), smallest first.
-// Sizes are those ollama's library lists for each tag's default
-// quantization, rounded: the page says "about".
+// Sizes are each tag's download as ollama's library pages list it (its
+// default quantization, in decimal megabytes), written down from there
+// and not checked against the registry: the page says "about", and the
+// pull itself counts the real bytes.
 var catalog = []catalogModel{
 	{"smollm2:135m", "SmolLM2 135M, Q8_0", 271e6},
 	{"qwen2.5:0.5b", "Qwen2.5 0.5B Instruct, Q4_K_M", 398e6},
