@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/pull"
 )
 
 // Config sets up a server.
@@ -41,6 +42,10 @@ type Config struct {
 	// against DNS rebinding, unless the server listens on an address
 	// other than loopback (then every name is answered, as by ollama).
 	AllowedHosts []string
+	// Pulls is where /api/pull puts models and how it reaches registries
+	// (Dir "": pull.Dir(), the user's models folder); /api/delete and
+	// /api/copy touch only the models pulled there.
+	Pulls pull.Options
 }
 
 // DefaultShutdownTimeout is Config.ShutdownTimeout's default: well inside

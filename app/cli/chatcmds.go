@@ -171,8 +171,8 @@ func (s *chatSession) open(e discover.Model) error {
 	if err != nil {
 		return err
 	}
-	if e.Source == "ollama" || e.Source == "lmstudio" {
-		m.Name = e.Name // an ollama blob's file name says nothing
+	if as := storeName(e); as != "" {
+		m.Name = as // a pulled or ollama blob's file name says nothing
 	}
 	s.m, s.r, s.entry, s.closeM = m, r, e, done
 	return nil

@@ -18,6 +18,9 @@ type chatSettings struct {
 	numCtx     int   // the context length (0: the model's)
 	system     string
 	wrap       bool // break long lines between words (a terminal only)
+	// set are the parameters /set set: the model's own defaults do not
+	// override them.
+	set map[string]bool
 }
 
 // chatParam is one of /set parameter's names, as ollama's.
@@ -69,6 +72,10 @@ func (s *chatSettings) setParam(name, value string) error {
 				return fmt.Errorf("%s: %v", name, err)
 			}
 			*s = next
+			if s.set == nil {
+				s.set = map[string]bool{}
+			}
+			s.set[name] = true
 			return nil
 		}
 	}

@@ -80,8 +80,9 @@ func (s *chatSession) reply(text string) error {
 		case <-ctx.Done():
 		}
 	}()
-	res, err := s.r.Slot(0).GenerateText(ctx, runner.TextRequest{Prompt: prompt, Sampler: s.set.params,
-		MaxTokens: s.set.maxTokens(), OnText: func(p runner.Piece) error { return out.text(p.Text) }})
+	req := runner.TextRequest{Prompt: prompt, OnText: func(p runner.Piece) error { return out.text(p.Text) }}
+	req.Sampler, req.Stops, req.MaxTokens = withModelParams(s.m, s.set.params, s.set.maxTokens(), s.setsParam)
+	res, err := s.r.Slot(0).GenerateText(ctx, req)
 	unwatch()
 	out.mu.Lock()
 	stopped, shown := out.stopped, out.shown.String()

@@ -30,7 +30,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 	fl := c.Flags()
-	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the embedded TinyStories-656K)")
+	fl.StringVarP(&f.model, "model", "m", "", "GGUF model file, or a model's name as 'dovetail list' shows it (default: the embedded TinyStories-656K)")
 	fl.IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads (at most the machine's logical CPUs)")
 	fl.IntVarP(&f.ctx, "ctx", "c", 0, "context length (0: the model's; beyond its training length with a warning; at most 16777216)")
 	fl.StringVar(&f.draft, "draft", "auto", draftHelp)

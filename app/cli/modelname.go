@@ -12,8 +12,9 @@ import (
 )
 
 // findModel is the model a user names: a GGUF file's path, or a name
-// as `serve --models` lists it (the files under dir, the user's ollama
-// and LM Studio models, the embedded model); "" is the embedded model.
+// as `serve --models` lists it (the files under dir, the models pulled
+// into the models folder, the user's ollama and LM Studio models, the
+// embedded model); "" is the embedded model.
 func findModel(name, dir string) (discover.Model, error) {
 	embedded := discover.Model{Name: assets.DefaultModelName, Source: "embedded"}
 	if name == "" {
@@ -68,4 +69,37 @@ func someNames(ms []discover.Model) string {
 		names = append(names, m.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// modelPath is the file -m names: a path as given, else a model's name
+// (findModel), with the name a store's file should go by (a pulled or
+// ollama model's blob says nothing; "": the file's own). A name that
+// finds nothing but reads as a path (a ".gguf" file, one under a folder
+// named from here) stays a path, for the loader to say what is wrong
+// with it.
+func modelPath(name string) (path, as string, err error) {
+	if name == "" {
+		return "", "", nil
+	}
+	if _, err := os.Stat(name); err == nil {
+		return name, "", nil
+	}
+	e, err := findModel(name, "")
+	if err == nil {
+		return e.Path, storeName(e), nil
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".gguf") || filepath.IsAbs(name) || strings.HasPrefix(name, ".") {
+		return name, "", nil
+	}
+	return "", "", err
+}
+
+// storeName is the name a model kept in a store goes by ("": a file's,
+// its own).
+func storeName(e discover.Model) string {
+	switch e.Source {
+	case "pulled", "ollama", "lmstudio":
+		return e.Name
+	}
+	return ""
 }

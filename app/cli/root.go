@@ -73,6 +73,6 @@ func newRoot(stdout, stderr io.Writer, start api.Start) *cobra.Command {
 	root.SetFlagErrorFunc(flagError)
 	root.PersistentPreRunE = func(c *cobra.Command, _ []string) error { return checkBounds(c) }
 	root.AddCommand(newRunCmd(), newShowCmd(), newSynthCmd(), newBenchCmd(), newDistillCmd(), newServeCmd(start), newDraftsCmd(),
-		newProbeCmd(), newSetupCmd(), newChatCmd(), newPullCmd())
+		newProbeCmd(), newSetupCmd(), newChatCmd(), newPullCmd(), newListCmd(), newRmCmd())
 	return root
 }

@@ -130,7 +130,9 @@ func run(c *cobra.Command, f runFlags) error {
 	out := bufio.NewWriter(c.OutOrStdout())
 	defer out.Flush()
 	ids := m.Tok.Encode(prompt, true, false)
-	req := runner.TextRequest{Prompt: ids, MaxTokens: f.n, Sampler: params, IgnoreEOS: f.ignoreEOS}
+	req := runner.TextRequest{Prompt: ids, IgnoreEOS: f.ignoreEOS}
+	req.Sampler, req.Stops, req.MaxTokens = withModelParams(m, params, f.n, flagSets(c))
+	seed = req.Sampler.Seed
 	if !f.json {
 		req.OnText = func(p runner.Piece) error {
 			out.WriteString(p.Text)
@@ -158,10 +160,17 @@ func run(c *cobra.Command, f runFlags) error {
 }
 
 // openModel opens a model, saying what a user should know about it.
-func openModel(c *cobra.Command, path string) (*runner.Model, error) {
+func openModel(c *cobra.Command, name string) (*runner.Model, error) {
+	path, as, err := modelPath(name)
+	if err != nil {
+		return nil, err
+	}
 	m, err := runner.OpenModel(path)
 	if err != nil {
 		return nil, err
+	}
+	if as != "" {
+		m.Name = as
 	}
 	if m.KernelNotice != "" {
 		fmt.Fprintln(c.ErrOrStderr(), "dovetail: "+m.KernelNotice)

@@ -40,10 +40,13 @@ func newServeCmd(start api.Start) *cobra.Command {
 		Short: "Serve an OpenAI-compatible API (chat, completions, embeddings, models, health, metrics)",
 		Long: "Serve models over HTTP with OpenAI's API (POST /v1/chat/completions and /v1/completions,\n" +
 			"streamed with \"stream\": true; POST /v1/embeddings; GET /v1/models) and ollama's (/api/chat,\n" +
-			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version),\n" +
+			"/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version,\n" +
+			"/api/pull, /api/delete, /api/copy),\n" +
 			"plus /health and Prometheus /metrics.\n" +
-			"-m serves one model; --models DIR serves every model there and the user's pulled, ollama\n" +
-			"and LM Studio models, each loaded when a request names it. It listens on loopback only\n" +
+			"-m serves one model (a file, or a name as 'dovetail list' shows it); --models DIR serves\n" +
+			"every model there, the models 'dovetail pull' fetched, and the user's ollama and LM Studio\n" +
+			"models, each loaded when a request names it (/api/pull adds one, /api/delete and\n" +
+			"/api/copy change only pulled ones). It listens on loopback only\n" +
 			"unless --host says otherwise; SIGINT or SIGTERM stops it, letting running generations\n" +
 			"finish for up to --shutdown-grace (5 s), then interrupts the draft's training step\n" +
 			"and saves the adapted draft (the last version it published) before it exits.",
@@ -137,8 +140,11 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 		for _, e := range cfg.Models.Entries() {
 			names = append(names, e.Name)
 		}
+		if len(names) == 0 {
+			names = []string{"none yet"}
+		}
 		fmt.Fprintf(stderr, "serving %d models on http://%s, %d loaded at a time, unloaded after %v idle: %s\n",
-			len(names), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
+			len(cfg.Models.Entries()), ln.Addr(), f.maxLoaded, f.keepAlive, strings.Join(names, ", "))
 		st, _ := store.Open()
 		keptOnDiskBy(stderr, st, o.Adapt.Mode, o)
 	}
@@ -153,18 +159,26 @@ func serve(c *cobra.Command, f serveFlags, start api.Start) error {
 // pulled, ollama and LM Studio models) into a fleet that loads them on demand,
 // each with the flags' options over its own settings.
 func serveFleet(c *cobra.Command, f serveFlags, o runner.Options, onUnload func(*runner.Runner)) (*runner.Fleet, error) {
+	paths := []string{f.models}
+	if f.model != "" {
+		path, _, err := modelPath(f.model)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		if path != "" {
+			paths = append(paths, path)
+		}
+	}
 	home, _ := os.UserHomeDir()
 	places := discover.UserPlaces(home)
-	places.Paths = []string{f.models}
-	if f.model != "" {
-		places.Paths = append(places.Paths, f.model)
-	}
+	places.Paths = paths
 	found, err := discover.Find(places)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if len(found) == 0 {
-		return nil, fmt.Errorf("serve: no GGUF model in %s", f.models)
+		// As ollama's, a server with no model yet is one to pull into.
+		fmt.Fprintf(c.ErrOrStderr(), "no GGUF model in %s, nor pulled, ollama's or LM Studio's yet: /api/pull (or dovetail pull) adds one\n", f.models)
 	}
 	return runner.NewFleet(found, runner.FleetOptions{MaxLoaded: f.maxLoaded, KeepAlive: f.keepAlive, OnUnload: onUnload,
 		Options: func(m *runner.Model) (runner.Options, error) {

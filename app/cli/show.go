@@ -17,13 +17,16 @@ import (
 func newShowCmd() *cobra.Command {
 	var verbose bool
 	c := &cobra.Command{
-		Use:   "show [MODEL.gguf]",
+		Use:   "show [MODEL.gguf|NAME]",
 		Short: "Show a model's architecture, size, context, vocabulary and tensor types",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := ""
 			if len(args) == 1 {
-				path = args[0]
+				var err error
+				if path, _, err = modelPath(args[0]); err != nil {
+					return err
+				}
 			}
 			f, err := runner.OpenGGUF(path)
 			if err != nil {

@@ -34,7 +34,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		want string
 	}{
 		{[]string{"nosuch"}, `unknown command "nosuch"`},
-		{[]string{"rnu"}, "did you mean run?"},
+		{[]string{"rnu"}, "did you mean rm or run?"},
 		{[]string{"run", "-p", "x", "extra"}, `"extra"`},
 		{[]string{"show", "a.gguf", "b.gguf"}, "at most 1 arg"},
 		{[]string{"drafts", "rm"}, "at least 1 arg"},

@@ -13,6 +13,7 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/probe"
+	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
 	"dovetail/engine"
 )
@@ -37,6 +38,9 @@ type Options struct {
 	// Adapt, when set, is how the draft adapts (a test's, publishing
 	// quickly); nil: runner.DefaultAdapt.
 	Adapt *runner.Adapt
+	// Pulls say where the "Get models" page puts models and how it
+	// reaches registries (Dir "": the user's models folder).
+	Pulls pull.Options
 }
 
 // App is the desktop app: its window, the model it runs, the chat, the
@@ -62,6 +66,7 @@ type App struct {
 	learn    *learnView
 	settings *settingsView
 	tabs     *container.AppTabs
+	get      *getModels
 	wizard   *wizard
 }
 
@@ -86,10 +91,12 @@ func New(fy fyne.App, o Options) (*App, error) {
 	a.chat = newChatView(a)
 	a.learn = newLearnView(a)
 	a.settings = newSettingsView(a)
+	a.get = newGetModels(a, nil)
 	a.tabs = container.NewAppTabs(
 		container.NewTabItem("Chat", a.chat.content),
 		container.NewTabItem("Speed and learning", a.learn.content),
-		container.NewTabItem("Settings", a.settings.content))
+		container.NewTabItem("Settings", a.settings.content),
+		container.NewTabItem("Get models", container.NewVScroll(a.get.content)))
 	a.tabs.OnSelected = func(t *container.TabItem) {
 		if t.Content == a.learn.content {
 			a.learn.refresh()

@@ -93,7 +93,10 @@ func (a *App) tour(dir string, prompts []string) error {
 		return err
 	}
 	fyne.DoAndWait(func() { a.tabs.SelectIndex(2) })
-	return shot("settings.png")
+	if err := shot("settings.png"); err != nil {
+		return err
+	}
+	return a.get.tourShot(shot)
 }
 
 // screenshot is the window as the X server shows it (xwd), cut to the

@@ -245,6 +245,9 @@ func (w *wizard) modelsStep() {
 		check.Checked = w.chosen[i]
 		w.body.Add(check)
 	}
+	if len(found) == 1 { // only the embedded model: offer to get one
+		w.body.Add(w.offerModels())
+	}
 	path := widget.NewEntry()
 	path.SetPlaceHolder("A GGUF file or a folder of them")
 	add := widget.NewButton("Add", func() {

@@ -123,6 +123,7 @@ func walkTexts(o fyne.CanvasObject, inMessage bool) []shownText {
 var (
 	lowerDevice = regexp.MustCompile(`\b(cpu|gpu|Cpu|Gpu)s?\b`)
 	oneMany     = regexp.MustCompile(`(^|[^\d.,])1 \pL+[^su\W]s\b`)
+	modelName   = regexp.MustCompile(`^[a-z0-9][\w.\-/]*:[\w.\-]+$`) // qwen2.5:3b: a name as written, not a label
 	rawError    = regexp.MustCompile(`\bstat |no such file|: open |permission denied|%!|\(s\)|\bnil\b|<nil>`)
 )
 
@@ -141,7 +142,7 @@ func wordProblems(s shownText) []string {
 	if m := rawError.FindString(s.text); m != "" && m != "(s)" {
 		out = append(out, "a raw error: "+m)
 	}
-	if r, _ := utf8.DecodeRuneInString(s.text); s.label && unicode.IsLower(r) && !strings.ContainsRune("τγ", r) {
+	if r, _ := utf8.DecodeRuneInString(s.text); s.label && unicode.IsLower(r) && !strings.ContainsRune("τγ", r) && !modelName.MatchString(s.text) {
 		out = append(out, "not sentence case")
 	}
 	return out

@@ -22,6 +22,8 @@ func (s *Server) ollamaRoutes() {
 		"/api/version":  {method: http.MethodGet, handler: s.handleVersion},
 		"/api/ps":       {method: http.MethodGet, handler: s.handlePS},
 		"/api/embed":    {method: http.MethodPost, handler: s.handleOllamaEmbed}, "/api/embeddings": {method: http.MethodPost, handler: s.handleOllamaEmbeddings},
+		"/api/pull": {method: http.MethodPost, handler: s.handlePull}, "/api/delete": {method: http.MethodDelete, handler: s.handleDelete},
+		"/api/copy": {method: http.MethodPost, handler: s.handleCopy},
 		// ollama's clients check that the server is up here.
 		"/": {method: http.MethodGet, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -154,7 +154,7 @@ func TestOllamaUnknownRoutes(t *testing.T) {
 		method, path string
 		status       int
 	}{
-		{"POST", "/api/pull", 404},
+		{"POST", "/api/push", 404},
 		{"GET", "/api/nothing/here", 404},
 		{"GET", "/api/chat", 405},
 		{"DELETE", "/api/tags", 405},
@@ -170,9 +170,9 @@ func TestOllamaUnknownRoutes(t *testing.T) {
 		errorShape(t, req.path, body, req.path)
 	}
 	// What ollama's client shows for one: the message, not [object Object].
-	err := ollamaClient(t, ts).Pull(context.Background(), &api.PullRequest{Model: "llama3"}, func(api.ProgressResponse) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "/api/pull") {
-		t.Errorf("pull: %v", err)
+	err := ollamaClient(t, ts).Push(context.Background(), &api.PushRequest{Model: "llama3"}, func(api.ProgressResponse) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "/api/push") {
+		t.Errorf("push: %v", err)
 	}
 	code, body, _ := send(t, ts.URL, request{"GET", "/v1/nothing", "", "", nil})
 	if code != 404 {

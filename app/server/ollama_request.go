@@ -238,6 +238,7 @@ func (s *Server) prepareOllama(w http.ResponseWriter, r *http.Request, chatMode 
 		ollamaError(w, e)
 		return nil, nil, nil, 0, false
 	}
+	s.modelParams(q.Model).Apply(&j.sampler, &j.stops, &j.maxTokens, ollamaSets(q.Options))
 	lease, ok := s.lease(&ollamaErrors{ResponseWriter: w}, r, q.Model)
 	if !ok {
 		return nil, nil, nil, 0, false

@@ -196,6 +196,7 @@ func (s *Server) parseCommon(req *genRequest, j *job) *apiError {
 		return e
 	}
 	j.stops = stops
+	s.modelParams(req.Model).Apply(&j.sampler, &j.stops, nil, req.sets)
 	return nil
 }
 

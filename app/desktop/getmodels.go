@@ -1,0 +1,326 @@
+package desktop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"dovetail/app/runner"
+	"dovetail/app/runner/discover"
+	"dovetail/app/runner/probe"
+	"dovetail/app/runner/pull"
+)
+
+// getModels is the "Get models" page: a name to pull (an ollama name or a
+// Hugging Face GGUF repository), a short list of small models with how
+// each would fit this machine, the download's progress, and the models
+// pulled so far. Cancel keeps the part downloaded: pulling the same name
+// again goes on from there.
+type getModels struct {
+	a *App
+	// onPulled is told of each model pulled (the wizard adds it to the
+	// models it sets up).
+	onPulled func(discover.Model)
+	content  fyne.CanvasObject // not scrolled: the tab scrolls it, the wizard's step too
+
+	name    *widget.Entry
+	pull    *widget.Button
+	cancel  *widget.Button
+	use     *widget.Button
+	bar     *widget.ProgressBar
+	status  *widget.Label
+	pulled  *fyne.Container
+	fits    []*widget.Label // beside catalog's models, in order
+	machine *probe.Report   // read once, off the UI goroutine
+
+	mu     sync.Mutex
+	stop   context.CancelFunc // the pull under way (nil: none)
+	last   discover.Model     // the model pulled last
+	latest atomic.Pointer[pull.Progress]
+	queued atomic.Bool // a progress update waits for the UI goroutine
+}
+
+func newGetModels(a *App, onPulled func(discover.Model)) *getModels {
+	g := &getModels{a: a, onPulled: onPulled, name: widget.NewEntry(), bar: widget.NewProgressBar(),
+		status: widget.NewLabel(""), pulled: container.NewVBox()}
+	g.name.SetPlaceHolder("A model's name: llama3.2:1b, or hf.co/ORG/REPO:Q4_K_M")
+	g.name.OnSubmitted = func(string) { g.start() }
+	g.pull = widget.NewButtonWithIcon("Pull", theme.DownloadIcon(), g.start)
+	g.pull.Importance = widget.HighImportance
+	g.cancel = widget.NewButtonWithIcon("Cancel", theme.CancelIcon(), g.stopPull)
+	g.cancel.Disable()
+	g.use = widget.NewButton("Chat with it", g.useLast)
+	g.use.Hide()
+	g.status.Wrapping = fyne.TextWrapWord
+	g.bar.Hide()
+	top := container.NewVBox(
+		widget.NewLabelWithStyle("Get models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
+		widget.NewLabel("Name a model from ollama's library or a GGUF repository on Hugging Face, or pick one below."),
+		container.NewBorder(nil, nil, nil, container.NewHBox(g.pull, g.cancel), g.name),
+		g.bar, container.NewBorder(nil, nil, nil, g.use, g.status))
+	list := container.NewVBox(widget.NewLabelWithStyle("Small models that run well", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
+		g.catalogRows(), widget.NewLabelWithStyle("Pulled", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), g.pulled)
+	g.content = container.NewVBox(top, list)
+	g.showPulled()
+	go g.readMachine()
+	return g
+}
+
+// catalogRows lists the catalogue, a row a model: name, what it is (cut
+// to the room there is), its size, the fit (filled in once the machine is
+// read), and a button that pulls it. Rows, not a grid: a grid's columns
+// are all as wide as its widest cell, wider than a small window.
+func (g *getModels) catalogRows() fyne.CanvasObject {
+	rows := container.NewVBox()
+	for _, m := range catalog {
+		fit := widget.NewLabel("…")
+		g.fits = append(g.fits, fit)
+		get := widget.NewButton("Get", func() {
+			g.name.SetText(m.Name)
+			g.start()
+		})
+		name := widget.NewLabel(m.Name)
+		about := widget.NewLabel(m.About)
+		about.Truncation = fyne.TextTruncateEllipsis
+		rows.Add(container.NewBorder(nil, nil,
+			container.NewGridWrap(fyne.NewSize(catalogNameWidth, name.MinSize().Height), name),
+			container.NewHBox(widget.NewLabel("About "+runner.HumanBytes(m.Size)), fit, get), about))
+	}
+	return rows
+}
+
+// catalogNameWidth lines the catalogue's names up: the longest name's.
+const catalogNameWidth = 130
+
+// readMachine reads memory and GPUs (no measuring) and marks each
+// catalogue model with the fit setup would find for it.
+func (g *getModels) readMachine() {
+	r := probe.Run(probe.Options{})
+	fyne.Do(func() {
+		g.machine = &r
+		for i, m := range catalog {
+			f := runner.FitBySize(m.Size, r)
+			g.fits[i].SetText(fitWords(f.Verdict))
+			g.fits[i].Importance = fitImportance(f.Verdict)
+			g.fits[i].Refresh()
+		}
+	})
+}
+
+// fitWords are a size fit's verdict as the page says it.
+func fitWords(verdict string) string {
+	switch verdict {
+	case runner.FitsCPU:
+		return "Fits in memory"
+	case runner.FitsPartly:
+		return "Layers on the GPU"
+	}
+	return "Too big for this machine"
+}
+
+func fitImportance(verdict string) widget.Importance {
+	switch verdict {
+	case runner.FitsCPU:
+		return widget.SuccessImportance
+	case runner.FitsPartly:
+		return widget.WarningImportance
+	}
+	return widget.DangerImportance
+}
+
+// start pulls the name in the box, unless a pull is under way.
+func (g *getModels) start() {
+	name := strings.TrimSpace(g.name.Text)
+	if name == "" {
+		g.say("Name a model to pull, or press Get beside one of the list.", widget.DangerImportance)
+		return
+	}
+	if _, err := pull.Parse(name); err != nil {
+		g.say(err.Error(), widget.DangerImportance)
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	g.mu.Lock()
+	if g.stop != nil {
+		g.mu.Unlock()
+		stop()
+		return
+	}
+	g.stop = stop
+	g.mu.Unlock()
+	g.pull.Disable()
+	g.cancel.Enable()
+	g.use.Hide()
+	g.bar.SetValue(0)
+	g.bar.Show()
+	g.say("Pulling "+name+"…", widget.MediumImportance)
+	o := g.a.o.Pulls
+	o.Progress = g.progress
+	go func() {
+		m, err := pull.Pull(ctx, name, o)
+		fyne.Do(func() { g.finished(name, m, err, ctx.Err() != nil) })
+	}()
+}
+
+// progress keeps the latest step and asks the UI goroutine to show it,
+// once however many come in between.
+func (g *getModels) progress(p pull.Progress) {
+	g.latest.Store(&p)
+	if g.queued.Swap(true) {
+		return
+	}
+	fyne.Do(func() {
+		g.queued.Store(false)
+		g.showProgress(*g.latest.Load())
+	})
+}
+
+func (g *getModels) showProgress(p pull.Progress) {
+	if !g.busy() {
+		return
+	}
+	if p.Total > 0 {
+		g.bar.SetValue(float64(p.Completed) / float64(p.Total))
+		g.say(fmt.Sprintf("%s: %s of %s", p.Status, runner.HumanBytes(uint64(p.Completed)), runner.HumanBytes(uint64(p.Total))), widget.MediumImportance)
+		return
+	}
+	g.say(p.Status, widget.MediumImportance)
+}
+
+// finished shows how a pull ended, on the UI goroutine.
+func (g *getModels) finished(name string, m pull.Model, err error, cancelled bool) {
+	g.mu.Lock()
+	g.stop = nil
+	g.mu.Unlock()
+	g.pull.Enable()
+	g.cancel.Disable()
+	switch {
+	case cancelled:
+		g.say("Stopped. The part downloaded is kept: pull "+name+" again to go on from there.", widget.WarningImportance)
+		return
+	case err != nil:
+		g.bar.Hide()
+		g.say(pullError(err), widget.DangerImportance)
+		return
+	}
+	g.bar.SetValue(1)
+	e := discover.Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size}
+	g.mu.Lock()
+	g.last = e
+	g.mu.Unlock()
+	g.say(fmt.Sprintf("Pulled %s (%s).", m.Name, runner.HumanBytes(uint64(m.Size))), widget.SuccessImportance)
+	g.use.Show()
+	g.a.findModels()
+	g.a.chat.refreshPicker()
+	g.showPulled()
+	if g.onPulled != nil {
+		g.onPulled(e)
+	}
+}
+
+func (g *getModels) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stop != nil
+}
+
+// stopPull cancels the pull under way; its part stays on disk.
+func (g *getModels) stopPull() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stop != nil {
+		g.stop()
+	}
+}
+
+// useLast loads the model pulled last in the chat.
+func (g *getModels) useLast() {
+	g.mu.Lock()
+	e := g.last
+	g.mu.Unlock()
+	if e.Path == "" {
+		return
+	}
+	g.a.chat.loadModel(e.Path)
+	if g.a.tabs != nil && len(g.a.tabs.Items) > 0 {
+		g.a.tabs.SelectIndex(0)
+	}
+}
+
+// showPulled lists the models pulled into the models folder.
+func (g *getModels) showPulled() {
+	ms, err := pulledIn(g.a.o.Pulls.Dir)
+	g.pulled.Objects = nil
+	switch {
+	case err != nil:
+		g.pulled.Add(widget.NewLabel(pullError(err)))
+	case len(ms) == 0:
+		g.pulled.Add(widget.NewLabel("None yet."))
+	}
+	for _, m := range ms {
+		g.pulled.Add(widget.NewLabel(fmt.Sprintf("%s  %s", m.Name, runner.HumanBytes(uint64(m.Size)))))
+	}
+	g.pulled.Refresh()
+}
+
+func (g *getModels) say(text string, imp widget.Importance) {
+	g.status.SetText(text)
+	g.status.Importance = imp
+	g.status.Refresh()
+}
+
+// pullError is an error's first line.
+func pullError(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}
+
+// offerModels is the wizard's offer when only the embedded model is
+// there: the page, whose pulls join the models to set up.
+func (w *wizard) offerModels() fyne.CanvasObject {
+	g := newGetModels(w.a, func(m discover.Model) {
+		w.mu.Lock()
+		w.chosen[len(w.found)] = true
+		w.found = append(w.found, m)
+		w.mu.Unlock()
+		w.show(1)
+	})
+	return container.NewVBox(widget.NewLabel("Only the embedded model is here, a tiny one that tells children's stories: get a model to chat with."), g.content)
+}
+
+// pulledIn lists the models pulled into dir (the user's models folder
+// when "").
+func pulledIn(dir string) ([]pull.Model, error) {
+	if dir == "" {
+		d, err := pull.Dir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	return pull.List(dir)
+}
+
+// tourShot shows the page, the catalogue's fits read, for the tour's
+// screenshot.
+func (g *getModels) tourShot(shot func(string) error) error {
+	fyne.DoAndWait(func() { g.a.tabs.SelectIndex(len(g.a.tabs.Items) - 1) })
+	read := func() (ok bool) {
+		fyne.DoAndWait(func() { ok = g.machine != nil })
+		return ok
+	}
+	for deadline := time.Now().Add(time.Minute); !read() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	}
+	return shot("getmodels.png")
+}
