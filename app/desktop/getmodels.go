@@ -195,11 +195,15 @@ func (g *getModels) showProgress(p pull.Progress) {
 	g.say(p.Status, widget.MediumImportance)
 }
 
-// finished shows how a pull ended, on the UI goroutine.
+// finished shows how a pull ended, on the UI goroutine. The pull stops
+// being busy last, once the page shows the end (views flag the end of
+// background work last: docs/DESIGN.md).
 func (g *getModels) finished(name string, m pull.Model, err error, cancelled bool) {
-	g.mu.Lock()
-	g.stop = nil
-	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.stop = nil
+		g.mu.Unlock()
+	}()
 	g.pull.Enable()
 	g.cancel.Disable()
 	switch {
