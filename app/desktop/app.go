@@ -91,7 +91,7 @@ func New(fy fyne.App, o Options) (*App, error) {
 	a.chat = newChatView(a)
 	a.learn = newLearnView(a)
 	a.settings = newSettingsView(a)
-	a.get = newGetModels(a, nil)
+	a.get = newGetModels(a, nil, nil)
 	a.tabs = container.NewAppTabs(
 		container.NewTabItem("Chat", a.chat.content),
 		container.NewTabItem("Speed and learning", a.learn.content),

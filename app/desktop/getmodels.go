@@ -40,15 +40,19 @@ type getModels struct {
 	pulled  *fyne.Container
 	fits    []*widget.Label // beside catalog's models, in order
 	machine *probe.Report   // read once, off the UI goroutine
+	reading atomic.Bool     // the machine is being read; cleared last
 
 	mu     sync.Mutex
 	stop   context.CancelFunc // the pull under way (nil: none)
 	last   discover.Model     // the model pulled last
 	latest atomic.Pointer[pull.Progress]
-	queued atomic.Bool // a progress update waits for the UI goroutine
+	queued atomic.Bool                   // a progress update waits for the UI goroutine
+	shown  atomic.Pointer[pull.Progress] // the step the page shows, once it shows it
 }
 
-func newGetModels(a *App, onPulled func(discover.Model)) *getModels {
+// newGetModels is the page; machine is the machine as read already (the
+// wizard's), or nil to read it off the UI goroutine.
+func newGetModels(a *App, machine *probe.Report, onPulled func(discover.Model)) *getModels {
 	g := &getModels{a: a, onPulled: onPulled, name: widget.NewEntry(), bar: widget.NewProgressBar(),
 		status: widget.NewLabel(""), pulled: container.NewVBox()}
 	g.name.SetPlaceHolder("A model's name: llama3.2:1b, or hf.co/ORG/REPO:Q4_K_M")
@@ -70,7 +74,12 @@ func newGetModels(a *App, onPulled func(discover.Model)) *getModels {
 		g.catalogRows(), widget.NewLabelWithStyle("Pulled", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), g.pulled)
 	g.content = container.NewVBox(top, list)
 	g.showPulled()
-	go g.readMachine()
+	if machine != nil {
+		g.showFits(*machine)
+	} else {
+		g.reading.Store(true)
+		go g.readMachine()
+	}
 	return g
 }
 
@@ -105,14 +114,20 @@ const catalogNameWidth = 130
 func (g *getModels) readMachine() {
 	r := probe.Run(probe.Options{})
 	fyne.Do(func() {
-		g.machine = &r
-		for i, m := range catalog {
-			f := runner.FitBySize(m.Size, r)
-			g.fits[i].SetText(fitWords(f.Verdict))
-			g.fits[i].Importance = fitImportance(f.Verdict)
-			g.fits[i].Refresh()
-		}
+		g.showFits(r)
+		g.reading.Store(false)
 	})
+}
+
+// showFits marks each catalogue model with its fit on machine r.
+func (g *getModels) showFits(r probe.Report) {
+	g.machine = &r
+	for i, m := range catalog {
+		f := runner.FitBySize(m.Size, r)
+		g.fits[i].SetText(fitWords(f.Verdict))
+		g.fits[i].Importance = fitImportance(f.Verdict)
+		g.fits[i].Refresh()
+	}
 }
 
 // fitWords are a size fit's verdict as the page says it.
@@ -187,6 +202,7 @@ func (g *getModels) showProgress(p pull.Progress) {
 	if !g.busy() {
 		return
 	}
+	defer g.shown.Store(&p)
 	if p.Total > 0 {
 		g.bar.SetValue(float64(p.Completed) / float64(p.Total))
 		g.say(fmt.Sprintf("%s: %s of %s", p.Status, runner.HumanBytes(uint64(p.Completed)), runner.HumanBytes(uint64(p.Total))), widget.MediumImportance)
@@ -293,13 +309,14 @@ func pullError(err error) string {
 // offerModels is the wizard's offer when only the embedded model is
 // there: the page, whose pulls join the models to set up.
 func (w *wizard) offerModels() fyne.CanvasObject {
-	g := newGetModels(w.a, func(m discover.Model) {
+	g := newGetModels(w.a, w.machine, func(m discover.Model) {
 		w.mu.Lock()
 		w.chosen[len(w.found)] = true
 		w.found = append(w.found, m)
 		w.mu.Unlock()
 		w.show(1)
 	})
+	w.get = g
 	return container.NewVBox(widget.NewLabel("Only the embedded model is here, a tiny one that tells children's stories: get a model to chat with."), g.content)
 }
 

@@ -43,7 +43,15 @@ func pullHalfway(t *testing.T, g *getModels, name string) {
 	t.Helper()
 	g.name.SetText(name)
 	test.Tap(g.pull)
-	waitFor(t, "progress", func() bool { return g.bar.Value > 0 && g.bar.Value < 1 && strings.Contains(g.status.Text, " of ") })
+	// The page's widgets are written by the pull's goroutine under the
+	// test driver: what it shows is read once it says it shows a part.
+	waitFor(t, "progress", func() bool {
+		p := g.shown.Load()
+		return p != nil && p.Total > 0 && p.Completed > 0 && p.Completed < p.Total
+	})
+	if g.bar.Value <= 0 || g.bar.Value >= 1 || !strings.Contains(g.status.Text, " of ") {
+		t.Errorf("halfway the bar stands at %v, the status says %q", g.bar.Value, g.status.Text)
+	}
 	if !g.pull.Disabled() || g.cancel.Disabled() {
 		t.Error("while pulling, Pull is not held back or Cancel is not offered")
 	}
@@ -134,9 +142,10 @@ func TestWizardOffersModels(t *testing.T) {
 	}
 	box.SetText("tiny:1b")
 	test.Tap(pullButton)
-	waitFor(t, "the model in the wizard", func() bool {
-		return len(w.chosenModels()) == 2 && showing(w.body, "tiny:1b")
-	})
+	waitFor(t, "the pull's end", func() bool { return !w.get.busy() })
+	if len(w.chosenModels()) != 2 || !showing(w.body, "tiny:1b") {
+		t.Errorf("after the pull the wizard chose %d models and shows %q", len(w.chosenModels()), texts(w.body))
+	}
 }
 
 func find[T fyne.CanvasObject](o fyne.CanvasObject, ok func(T) bool) T {

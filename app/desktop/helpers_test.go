@@ -32,6 +32,11 @@ func newTestApp(t *testing.T, o Options) *App {
 		o.StartAPI = server.Start // as the desktop binary's main wires it
 	}
 	a, err := New(fy, o)
+	if err == nil {
+		// The Get models page reads the machine off the UI goroutine,
+		// whose writes the test driver runs there: read it first.
+		waitFor(t, "the Get models page's machine", func() bool { return !a.get.reading.Load() })
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ type wizard struct {
 
 	mu      sync.Mutex
 	machine *probe.Report
+	get     *getModels // the models step's page, offered with only the embedded model
 	found   []discover.Model
 	chosen  map[int]bool
 	cals    map[string]*runner.Calibration // by path
