@@ -44,7 +44,7 @@ func TestDeliverNeverWaitsOnTheUI(t *testing.T) {
 	frames, drawn, pending := len(c.frames), c.drawn, c.pending
 	c.mu.Unlock()
 	if frames != 0 || drawn != nil || v.msg.Content != "" {
-		t.Errorf("the rounds drew on their own goroutine: %d frames, message %q", frames, v.msg.Content)
+		t.Fatalf("the rounds drew on their own goroutine: %d frames, message %q", frames, v.msg.Content)
 	}
 	waitFor(t, "the pump's draw", func() bool { return asked.Load() > 0 })
 	if n := asked.Load(); n != 1 {
