@@ -67,6 +67,7 @@ type chatView struct {
 	pending   *reply
 	streaming *messageView // the reply being generated
 	scheduled bool
+	drawn     *reply // the reply the last draw showed
 	lastDraw  time.Time
 	frames    []time.Duration // between redraws while streaming, for measurements
 	loadingOn bool
@@ -464,7 +465,9 @@ func (c *chatView) regenerate(i int) {
 func (c *chatView) generate(preset Preset) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
-	c.busy, c.cancel, c.frames, c.lastDraw, c.pending = true, cancel, nil, time.Time{}, nil
+	// The placeholder drawn below counts as a frame: a reply that ends
+	// within frameInterval is drawn once, when it is done.
+	c.busy, c.cancel, c.frames, c.lastDraw, c.pending = true, cancel, nil, time.Now(), nil
 	c.mu.Unlock()
 	c.send.Disable()
 	c.stop.Enable()
@@ -482,29 +485,51 @@ func (c *chatView) generate(preset Preset) {
 	c.follow = true
 	c.toEnd()
 	system, seed, stopAt := c.system.Text, uint64(time.Now().UnixNano()), c.a.currentPrefs().StopAtLimit
-	go c.a.sess.generate(ctx, system, msgs, preset, seed, stopAt, func(r reply) { c.deliver(v, r) })
+	pump := startDrawPump(func() { c.draw(v) })
+	go c.a.sess.generate(ctx, system, msgs, preset, seed, stopAt, func(r reply) { c.deliver(v, pump, r) })
 }
 
 // deliver hands a reply to the UI: at most one redraw per frameInterval,
-// and always the last.
-func (c *chatView) deliver(v *messageView, r reply) {
+// and always the last. It runs on the generation's goroutine, once a
+// round: until the reply is done it never calls into fyne, and copies
+// the segments (which the generation goes on appending to) only for a
+// frame.
+func (c *chatView) deliver(v *messageView, pump *drawPump, r reply) {
 	c.mu.Lock()
-	c.pending = &r
-	due := r.done || time.Since(c.lastDraw) >= frameInterval
-	if c.scheduled || !due {
+	if !r.done {
+		due := time.Since(c.lastDraw) >= frameInterval && !c.scheduled
+		if due {
+			r.segments = slices.Clone(r.segments)
+			c.pending, c.scheduled = &r, true
+		}
 		c.mu.Unlock()
+		if due {
+			pump.poke()
+		}
 		return
 	}
-	c.scheduled = true
+	c.pending = &r
 	c.mu.Unlock()
+	pump.close()
 	fyne.Do(func() { c.draw(v) })
 }
 
 // draw shows the newest reply, on the UI's goroutine.
 func (c *chatView) draw(v *messageView) {
+	// Another frame may be scheduled once this one is drawn, not before:
+	// one draw at a time, and a test can wait for the one under way.
+	defer func() {
+		c.mu.Lock()
+		c.scheduled = false
+		c.mu.Unlock()
+	}()
 	c.mu.Lock()
 	r := c.pending
-	c.scheduled = false
+	if r == c.drawn { // the pump and the reply's end both asked for the last
+		c.mu.Unlock()
+		return
+	}
+	c.drawn = r
 	now := time.Now()
 	if !c.lastDraw.IsZero() {
 		c.frames = append(c.frames, now.Sub(c.lastDraw))

@@ -76,6 +76,11 @@ func TestChatFollowsTheEnd(t *testing.T) {
 	a.chat.input.SetText("Once upon a time")
 	a.chat.sendMessage()
 	<-g.entered
+	waitFor(t, "the frame drawn before the gate", func() bool {
+		a.chat.mu.Lock()
+		defer a.chat.mu.Unlock()
+		return !a.chat.scheduled
+	})
 	a.chat.scroll.Scrolled(&fyne.ScrollEvent{Scrolled: fyne.NewDelta(0, 400)})
 	left := a.chat.scroll.Offset.Y
 	if a.chat.follow {

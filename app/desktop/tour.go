@@ -65,6 +65,7 @@ func (a *App) tour(dir string, prompts []string) error {
 	if err := waitFor("the fit", func() bool { return !a.wizard.busy() }); err != nil {
 		return err
 	}
+	fmt.Fprintf(os.Stderr, "tour: setup predicts %s\n", a.wizard.predictions())
 	if err := shot("wizard.png"); err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func (a *App) tour(dir string, prompts []string) error {
 		if err := waitFor("the reply", func() bool { return !a.chat.isBusy() }); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "tour: reply %d: %s; the UI answered in %s\n", i+1, a.chat.redraws(), <-lag)
+		fmt.Fprintf(os.Stderr, "tour: reply %d: %s; %s; the UI answered in %s\n", i+1, a.chat.lastSpeed(), a.chat.redraws(), <-lag)
 	}
 	if err := shot("chat.png"); err != nil {
 		return err
