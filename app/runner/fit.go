@@ -207,7 +207,8 @@ func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 // predict is the speed of the placement from the calibration: the target
 // alone, and with the draft at the acceptance its saved τ history says
 // (median, and 10th to 90th percentile), or, without one, a prior (half,
-// between a quarter and three quarters), widened by the spread of the
+// between a quarter and three quarters; none for a new draft, which
+// learns from the first requests), widened by the spread of the
 // calibration's runs, down to a new draft's measured speed; and the tree
 // it predicts best.
 func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, tree.Params) {
@@ -232,7 +233,14 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	}
 	depth := tree.Server.Depth + 1
 	lo, mid, hi := 0.25, 0.5, 0.75
-	if h := tauHistory(m, st); len(h) > 0 {
+	ck := savedDraftOf(m, st)
+	if ck == nil {
+		// A new draft proposes what it has not learnt: until it has,
+		// the planner keeps drafting off (the target alone's speed);
+		// the high end is what learning may bring.
+		lo, mid = 0, 0
+	}
+	if h := tauHistory(ck); len(h) > 0 {
 		lo = plan.AlphaForTau(stat.Quantile(0.1, stat.Empirical, h, nil), depth)
 		mid = plan.AlphaForTau(stat.Quantile(0.5, stat.Empirical, h, nil), depth)
 		hi = plan.AlphaForTau(stat.Quantile(0.9, stat.Empirical, h, nil), depth)
@@ -270,10 +278,9 @@ func spread(cal *Calibration) (slow, fast float64) {
 	return min(cal.PlainLow/cal.Plain, 1), max(cal.PlainHigh/cal.Plain, 1)
 }
 
-// tauHistory is the τ the target's saved draft measured at each
-// publication, sorted.
-func tauHistory(m *Model, st *store.Store) []float64 {
-	ck := savedDraftOf(m, st)
+// tauHistory is the τ a saved draft measured at each publication,
+// sorted.
+func tauHistory(ck *draft.Checkpoint) []float64 {
 	if ck == nil {
 		return nil
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"dovetail/app/runner/probe"
 	"dovetail/engine"
+	"dovetail/engine/plan"
 )
 
 // Setup's prediction holds in the chat: a model calibrated, placed and
@@ -70,4 +72,29 @@ func predictThenMeasure(t *testing.T, m *Model) (Prediction, float64, []float64)
 	}
 	slices.Sort(speeds)
 	return pr, speeds[len(speeds)/2], speeds
+}
+
+// A new draft has learnt nothing yet: setup predicts the target alone's
+// speed for it (the planner keeps drafting off until it learns), and the
+// range's high end is what learning may bring. The calibration is a 7B's
+// on a desktop (a 50 ms step, verifying 16 nodes at 1.2 steps, a 2 ms
+// draft step), where a draft accepting half its tokens would pay.
+func TestNewDraftPredictsTargetAlone(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	st := options(t).Store
+	if savedDraftOf(m, st) != nil {
+		t.Fatal("the test model has a saved draft")
+	}
+	step := 50 * time.Millisecond
+	verify := map[int]time.Duration{}
+	for n := 1; n <= 64; n++ {
+		verify[n] = step + time.Duration(n)*step/80
+	}
+	cal := &Calibration{Threads: 8, Profile: plan.Profile{Decode: step, Verify: verify, DecodeTokensPerSec: 20},
+		DraftStep: map[string]time.Duration{"cpu": 2 * time.Millisecond}, Plain: 19, PlainLow: 18, PlainHigh: 20}
+	pr, _ := predict(m, cal, Placement{Threads: 8, DraftDevice: "cpu", TrainerDevice: "cpu", Device: "cpu"}, st)
+	if pr.WithDraft > 1.001*pr.Plain || pr.Tau > 1 || pr.High <= 1.2*pr.Plain {
+		t.Errorf("a new draft predicted %.1f tokens/s (τ %.2f) against the target alone's %.1f, range %.1f–%.1f",
+			pr.WithDraft, pr.Tau, pr.Plain, pr.Low, pr.High)
+	}
 }
