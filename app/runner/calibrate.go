@@ -90,6 +90,14 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 // plainRuns generations of up to n tokens after prompt random tokens, and
 // the slowest and fastest of them, the spread setup's prediction carries.
 func plainSpeed(t engine.Target, prompt, n int) (median, low, high float64, err error) {
+	return generationSpeeds(t, prompt, n, func(*engine.Request) {})
+}
+
+// generationSpeeds times plainRuns generations of up to n tokens after
+// prompt random tokens, sampled as the chat samples (each run its own
+// seed), each request as with makes it: their median, slowest and
+// fastest speeds.
+func generationSpeeds(t engine.Target, prompt, n int, with func(*engine.Request)) (median, low, high float64, err error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	toks := make([]int, prompt)
 	for i := range toks {
@@ -100,7 +108,9 @@ func plainSpeed(t engine.Target, prompt, n int) (median, low, high float64, err 
 	for i := range plainRuns {
 		sampler := calibrationSampler
 		sampler.Seed = uint64(i + 1)
-		st, err := engine.Generate(context.Background(), t, engine.Request{Prompt: toks, MaxTokens: n, Sampler: sampler}, func(int) error { return nil })
+		req := engine.Request{Prompt: toks, MaxTokens: n, Sampler: sampler}
+		with(&req)
+		st, err := engine.Generate(context.Background(), t, req, func(int) error { return nil })
 		if err != nil {
 			return 0, 0, 0, err
 		}

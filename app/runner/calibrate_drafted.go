@@ -1,10 +1,6 @@
 package runner
 
 import (
-	"context"
-	"math/rand/v2"
-	"slices"
-
 	"dovetail/device"
 	"dovetail/dgf"
 	"dovetail/engine"
@@ -31,24 +27,7 @@ func draftedSpeed(m *Model, cfg draft.Config, dev device.Device, t engine.Target
 	}
 	seq := d.NewSequence(t.Context())
 	defer seq.Free()
-	rng := rand.New(rand.NewPCG(3, 4))
-	toks := make([]int, prompt)
-	for i := range toks {
-		toks[i] = rng.IntN(t.Vocab())
-	}
-	n = min(n, t.Context()-prompt-1)
-	var speeds []float64
-	for i := range plainRuns {
-		sampler := calibrationSampler
-		sampler.Seed = uint64(i + 1)
-		req := engine.Request{Prompt: toks, MaxTokens: n, Sampler: sampler, Drafter: drafters.NewDGF(seq), Tree: tree.Server,
-			Planner: plan.New(profile, tree.Server.TopK)}
-		st, err := engine.Generate(context.Background(), t, req, func(int) error { return nil })
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		speeds = append(speeds, st.GenTokensPerSec())
-	}
-	slices.Sort(speeds)
-	return speeds[len(speeds)/2], speeds[0], speeds[len(speeds)-1], nil
+	return generationSpeeds(t, prompt, n, func(req *engine.Request) {
+		req.Drafter, req.Tree, req.Planner = drafters.NewDGF(seq), tree.Server, plan.New(profile, tree.Server.TopK)
+	})
 }
