@@ -2,6 +2,7 @@ package runner
 
 import (
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 
@@ -80,7 +81,7 @@ func (p Params) Apply(s *engine.SamplerParams, stops *[]string, maxTokens *int, 
 			continue
 		}
 		was := *s
-		setSampler(s, k, f)
+		SetSamplerOption(s, k, f)
 		if s.Validate() != nil {
 			*s = was
 		}
@@ -104,7 +105,11 @@ func stopWords(v any) []string {
 	return out
 }
 
-func setSampler(s *engine.SamplerParams, k string, v float64) {
+// SetSamplerOption sets ollama's sampling option k (a request's, or a
+// model's params) to v in s; false: k is not one. repeat_last_n 0 is
+// ollama's empty window, which turns every penalty off: the engine's 0
+// is its default window of 64 tokens.
+func SetSamplerOption(s *engine.SamplerParams, k string, v float64) bool {
 	switch k {
 	case "temperature":
 		s.Temperature = float32(v)
@@ -119,10 +124,11 @@ func setSampler(s *engine.SamplerParams, k string, v float64) {
 	case "repeat_penalty":
 		s.RepeatPenalty = float32(v)
 	case "repeat_last_n":
-		if v == 0 { // ollama's empty window (the engine's 0 is 64 tokens)
+		if v == 0 {
 			s.RepeatPenalty, s.FrequencyPenalty, s.PresencePenalty = 1, 0, 0
 		} else {
-			s.RepeatLastN = int(max(v, -1))
+			// Past the whole context any window is the whole context.
+			s.RepeatLastN = int(min(max(v, -1), math.MaxInt32))
 		}
 	case "frequency_penalty":
 		s.FrequencyPenalty = float32(v)
@@ -138,5 +144,8 @@ func setSampler(s *engine.SamplerParams, k string, v float64) {
 		if v >= 0 {
 			s.Seed = uint64(v)
 		}
+	default:
+		return false
 	}
+	return true
 }

@@ -155,24 +155,12 @@ func parseOptions(opts map[string]any, j *job) (numCtx int, e *apiError) {
 		switch k {
 		case "num_predict":
 			j.maxTokens = int(v)
-		case "temperature":
-			p.Temperature = float32(v)
-		case "top_p":
-			p.TopP = float32(v)
-		case "top_k":
-			p.TopK = int(v)
-		case "min_p":
-			p.MinP = float32(v)
-		case "seed":
-			if v >= 0 {
-				p.Seed = uint64(v)
-			}
 		case "num_ctx":
 			numCtx = int(v)
-		case "repeat_penalty":
-			p.RepeatPenalty = float32(v)
 		default:
-			return 0, invalid("options."+k, "unsupported_parameter", "options.%s is not an option this server knows.", k)
+			if !runner.SetSamplerOption(&p, k, v) {
+				return 0, invalid("options."+k, "unsupported_parameter", "options.%s is not an option this server knows.", k)
+			}
 		}
 	}
 	penaltyWindow(&p, opts)

@@ -3,6 +3,7 @@ package server
 import (
 	"math"
 
+	"dovetail/app/runner"
 	"dovetail/engine"
 )
 
@@ -34,23 +35,7 @@ func setSamplingOption(p *engine.SamplerParams, k string, raw any) *apiError {
 	if v < r.lo || v > r.hi || r.integer && v != math.Trunc(v) {
 		return invalid("options."+k, "", "options.%s must be %s, got %v.", k, r.what, v)
 	}
-	switch k {
-	case "repeat_last_n":
-		// Past the whole context any window is the whole context.
-		p.RepeatLastN = int(min(v, math.MaxInt32))
-	case "frequency_penalty":
-		p.FrequencyPenalty = float32(v)
-	case "presence_penalty":
-		p.PresencePenalty = float32(v)
-	case "typical_p":
-		p.TypicalP = float32(v)
-	case "mirostat":
-		p.Mirostat = int(v)
-	case "mirostat_tau":
-		p.MirostatTau = float32(v)
-	case "mirostat_eta":
-		p.MirostatEta = float32(v)
-	}
+	runner.SetSamplerOption(p, k, v)
 	return nil
 }
 
