@@ -65,7 +65,7 @@ func (c *chatView) retry() {
 // colour, with Try again where that can help.
 func (c *chatView) showError(err error, retry func()) {
 	c.clearError()
-	text := widget.NewLabel(sentence(err.Error()))
+	text := widget.NewLabel(sentenceCase(err.Error()))
 	text.Importance = widget.DangerImportance
 	text.Wrapping = fyne.TextWrapWord
 	var right fyne.CanvasObject
@@ -83,14 +83,6 @@ func (c *chatView) clearError() {
 		c.messages.Remove(c.errRow)
 		c.errRow = nil
 	}
-}
-
-// sentence starts s with a capital letter.
-func sentence(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // overflowChoice is the setting for a conversation that outgrows the

@@ -46,15 +46,16 @@ type chatView struct {
 	sampling map[string]*widget.Entry
 	hl       *widget.Check
 
-	messages *fyne.Container
-	scroll   *container.Scroll
-	views    []*messageView
-	input    *messageEntry
-	send     *widget.Button
-	stop     *widget.Button
-	status   *widget.Label
-	copied   *copiedNote
-	ctxBar   *widget.ProgressBar
+	messages          *fyne.Container
+	scroll            *container.Scroll
+	views             []*messageView
+	input             *messageEntry
+	send              *widget.Button
+	stop              *widget.Button
+	status            *widget.Label
+	copied            *copiedNote
+	ctxUsed, ctxTotal int // the meter's count (updateStatus)
+	ctxBar            *widget.ProgressBar
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -110,7 +111,7 @@ func newChatView(a *App) *chatView {
 	c.status = widget.NewLabel("No model loaded")
 	c.status.Truncation = fyne.TextTruncateEllipsis
 	c.ctxBar = widget.NewProgressBar()
-	c.ctxBar.TextFormatter = func() string { return c.contextText() }
+	c.ctxBar.TextFormatter = func() string { return c.contextText() } // the words of updateStatus's count
 	c.copied = newCopiedNote()
 	c.hl = widget.NewCheck("Colour by source:", c.setHighlight)
 	c.hl.SetChecked(a.currentPrefs().Highlight)
@@ -613,13 +614,13 @@ func (c *chatView) stopGenerating() {
 	}
 }
 
-// contextText is the context meter's words.
+// contextText is the context meter's words, of the count updateStatus
+// made: counting tokenizes the whole conversation, once a draw is enough.
 func (c *chatView) contextText() string {
-	if c.conv == nil {
+	if c.conv == nil || c.ctxTotal == 0 {
 		return ""
 	}
-	used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
-	return contextWords(used, total)
+	return contextWords(c.ctxUsed, c.ctxTotal)
 }
 
 // updateStatus says how the model runs and how the last reply went.
@@ -630,6 +631,7 @@ func (c *chatView) updateStatus(st *MsgStats) {
 	}
 	if c.conv != nil {
 		used, total := c.a.sess.contextUse(c.conv.System, c.conv.Messages)
+		c.ctxUsed, c.ctxTotal = used, total
 		c.ctxBar.Max = float64(max(total, 1))
 		c.ctxBar.SetValue(float64(min(used, total)))
 	}

@@ -3,6 +3,7 @@ package desktop
 import (
 	"fmt"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 )
 
@@ -21,16 +22,8 @@ func (c *chatView) confirmDelete() {
 		return
 	}
 	what := fmt.Sprintf("“%s”", title(c.conv))
-	d := dialog.NewConfirm("Delete this chat?",
-		fmt.Sprintf("%s and its %s are deleted for good.", what, plural(n, "message")),
-		func(ok bool) {
-			if ok {
-				c.deleteConversation()
-			}
-		}, c.a.win)
-	d.SetConfirmText("Delete")
-	d.SetDismissText("Keep it")
-	d.Show()
+	confirmThen(c.a.win, "Delete this chat?", fmt.Sprintf("%s and its %s are deleted for good.", what, plural(n, "message")),
+		"Delete", c.deleteConversation)
 }
 
 // confirmClear asks before forgetting the text memory.
@@ -43,14 +36,20 @@ func (l *learnView) confirmClear() {
 	if st, ok := r.Adaptation(); ok && st.Remembered > 0 {
 		what = fmt.Sprintf("The %s of verified text", plural(st.Remembered, "token"))
 	}
-	d := dialog.NewConfirm("Clear the text memory?",
+	confirmThen(l.a.win, "Clear the text memory?",
 		what+" that drafts propose continuations from will be forgotten. The model and its draft stay as they are.",
-		func(ok bool) {
-			if ok {
-				l.clearMemory()
-			}
-		}, l.a.win)
-	d.SetConfirmText("Clear")
+		"Clear", l.clearMemory)
+}
+
+// confirmThen asks title and msg, and does do when the answer is yes; the
+// other answer, "Keep it", is the one that loses nothing.
+func confirmThen(win fyne.Window, title, msg, yes string, do func()) {
+	d := dialog.NewConfirm(title, msg, func(ok bool) {
+		if ok {
+			do()
+		}
+	}, win)
+	d.SetConfirmText(yes)
 	d.SetDismissText("Keep it")
 	d.Show()
 }
