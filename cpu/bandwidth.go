@@ -8,20 +8,14 @@ import (
 	"dovetail/models"
 )
 
-// MeasureBandwidth estimates memory bandwidth in GB/s, counted as STREAM's
+// BandwidthPasses estimates memory bandwidth in GB/s, counted as STREAM's
 // copy counts it (bytes read plus bytes written), with threads goroutines
-// each copying its own 64 MiB: the best of reps passes. A large last-level
-// cache keeps part of that between passes and reads it faster than memory
-// (docs/measurements/kernels.md, "The roofline, read from the weights"): it
-// is no prediction's figure.
-func MeasureBandwidth(threads, reps int) float64 {
-	return slices.Max(BandwidthPasses(threads, reps))
-}
-
-// BandwidthPasses times passes copies as MeasureBandwidth does, over the
-// same buffers, and returns each pass's GB/s: for a figure that a pass
-// served from cache, or one slowed by a neighbour, does not move (probe
-// takes their median).
+// each copying its own 64 MiB, passes times over the same buffers: each
+// pass's GB/s, for a figure that a pass served from cache, or one slowed
+// by a neighbour, does not move (probe takes their median). A large
+// last-level cache keeps part of the buffers between passes and reads
+// them faster than memory (docs/measurements/kernels.md, "The roofline,
+// read from the weights").
 func BandwidthPasses(threads, passes int) []float64 {
 	const size = 64 << 20
 	src, dst := touchedBuffers(threads, size), touchedBuffers(threads, size)

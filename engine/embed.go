@@ -52,7 +52,7 @@ func Embed(ctx context.Context, t Target, tokens []int) ([]float32, error) {
 		}
 		return nil
 	}
-	if err := hidden(t, tokens, add); err != nil {
+	if err := hidden(ctx, t, tokens, add); err != nil {
 		return nil, err
 	}
 	out := make([]float32, len(sum))
@@ -66,12 +66,13 @@ func Embed(ctx context.Context, t Target, tokens []int) ([]float32, error) {
 }
 
 // hidden hands each token's final hidden state to each, through the
-// target's HiddenTarget where it has one, else from a forward pass.
-func hidden(t Target, tokens []int, each func(int, []float32) error) error {
+// target's HiddenTarget where it has one, else from the prefill's forward
+// passes (a chunk at a time, ctx checked between them).
+func hidden(ctx context.Context, t Target, tokens []int, each func(int, []float32) error) error {
 	if ht, ok := t.(HiddenTarget); ok {
 		return ht.Hidden(tokens, each)
 	}
-	_, hs, err := t.ForwardFeatures(tokens)
+	_, hs, err := prefill(ctx, t, tokens, true)
 	if err != nil {
 		return err
 	}

@@ -179,16 +179,23 @@ func (f *Fleet) Expire(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoModel, name)
 	}
-	r := f.loaded[e.Name]
+	f.expireLocked(e.Name)
+	return nil
+}
+
+// expireLocked gives the loaded model name a keep-alive of zero: it
+// unloads now, or when its last request ends; a pinned one stays. f.mu is
+// held.
+func (f *Fleet) expireLocked(name string) {
+	r := f.loaded[name]
 	if r == nil || r.pinned || r.err != nil {
-		return nil
+		return
 	}
 	r.keepAlive = 0
 	if r.refs == 0 && !r.loading {
 		f.unload(r)
 		f.cond.Broadcast()
 	}
-	return nil
 }
 
 // idle starts an idle model's keep-alive, or unloads it at once when

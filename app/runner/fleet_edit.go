@@ -44,12 +44,6 @@ func (f *Fleet) Remove(name string) error {
 			break
 		}
 	}
-	if r := f.loaded[e.Name]; r != nil && !r.pinned && r.err == nil {
-		r.keepAlive = 0
-		if r.refs == 0 && !r.loading {
-			f.unload(r)
-			f.cond.Broadcast()
-		}
-	}
+	f.expireLocked(e.Name)
 	return nil
 }

@@ -29,14 +29,7 @@ func ModelParams(dir, path string) Params {
 	if path == "" {
 		return nil
 	}
-	if dir == "" {
-		d, err := pull.Dir()
-		if err != nil {
-			return nil
-		}
-		dir = d
-	}
-	ms, err := pull.List(dir)
+	ms, err := pull.List(dir) // "" is the user's models folder
 	if err != nil {
 		return nil
 	}

@@ -114,15 +114,6 @@ func pulledEntry(m pull.Model) discover.Model {
 	return discover.Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size}
 }
 
-// pullsDir is the folder of pulled models this server adds to and deletes
-// from.
-func (s *Server) pullsDir() (string, error) {
-	if s.cfg.Pulls.Dir != "" {
-		return s.cfg.Pulls.Dir, nil
-	}
-	return pull.Dir()
-}
-
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Model string `json:"model"`
@@ -150,8 +141,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	// Unloaded first: no request starts on a model going away.
 	s.fleet.Remove(m.Name)
-	dir, _ := s.pullsDir()
-	if err := pull.Remove(dir, m.Name); err != nil {
+	if err := pull.Remove(s.cfg.Pulls.Dir, m.Name); err != nil {
 		ollamaError(w, serverError(err))
 		return
 	}
@@ -172,11 +162,7 @@ func (s *Server) runs(m pull.Model) bool {
 // findPulled is the pulled model named; another program's model, or a
 // file, is not found: Dovetail deletes and copies only what it pulled.
 func (s *Server) findPulled(name string) (pull.Model, *apiError) {
-	dir, err := s.pullsDir()
-	if err != nil {
-		return pull.Model{}, serverError(err)
-	}
-	m, ok, err := pull.Find(dir, name)
+	m, ok, err := pull.Find(s.cfg.Pulls.Dir, name) // "" is the user's models folder
 	switch {
 	case err != nil:
 		return m, serverError(err)
@@ -231,7 +217,7 @@ func (s *Server) handleCopy(w http.ResponseWriter, r *http.Request) {
 		ollamaError(w, e)
 		return
 	}
-	dir, _ := s.pullsDir()
+	dir := s.cfg.Pulls.Dir
 	if err := pull.Copy(dir, src.Name, req.Destination); err != nil {
 		ollamaError(w, serverError(err))
 		return
