@@ -110,6 +110,7 @@ type chatSession struct {
 	m       *runner.Model
 	entry   discover.Model // the model's file and name
 	closeM  func()
+	params  runner.Params // the model's own defaults (a pulled model's)
 	quit    chan struct{} // closed at SIGTERM or SIGHUP
 	set     chatSettings
 	history []chat.Message // user and assistant turns

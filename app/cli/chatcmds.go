@@ -175,6 +175,7 @@ func (s *chatSession) open(e discover.Model) error {
 		m.Name = as // a pulled or ollama blob's file name says nothing
 	}
 	s.m, s.r, s.entry, s.closeM = m, r, e, done
+	s.params = runner.ModelParams("", m.Path) // once a model, not a reply
 	return nil
 }
 

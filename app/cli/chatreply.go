@@ -81,7 +81,7 @@ func (s *chatSession) reply(text string) error {
 		}
 	}()
 	req := runner.TextRequest{Prompt: prompt, OnText: func(p runner.Piece) error { return out.text(p.Text) }}
-	req.Sampler, req.Stops, req.MaxTokens = withModelParams(s.m, s.set.params, s.set.maxTokens(), s.setsParam)
+	req.Sampler, req.Stops, req.MaxTokens = withModelParams(s.params, s.set.params, s.set.maxTokens(), s.setsParam)
 	res, err := s.r.Slot(0).GenerateText(ctx, req)
 	unwatch()
 	out.mu.Lock()

@@ -25,9 +25,9 @@ func flagSets(c *cobra.Command) func(option string) bool {
 
 // withModelParams is p, stops and maxTokens with the model's params
 // applied where set does not report the user's own.
-func withModelParams(m *runner.Model, p engine.SamplerParams, maxTokens int, set func(string) bool) (engine.SamplerParams, []string, int) {
+func withModelParams(params runner.Params, p engine.SamplerParams, maxTokens int, set func(string) bool) (engine.SamplerParams, []string, int) {
 	var stops []string
-	runner.ModelParams("", m.Path).Apply(&p, &stops, &maxTokens, set)
+	params.Apply(&p, &stops, &maxTokens, set)
 	return p, stops, maxTokens
 }
 

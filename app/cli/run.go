@@ -131,7 +131,7 @@ func run(c *cobra.Command, f runFlags) error {
 	defer out.Flush()
 	ids := m.Tok.Encode(prompt, true, false)
 	req := runner.TextRequest{Prompt: ids, IgnoreEOS: f.ignoreEOS}
-	req.Sampler, req.Stops, req.MaxTokens = withModelParams(m, params, f.n, flagSets(c))
+	req.Sampler, req.Stops, req.MaxTokens = withModelParams(runner.ModelParams("", m.Path), params, f.n, flagSets(c))
 	seed = req.Sampler.Seed
 	if !f.json {
 		req.OnText = func(p runner.Piece) error {

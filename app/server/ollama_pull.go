@@ -106,12 +106,8 @@ func (s *Server) pull(r *http.Request, name string, o pull.Options) (pull.Model,
 	}
 	// A server of one model keeps it for the next start (serve --models):
 	// ErrFixedFleet is no failure of the pull.
-	s.fleet.Add(pulledEntry(m))
+	s.fleet.Add(discover.Pulled(m))
 	return m, nil
-}
-
-func pulledEntry(m pull.Model) discover.Model {
-	return discover.Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size}
 }
 
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -223,7 +219,7 @@ func (s *Server) handleCopy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m, ok, err := pull.Find(dir, req.Destination); err == nil && ok {
-		s.fleet.Add(pulledEntry(m))
+		s.fleet.Add(discover.Pulled(m))
 	}
 	w.WriteHeader(http.StatusOK)
 }

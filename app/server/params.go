@@ -10,10 +10,10 @@ import (
 // modelParams are the params of the model a request names (nil: none).
 func (s *Server) modelParams(name string) runner.Params {
 	e, ok := s.fleet.Lookup(name)
-	if !ok || e.Source != "pulled" {
+	if !ok {
 		return nil
 	}
-	return runner.ModelParams(s.cfg.Pulls.Dir, e.Path)
+	return runner.Params(e.Params) // read with the list of models, not per request
 }
 
 // sets reports whether an OpenAI request sets what ollama's option names.

@@ -23,6 +23,14 @@ type Model struct {
 	Path   string `json:"path"`   // the GGUF file
 	Source string `json:"source"` // file, pulled, ollama or lmstudio
 	Size   int64  `json:"size_bytes"`
+	// Params are a pulled model's own defaults, its manifest's (stop
+	// words, temperature...); nil for others.
+	Params map[string]any `json:"-"`
+}
+
+// Pulled is the model dovetail pull fetched as m.
+func Pulled(m pull.Model) Model {
+	return Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size, Params: m.Params}
 }
 
 // Places are where to look. Empty fields are not looked at.
@@ -249,7 +257,7 @@ func fromPulled(dir string) []Model {
 	ms, _ := pull.List(dir)
 	var out []Model
 	for _, m := range ms {
-		out = append(out, Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size})
+		out = append(out, Pulled(m))
 	}
 	return out
 }
