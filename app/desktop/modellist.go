@@ -38,7 +38,10 @@ func (a *App) findModels() {
 		more, _ = discover.Find(stores)
 	}
 	found = dedupe(append(found, more...))
-	facts := describeAll(found)
+	a.mu.Lock()
+	known := a.facts
+	a.mu.Unlock()
+	facts := describeAll(found, known)
 	a.mu.Lock()
 	a.models, a.facts = found, facts
 	a.mu.Unlock()
@@ -61,9 +64,15 @@ func dedupe(ms []discover.Model) []discover.Model {
 	return out
 }
 
-func describeAll(ms []discover.Model) map[string]modelFacts {
+// describeAll is each model's facts: those known already of a file still
+// its size, else read from its header (a read a model, not a refresh).
+func describeAll(ms []discover.Model, known map[string]modelFacts) map[string]modelFacts {
 	out := map[string]modelFacts{}
 	for _, m := range ms {
+		if f, ok := known[m.Path]; ok && !f.unreadable && (m.Source == "embedded" || f.size == m.Size) {
+			out[m.Path] = f
+			continue
+		}
 		out[m.Path] = describeModel(m)
 	}
 	return out
@@ -79,7 +88,10 @@ func (a *App) addModelPath(path string) ([]discover.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	facts := describeAll(ms)
+	a.mu.Lock()
+	known := a.facts
+	a.mu.Unlock()
+	facts := describeAll(ms, known)
 	a.mu.Lock()
 	a.models = dedupe(append(a.models, ms...))
 	for k, f := range facts {
