@@ -83,6 +83,10 @@ func (c *Checkpoint) writer() (*gguf.Writer, error) {
 	if err := c.Config.Validate(); err != nil {
 		return nil, err
 	}
+	if c.Config.Kind != DGF {
+		// An EAGLE draft lives in the checkpoint it was published as.
+		return nil, fmt.Errorf("draft: a %s draft is not saved as a Dovetail checkpoint", c.Config.Kind)
+	}
 	names, err := c.tensorOrder()
 	if err != nil {
 		return nil, err

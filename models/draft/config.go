@@ -11,8 +11,31 @@ import (
 	"dovetail/models"
 )
 
+// Kind is which draft architecture a Config describes: Dovetail's DGF
+// (the zero value), or a published EAGLE draft read from its checkpoint.
+type Kind uint8
+
+const (
+	DGF    Kind = iota // gated fusion of feature and embedding, M blocks, the target's head
+	EAGLE1             // fc over [embedding ‖ feature] with a bias, decoder layers, the target's head
+	EAGLE3             // fc over three target layers' states, one layer over [embedding ‖ state], its own head
+)
+
+// String names the kind as the command line does (--draft KIND:PATH).
+func (k Kind) String() string {
+	switch k {
+	case EAGLE1:
+		return "eagle"
+	case EAGLE3:
+		return "eagle3"
+	}
+	return "dgf"
+}
+
 // Config is the draft's shape. Hidden, Vocab and the attention shape
 // follow the target by default; Blocks (M) and FFN are the draft's own.
+// Kind and the fields after it describe EAGLE drafts; a DGF leaves them
+// zero.
 type Config struct {
 	Hidden    int // the target's hidden size: features and embeddings
 	Blocks    int // M decoder blocks after the DGF
@@ -24,6 +47,11 @@ type Config struct {
 	Context   int // most positions a sequence holds
 	RopeTheta float32
 	RMSEps    float32
+
+	Kind       Kind
+	DraftVocab int    // EAGLE-3: the rows of its own LM head (a reduced vocabulary; 0: Vocab)
+	Aux        [3]int // EAGLE-3: the target layers whose inputs (the residual stream before them) are fused
+	FCBias     bool   // EAGLE-1: fc has a bias
 }
 
 // ForTarget is the default draft for a target: its attention shape, RoPE
@@ -58,8 +86,44 @@ func (c Config) Validate() error {
 		return fmt.Errorf("draft: context %d out of range", c.Context)
 	case !(c.RopeTheta > 0) || !(c.RMSEps > 0):
 		return fmt.Errorf("draft: RoPE base %g and RMS epsilon %g must be positive", c.RopeTheta, c.RMSEps)
+	case c.Kind > EAGLE3:
+		return fmt.Errorf("draft: unknown kind %d", c.Kind)
+	case c.Kind == EAGLE3 && c.Blocks != 1:
+		return fmt.Errorf("draft: an EAGLE-3 draft has one decoder layer, not %d", c.Blocks)
+	case c.DraftVocab < 0 || c.DraftVocab > c.Vocab:
+		return fmt.Errorf("draft: draft vocabulary of %d tokens, want 1 to the target's %d", c.DraftVocab, c.Vocab)
+	case c.Kind == EAGLE3 && (min(c.Aux[0], c.Aux[1], c.Aux[2]) < 0):
+		return fmt.Errorf("draft: EAGLE-3 feature layers %v: want layer numbers ≥ 0", c.Aux)
 	}
 	return nil
+}
+
+// FeatureIn is the width of a target feature the draft reads: the final
+// hidden state (H), or EAGLE-3's three layers side by side (3H). Features
+// the draft predicts itself are always H wide.
+func (c Config) FeatureIn() int {
+	if c.Kind == EAGLE3 {
+		return 3 * c.Hidden
+	}
+	return c.Hidden
+}
+
+// HeadVocab is the number of logits the draft's head computes: EAGLE-3's
+// own head covers its reduced vocabulary, mapped to the target's ids.
+func (c Config) HeadVocab() int {
+	if c.Kind == EAGLE3 && c.DraftVocab > 0 {
+		return c.DraftVocab
+	}
+	return c.Vocab
+}
+
+// AttnIn is the width block b's attention projections read: EAGLE-3's
+// layer reads [normed embedding ‖ normed state], 2H.
+func (c Config) AttnIn(b int) int {
+	if c.Kind == EAGLE3 && b == 0 {
+		return 2 * c.Hidden
+	}
+	return c.Hidden
 }
 
 // QDim is the width of the queries (and of attention's output).
@@ -88,8 +152,17 @@ const (
 	NameEmbedNorm = "dgf.embed_norm.weight" // H
 	NameWz        = "dgf.gate.weight"       // H × 2H
 	blockPrefix   = "blk.%d."               // llama.cpp's block names follow
-	attnNorm      = "attn_norm.weight"      // absent in block 0
-	ffnNorm       = "ffn_norm.weight"
+
+	// EAGLE's own tensors (its decoder layers use the block names; the
+	// loader permutes their Q and K rows into llama.cpp's RoPE layout).
+	NameFC         = "eagle.fc.weight"          // H × 2H (EAGLE-1: [embedding ‖ feature]) or H × 3H (EAGLE-3)
+	NameFCBias     = "eagle.fc.bias"            // H (EAGLE-1)
+	NameHiddenNorm = "eagle.hidden_norm.weight" // H (EAGLE-3: the state's norm)
+	NameInputNorm  = "eagle.input_norm.weight"  // H (EAGLE-3: the embedding's norm, HF's input_layernorm)
+	NameOutputNorm = "output_norm.weight"       // H (EAGLE-3)
+	NameOutput     = "output.weight"            // DraftVocab × H (EAGLE-3)
+	attnNorm       = "attn_norm.weight"         // absent in block 0
+	ffnNorm        = "ffn_norm.weight"
 )
 
 // BlockTensor is the name of a tensor of block b, such as "attn_q.weight".
@@ -98,20 +171,40 @@ func BlockTensor(b int, name string) string { return fmt.Sprintf(blockPrefix, b)
 // Shapes lists the draft's tensors in checkpoint order.
 func (c Config) Shapes() []Shape {
 	H := c.Hidden
-	s := []Shape{
-		{NameEmbedNorm, 1, H, false},
-		{NameW1, H, H, true},
-		{NameW2, H, H, true},
-		{NameWz, H, 2 * H, true},
+	var s []Shape
+	switch c.Kind {
+	case EAGLE1:
+		s = append(s, Shape{NameFC, H, 2 * H, true})
+		if c.FCBias {
+			s = append(s, Shape{NameFCBias, 1, H, false})
+		}
+	case EAGLE3:
+		s = append(s, Shape{NameFC, H, 3 * H, true}, Shape{NameHiddenNorm, 1, H, false}, Shape{NameInputNorm, 1, H, false})
+	default:
+		s = append(s, Shape{NameEmbedNorm, 1, H, false}, Shape{NameW1, H, H, true},
+			Shape{NameW2, H, H, true}, Shape{NameWz, H, 2 * H, true})
 	}
+	s = append(s, c.blockShapes()...)
+	if c.Kind == EAGLE3 {
+		s = append(s, Shape{NameOutputNorm, 1, H, false}, Shape{NameOutput, c.HeadVocab(), H, true})
+	}
+	return s
+}
+
+// blockShapes lists the decoder blocks' tensors; block 0 has no attention
+// norm (it reads the fusion's output as it is).
+func (c Config) blockShapes() []Shape {
+	H := c.Hidden
+	var s []Shape
 	for b := range c.Blocks {
+		in := c.AttnIn(b)
 		if b > 0 {
 			s = append(s, Shape{BlockTensor(b, attnNorm), 1, H, false})
 		}
 		s = append(s,
-			Shape{BlockTensor(b, "attn_q.weight"), c.QDim(), H, true},
-			Shape{BlockTensor(b, "attn_k.weight"), c.KVDim(), H, true},
-			Shape{BlockTensor(b, "attn_v.weight"), c.KVDim(), H, true},
+			Shape{BlockTensor(b, "attn_q.weight"), c.QDim(), in, true},
+			Shape{BlockTensor(b, "attn_k.weight"), c.KVDim(), in, true},
+			Shape{BlockTensor(b, "attn_v.weight"), c.KVDim(), in, true},
 			Shape{BlockTensor(b, "attn_output.weight"), H, c.QDim(), true},
 			Shape{BlockTensor(b, ffnNorm), 1, H, false},
 			Shape{BlockTensor(b, "ffn_gate.weight"), c.FFN, H, true},
