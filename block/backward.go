@@ -15,7 +15,7 @@ func (g *Grads) Fields(s Shape) (bufs []*device.Buffer, widths []int) {
 		b *device.Buffer
 		w int
 	}{{&g.DMid, H}, {&g.DXN2, H}, {&g.DG, F}, {&g.DU, F}, {&g.DHH, F}, {&g.DAtt, Q},
-		{&g.DQ, Q}, {&g.DK, KV}, {&g.DV, KV}, {&g.DXN, H}} {
+		{&g.DQ, Q}, {&g.DK, KV}, {&g.DV, KV}, {&g.DXN, s.In()}} {
 		bufs, widths = append(bufs, f.b), append(widths, f.w)
 	}
 	return bufs, widths
@@ -24,10 +24,12 @@ func (g *Grads) Fields(s Shape) (bufs []*device.Buffer, widths []int) {
 // Backward propagates dout, the gradient of a.Out [n×Hidden], through
 // block i of a training pass (Frozen false: W was read): its weights'
 // gradients G accumulate (+=), and dx receives (=) the gradient of its
-// input x. dout is left as it was.
+// input x. dout is left as it was. A block whose attention reads a wider
+// input than x (Shape.AttnIn) leaves that input's gradient in g.DXN for
+// the caller: dx is then the residual path's alone.
 func (p *Pass) Backward(i int, w *Weights, a *Acts, g *Grads, x, dout, dx device.Buffer) {
 	dev, s, n := p.Dev, p.Shape, p.N
-	H, Q, KV, F := s.Hidden, s.QDim(), s.KVDim(), s.FFN
+	H, Q, KV, F, in := s.Hidden, s.QDim(), s.KVDim(), s.FFN, s.In()
 	// out = mid + down(SwiGLU(gate(xn2), up(xn2))), xn2 = RMSNorm(mid)
 	dev.Copy(g.DMid, dout)
 	dev.Zero(g.DHH)
@@ -46,16 +48,17 @@ func (p *Pass) Backward(i int, w *Weights, a *Acts, g *Grads, x, dout, dx device
 	dev.Zero(g.DK)
 	dev.Zero(g.DV)
 	p.Attn.AttendBackward(i, a, g.DQ, g.DK, g.DV, g.DAtt)
-	dev.RoPEBackward(g.DQ, p.Pos, s.Heads, s.HeadDim, s.RopeTheta)
-	dev.RoPEBackward(g.DK, p.Pos, s.KVHeads, s.HeadDim, s.RopeTheta)
+	p.rope(g.DQ, s.Heads, true)
+	p.rope(g.DK, s.KVHeads, true)
 	dev.Zero(g.DXN)
-	dev.MatMulBackward(g.DXN, w.Q.G, g.DQ, a.XN, w.Q.W, n, H, Q)
-	dev.MatMulBackward(g.DXN, w.K.G, g.DK, a.XN, w.K.W, n, H, KV)
-	dev.MatMulBackward(g.DXN, w.V.G, g.DV, a.XN, w.V.W, n, H, KV)
+	dev.MatMulBackward(g.DXN, w.Q.G, g.DQ, a.XN, w.Q.W, n, in, Q)
+	dev.MatMulBackward(g.DXN, w.K.G, g.DK, a.XN, w.K.W, n, in, KV)
+	dev.MatMulBackward(g.DXN, w.V.G, g.DV, a.XN, w.V.W, n, in, KV)
 	dev.Copy(dx, g.DMid)
-	if w.AttnNorm != nil {
+	switch {
+	case w.AttnNorm != nil:
 		dev.RMSNormBackward(dx, w.AttnNorm.G, g.DXN, x, w.AttnNorm.W, n, H, s.RMSEps)
-	} else {
+	case in == H:
 		dev.Add(dx, dx, g.DXN)
 	}
 }

@@ -13,13 +13,29 @@
 // windows of a training batch side by side when training.
 package block
 
-import "dovetail/device"
+import (
+	"fmt"
 
-// Shape is a block's dimensions.
+	"dovetail/device"
+)
+
+// Shape is a block's dimensions. AttnIn is the width of what the
+// attention's projections read (0: Hidden): EAGLE-3's layer reads its
+// normed embedding and normed state side by side, while its residual
+// stream stays Hidden wide.
 type Shape struct {
 	Hidden, FFN             int
 	Heads, KVHeads, HeadDim int
 	RMSEps, RopeTheta       float32
+	AttnIn                  int
+}
+
+// In is the width the attention's projections read.
+func (s Shape) In() int {
+	if s.AttnIn > 0 {
+		return s.AttnIn
+	}
+	return s.Hidden
 }
 
 // QDim is the width of the queries (and of attention's output).
@@ -92,28 +108,54 @@ type Attention interface {
 // Pass is what one pass over n rows of a model's blocks shares: the
 // device, the shape, the rows' RoPE positions, how attention runs, and
 // whether Q copies serve the products (inference; training reads W).
+// RopeFreqs, when set, divides each RoPE pair's frequency (Llama 3's
+// long-context factors); the device must then be a device.FreqRoPE.
 type Pass struct {
-	Dev    device.Device
-	Shape  Shape
-	N      int
-	Pos    []int
-	Attn   Attention
-	Frozen bool
+	Dev       device.Device
+	Shape     Shape
+	N         int
+	Pos       []int
+	Attn      Attention
+	Frozen    bool
+	RopeFreqs []float32
+}
+
+// rope rotates x's heads by the pass's positions (backward: the inverse).
+func (p *Pass) rope(x device.Buffer, heads int, backward bool) {
+	s := p.Shape
+	if p.RopeFreqs == nil {
+		if backward {
+			p.Dev.RoPEBackward(x, p.Pos, heads, s.HeadDim, s.RopeTheta)
+		} else {
+			p.Dev.RoPE(x, p.Pos, heads, s.HeadDim, s.RopeTheta)
+		}
+		return
+	}
+	fr, ok := p.Dev.(device.FreqRoPE)
+	if !ok {
+		panic(&device.Error{Err: fmt.Errorf("%s cannot scale RoPE frequencies", p.Dev.Name())})
+	}
+	if backward {
+		fr.RoPEFreqsBackward(x, p.Pos, heads, s.HeadDim, s.RopeTheta, p.RopeFreqs)
+	} else {
+		fr.RoPEFreqs(x, p.Pos, heads, s.HeadDim, s.RopeTheta, p.RopeFreqs)
+	}
 }
 
 // Forward runs block i over the pass's rows of x [n×Hidden]; the output
-// is in a.Out.
+// is in a.Out. A block without an attention norm reads a.XN as the caller
+// set it [n×In]: x itself, or (EAGLE-3) a wider input beside it.
 func (p *Pass) Forward(i int, w *Weights, a *Acts, x device.Buffer) {
 	dev, s, n := p.Dev, p.Shape, p.N
-	H, Q, KV, F := s.Hidden, s.QDim(), s.KVDim(), s.FFN
+	H, Q, KV, F, in := s.Hidden, s.QDim(), s.KVDim(), s.FFN, s.In()
 	if w.AttnNorm != nil {
 		dev.RMSNorm(a.XN, x, w.AttnNorm.W, n, H, s.RMSEps)
 	}
-	p.MatMul(a.Q, a.XN, w.Q, H, Q)
-	p.MatMul(a.K, a.XN, w.K, H, KV)
-	p.MatMul(a.V, a.XN, w.V, H, KV)
-	dev.RoPE(a.Q, p.Pos, s.Heads, s.HeadDim, s.RopeTheta)
-	dev.RoPE(a.K, p.Pos, s.KVHeads, s.HeadDim, s.RopeTheta)
+	p.MatMul(a.Q, a.XN, w.Q, in, Q)
+	p.MatMul(a.K, a.XN, w.K, in, KV)
+	p.MatMul(a.V, a.XN, w.V, in, KV)
+	p.rope(a.Q, s.Heads, false)
+	p.rope(a.K, s.KVHeads, false)
 	p.Attn.Attend(i, a)
 	p.MatMul(a.AO, a.Att, w.O, Q, H)
 	dev.Add(a.Mid, x, a.AO)

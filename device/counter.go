@@ -98,33 +98,35 @@ func (s *Counter) UploadMatrix(t *models.Tensor) (Matrix, error) {
 }
 
 // The operations do nothing.
-func (s *Counter) Upload(Buffer, []float32)                                   {}
-func (s *Counter) Download([]float32, Buffer)                                 {}
-func (s *Counter) Zero(Buffer)                                                {}
-func (s *Counter) Copy(Buffer, Buffer)                                        {}
-func (s *Counter) Embed(Buffer, Matrix, []int)                                {}
-func (s *Counter) MatMul(_, _, _ Buffer, _, _, _ int)                         {}
-func (s *Counter) MatMulBackward(_, _, _, _, _ Buffer, _, _, _ int)           {}
-func (s *Counter) MatMulFrozen(_, _ Buffer, _ Matrix, _ int)                  {}
-func (s *Counter) MatMulFrozenBackward(_, _ Buffer, _ Matrix, _ int)          {}
-func (s *Counter) RMSNorm(_, _, _ Buffer, _, _ int, _ float32)                {}
-func (s *Counter) RMSNormBackward(_, _, _, _, _ Buffer, _, _ int, _ float32)  {}
-func (s *Counter) SiLU(_, _ Buffer)                                           {}
-func (s *Counter) SiLUBackward(_, _, _ Buffer)                                {}
-func (s *Counter) SwiGLU(_, _, _ Buffer)                                      {}
-func (s *Counter) SwiGLUBackward(_, _, _, _, _ Buffer)                        {}
-func (s *Counter) Add(_, _, _ Buffer)                                         {}
-func (s *Counter) Concat(_, _, _ Buffer, _, _, _ int)                         {}
-func (s *Counter) ConcatBackward(_, _, _ Buffer, _, _, _ int)                 {}
-func (s *Counter) Gate(_, _, _, _ Buffer)                                     {}
-func (s *Counter) GateBackward(_, _, _, _, _, _, _ Buffer)                    {}
-func (s *Counter) RoPE(Buffer, []int, int, int, float32)                      {}
-func (s *Counter) RoPEBackward(Buffer, []int, int, int, float32)              {}
-func (s *Counter) Attention(_, _, _, _, _ Buffer, _ Attn)                     {}
-func (s *Counter) AttentionBackward(_, _, _, _, _, _, _, _ Buffer, _ Attn)    {}
-func (s *Counter) SmoothL1(_, _, _, _ Buffer, _, _ int, _ float32)            {}
-func (s *Counter) SoftCrossEntropy(_, _, _, _, _ Buffer, _, _ int, _ float32) {}
-func (s *Counter) TopK([]topk.Choice, Buffer, int, int, int, float32)         {}
-func (s *Counter) Sum(Buffer) float64                                         { return 0 }
-func (s *Counter) SumSquares(Buffer) float64                                  { return 0 }
-func (s *Counter) AdamWUpdate(_, _, _, _ Buffer, _ AdamW, _ bool)             {}
+func (s *Counter) Upload(Buffer, []float32)                                      {}
+func (s *Counter) Download([]float32, Buffer)                                    {}
+func (s *Counter) Zero(Buffer)                                                   {}
+func (s *Counter) Copy(Buffer, Buffer)                                           {}
+func (s *Counter) Embed(Buffer, Matrix, []int)                                   {}
+func (s *Counter) MatMul(_, _, _ Buffer, _, _, _ int)                            {}
+func (s *Counter) MatMulBackward(_, _, _, _, _ Buffer, _, _, _ int)              {}
+func (s *Counter) MatMulFrozen(_, _ Buffer, _ Matrix, _ int)                     {}
+func (s *Counter) MatMulFrozenBackward(_, _ Buffer, _ Matrix, _ int)             {}
+func (s *Counter) RMSNorm(_, _, _ Buffer, _, _ int, _ float32)                   {}
+func (s *Counter) RMSNormBackward(_, _, _, _, _ Buffer, _, _ int, _ float32)     {}
+func (s *Counter) SiLU(_, _ Buffer)                                              {}
+func (s *Counter) SiLUBackward(_, _, _ Buffer)                                   {}
+func (s *Counter) SwiGLU(_, _, _ Buffer)                                         {}
+func (s *Counter) SwiGLUBackward(_, _, _, _, _ Buffer)                           {}
+func (s *Counter) Add(_, _, _ Buffer)                                            {}
+func (s *Counter) Concat(_, _, _ Buffer, _, _, _ int)                            {}
+func (s *Counter) ConcatBackward(_, _, _ Buffer, _, _, _ int)                    {}
+func (s *Counter) Gate(_, _, _, _ Buffer)                                        {}
+func (s *Counter) GateBackward(_, _, _, _, _, _, _ Buffer)                       {}
+func (s *Counter) RoPE(Buffer, []int, int, int, float32)                         {}
+func (s *Counter) RoPEBackward(Buffer, []int, int, int, float32)                 {}
+func (s *Counter) RoPEFreqs(Buffer, []int, int, int, float32, []float32)         {}
+func (s *Counter) RoPEFreqsBackward(Buffer, []int, int, int, float32, []float32) {}
+func (s *Counter) Attention(_, _, _, _, _ Buffer, _ Attn)                        {}
+func (s *Counter) AttentionBackward(_, _, _, _, _, _, _, _ Buffer, _ Attn)       {}
+func (s *Counter) SmoothL1(_, _, _, _ Buffer, _, _ int, _ float32)               {}
+func (s *Counter) SoftCrossEntropy(_, _, _, _, _ Buffer, _, _ int, _ float32)    {}
+func (s *Counter) TopK([]topk.Choice, Buffer, int, int, int, float32)            {}
+func (s *Counter) Sum(Buffer) float64                                            { return 0 }
+func (s *Counter) SumSquares(Buffer) float64                                     { return 0 }
+func (s *Counter) AdamWUpdate(_, _, _, _ Buffer, _ AdamW, _ bool)                {}

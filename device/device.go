@@ -184,6 +184,15 @@ type Error struct{ Err error }
 func (e *Error) Error() string { return "gpu: " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// FreqRoPE is a Device whose RoPE also scales each pair's frequency (Llama
+// 3's long-context factors, GGUF's rope_freqs): pair j of position p turns
+// by p·θ^(−2j/hd)/freqs[j]. The host device has it; a model that needs it
+// runs where it is.
+type FreqRoPE interface {
+	RoPEFreqs(x Buffer, pos []int, heads, hd int, theta float32, freqs []float32)
+	RoPEFreqsBackward(dx Buffer, pos []int, heads, hd int, theta float32, freqs []float32)
+}
+
 // Catch turns an Error panic into *err; other panics (bugs) go on. Defer
 // it in functions that return errors and run device operations.
 func Catch(err *error) {

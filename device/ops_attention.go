@@ -10,19 +10,31 @@ func ropeAngle(pos, i, hd int, theta float32) float64 {
 	return float64(pos) * math.Pow(float64(theta), -2*float64(i)/float64(hd))
 }
 
+// ropeFreqAngle is ropeAngle with pair i's frequency divided by freqs[i]
+// (none when freqs is nil).
+func ropeFreqAngle(pos, i, hd int, theta float32, freqs []float32) float64 {
+	if freqs == nil {
+		return ropeAngle(pos, i, hd, theta)
+	}
+	return ropeAngle(pos, i, hd, theta) / float64(freqs[i])
+}
+
 // rope rotates every pair by sign·angle (sign −1: the inverse, which is
 // also the transpose, hence the backward pass).
-func (h *host[T]) rope(op string, x Buffer, pos []int, heads, hd int, theta float32, sign float64) {
+func (h *host[T]) rope(op string, x Buffer, pos []int, heads, hd int, theta float32, freqs []float32, sign float64) {
 	xs := h.s(x)
 	need(op, len(pos)*heads*hd, xs)
 	if hd%2 != 0 {
 		panic(fmt.Sprintf("device: %s: odd head dimension %d", op, hd))
 	}
+	if freqs != nil && len(freqs) != hd/2 {
+		panic(fmt.Sprintf("device: %s: %d frequency factors for %d pairs", op, len(freqs), hd/2))
+	}
 	h.par(len(pos), heads*hd*4, func(_, lo, hi int) {
 		cs := make([]float64, hd)
 		for r := lo; r < hi; r++ {
 			for i := 0; i < hd/2; i++ {
-				s, c := math.Sincos(sign * ropeAngle(pos[r], i, hd, theta))
+				s, c := math.Sincos(sign * ropeFreqAngle(pos[r], i, hd, theta, freqs))
 				cs[2*i], cs[2*i+1] = c, s
 			}
 			row := xs[r*heads*hd : (r+1)*heads*hd]
@@ -40,11 +52,19 @@ func (h *host[T]) rope(op string, x Buffer, pos []int, heads, hd int, theta floa
 }
 
 func (h *host[T]) RoPE(x Buffer, pos []int, heads, hd int, theta float32) {
-	h.rope("RoPE", x, pos, heads, hd, theta, 1)
+	h.rope("RoPE", x, pos, heads, hd, theta, nil, 1)
 }
 
 func (h *host[T]) RoPEBackward(dx Buffer, pos []int, heads, hd int, theta float32) {
-	h.rope("RoPEBackward", dx, pos, heads, hd, theta, -1)
+	h.rope("RoPEBackward", dx, pos, heads, hd, theta, nil, -1)
+}
+
+func (h *host[T]) RoPEFreqs(x Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
+	h.rope("RoPEFreqs", x, pos, heads, hd, theta, freqs, 1)
+}
+
+func (h *host[T]) RoPEFreqsBackward(dx Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
+	h.rope("RoPEFreqsBackward", dx, pos, heads, hd, theta, freqs, -1)
 }
 
 // visible reports whether query row j sees key t.

@@ -378,3 +378,45 @@ func TestMatMulFrozenLargeMatrix(t *testing.T) {
 		}
 	}
 }
+
+func TestGradRoPEFreqs(t *testing.T) {
+	h, rng := newHost[float64](HostConfig{Threads: 2}), rand.New(rand.NewPCG(5, 2))
+	heads, hd := 2, 6
+	pos := []int{0, 3, 900}
+	freqs := []float32{1, 2.5, 8}
+	x, out := buf(h, dgftest.RandVals(rng, len(pos)*heads*hd, 1)), h.Alloc(len(pos)*heads*hd)
+	gradCheck(t, "RoPEFreqs", rng, []Buffer{x}, []bool{true}, out, nil,
+		func() { h.Copy(out, x); h.RoPEFreqs(out, pos, heads, hd, 10000, freqs) },
+		func(d Buffer, g []Buffer) {
+			tmp := buf(h, vals(d))
+			h.RoPEFreqsBackward(tmp, pos, heads, hd, 10000, freqs)
+			addTo(vals(g[0]), vals(tmp))
+		})
+}
+
+// TestRoPEFreqsDividesEachPair checks the frequency factors by hand: pair
+// j of a row (1, 0) turns to (cos a, sin a) with a = p·θ^(−2j/hd)/f_j,
+// and factors of one are plain RoPE.
+func TestRoPEFreqsDividesEachPair(t *testing.T) {
+	h := newHost[float64](HostConfig{Threads: 1})
+	hd, p, theta := 6, 41, float32(500000)
+	freqs := []float32{1, 3, 8}
+	row := []float64{1, 0, 1, 0, 1, 0}
+	x := buf(h, row)
+	h.RoPEFreqs(x, []int{p}, 1, hd, theta, freqs)
+	got := vals(x)
+	for j := range hd / 2 {
+		a := float64(p) * math.Pow(float64(theta), -2*float64(j)/float64(hd)) / float64(freqs[j])
+		if math.Abs(got[2*j]-math.Cos(a)) > 1e-12 || math.Abs(got[2*j+1]-math.Sin(a)) > 1e-12 {
+			t.Fatalf("pair %d: got (%g, %g), want (%g, %g)", j, got[2*j], got[2*j+1], math.Cos(a), math.Sin(a))
+		}
+	}
+	plain, ones := buf(h, row), buf(h, row)
+	h.RoPE(plain, []int{p}, 1, hd, theta)
+	h.RoPEFreqs(ones, []int{p}, 1, hd, theta, []float32{1, 1, 1})
+	for i, v := range vals(plain) {
+		if vals(ones)[i] != v {
+			t.Fatalf("factors of one: value %d is %g, plain RoPE %g", i, vals(ones)[i], v)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package dgf
 import (
 	"dovetail/block"
 	"dovetail/device"
+	"dovetail/models/draft"
 )
 
 // Grads is the backward pass's scratch for a pass of up to some rows:
@@ -60,10 +61,17 @@ func (g *Grads) Free(d *Draft) {
 // embeddings are frozen; df, when not nil, receives (+=) the gradient of
 // the input features, which training-time test needs when the input was
 // the draft's own earlier prediction. g.DOut is used as scratch.
+//
+// An EAGLE-1 draft trains as the DGF does (its fc and layers; the target's
+// embeddings and head frozen). An EAGLE-3 draft does not train here: its
+// loss is over its own reduced vocabulary, not the target's features.
 func (d *Draft) Backward(a *Acts, g *Grads, pos []int, at block.Attention, df device.Buffer) {
 	dev, c, n := d.Dev, d.C, a.N
 	H := c.Hidden
-	p := block.Pass{Dev: dev, Shape: d.Shape(), N: n, Pos: pos, Attn: at}
+	if c.Kind == draft.EAGLE3 {
+		panic("dgf: an EAGLE-3 draft has no backward pass")
+	}
+	p := block.Pass{Dev: dev, Shape: d.Shape(), N: n, Pos: pos, Attn: at, RopeFreqs: d.RopeFreqs}
 	dout, dxin := g.DOut, g.DXIn
 	for b := len(d.blocks) - 1; b >= 0; b-- {
 		xin := a.X0
@@ -72,6 +80,10 @@ func (d *Draft) Backward(a *Acts, g *Grads, pos []int, at block.Attention, df de
 		}
 		p.Backward(b, &d.blocks[b], &a.Blocks[b], &g.Block, xin, dout, dxin)
 		dout, dxin = dxin, dout
+	}
+	if c.Kind == draft.EAGLE1 {
+		d.backwardEAGLE1(a, g, dout, df)
+		return
 	}
 	// x0 = Gate(Wz·[h1 ‖ h2], h1, h2), h1 = W1·f, h2 = SiLU(W2·RMSNorm(e))
 	dev.Zero(g.DZPre)
@@ -87,4 +99,18 @@ func (d *Draft) Backward(a *Acts, g *Grads, pos []int, at block.Attention, df de
 	dev.Zero(g.DEN)
 	dev.MatMulBackward(g.DEN, d.w2.G, g.DA2, a.EN, d.w2.W, n, H, H)
 	dev.RMSNormBackward(nil, d.embNorm.G, g.DEN, a.E, d.embNorm.W, n, H, c.RMSEps)
+}
+
+// backwardEAGLE1 propagates dout, the gradient of x0, through fc:
+// x0 = fc·[e ‖ f] + b.
+func (d *Draft) backwardEAGLE1(a *Acts, g *Grads, dout, df device.Buffer) {
+	dev, H, n := d.Dev, d.C.Hidden, a.N
+	if d.fcBias != nil {
+		dev.MatMulBackward(nil, d.fcBias.G, dout, a.Ones, d.fcBias.W, n, 1, H)
+	}
+	dev.Zero(g.DCat)
+	dev.MatMulBackward(g.DCat, d.fc.G, dout, a.Cat, d.fc.W, n, 2*H, H)
+	if df != nil {
+		dev.ConcatBackward(nil, df, g.DCat, n, H, H)
+	}
 }

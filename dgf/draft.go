@@ -32,16 +32,29 @@ type Param struct {
 
 // Draft is the Dovetail draft on a device: DGF, M Llama decoder blocks, no
 // final norm, and the target's embeddings and LM head (frozen, in their
-// stored format) for its inputs and logits.
+// stored format) for its inputs and logits. The same type runs published
+// EAGLE drafts (C.Kind): EAGLE-1's fc over [embedding ‖ feature] in place
+// of the DGF; EAGLE-3's fc over three target layers' states, one layer
+// over [embedding ‖ state], and its own norm and head over a reduced
+// vocabulary (Head is then nil).
 type Draft struct {
 	Dev        device.Device
 	C          draft.Config
 	Embd, Head device.Matrix
 	Params     []*Param // in draft.Config.Shapes order
+	// RopeFreqs divides each RoPE pair's frequency (an EAGLE draft of a
+	// Llama 3.1 target; nil: none): the device must be a device.FreqRoPE.
+	RopeFreqs []float32
+	// D2T maps the head's rows to the target's tokens (EAGLE-3's reduced
+	// vocabulary; nil: row i is token i).
+	D2T []int32
 
 	embdT, headT *models.Tensor // where Embd and Head came from
 
-	embNorm, w1, w2, wz *Param
+	embNorm, w1, w2, wz *Param // DGF
+	fc, fcBias          *Param // EAGLE
+	hiddenNorm, inNorm  *Param // EAGLE-3
+	outNorm, out        *Param // EAGLE-3
 	blocks              []block.Weights
 	residualEnds        []*Param // each block's attn_output and ffn_down: the ends of its two residual branches
 }
@@ -49,6 +62,13 @@ type Draft struct {
 // NewDraft allocates a draft of shape c for target m (whose embeddings and
 // LM head it shares) with zero weights: call Init or Load next.
 func NewDraft(dev device.Device, c draft.Config, m *models.Llama) (_ *Draft, err error) {
+	return NewDraftEmbedding(dev, c, m, nil)
+}
+
+// NewDraftEmbedding is NewDraft with embeddings of the draft's own (an
+// EAGLE checkpoint's; nil: the target's). An EAGLE-3 draft has a head of
+// its own and does not upload the target's.
+func NewDraftEmbedding(dev device.Device, c draft.Config, m *models.Llama, embd *models.Tensor) (_ *Draft, err error) {
 	var d *Draft
 	defer func() {
 		if err != nil && d != nil {
@@ -63,12 +83,21 @@ func NewDraft(dev device.Device, c draft.Config, m *models.Llama) (_ *Draft, err
 		return nil, fmt.Errorf("draft of hidden size %d and vocabulary %d cannot run with a target of %d and %d",
 			c.Hidden, c.Vocab, m.Config.Hidden, m.Config.Vocab)
 	}
-	d = &Draft{Dev: dev, C: c, embdT: m.TokenEmbd, headT: m.Output}
-	if d.Embd, err = dev.UploadMatrix(m.TokenEmbd); err != nil {
+	if embd == nil {
+		embd = m.TokenEmbd
+	}
+	if embd.Rows != c.Vocab || embd.Cols != c.Hidden {
+		return nil, fmt.Errorf("draft embeddings of %d×%d, want %d×%d", embd.Rows, embd.Cols, c.Vocab, c.Hidden)
+	}
+	d = &Draft{Dev: dev, C: c, embdT: embd}
+	if d.Embd, err = dev.UploadMatrix(embd); err != nil {
 		return nil, err
 	}
-	if d.Head, err = dev.UploadMatrix(m.Output); err != nil {
-		return nil, err
+	if c.Kind != draft.EAGLE3 {
+		d.headT = m.Output
+		if d.Head, err = dev.UploadMatrix(m.Output); err != nil {
+			return nil, err
+		}
 	}
 	d.bind(false)
 	return d, nil
@@ -78,7 +107,7 @@ func NewDraft(dev device.Device, c draft.Config, m *models.Llama) (_ *Draft, err
 func (d *Draft) Shape() block.Shape {
 	c := d.C
 	return block.Shape{Hidden: c.Hidden, FFN: c.FFN, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-		RMSEps: c.RMSEps, RopeTheta: c.RopeTheta}
+		RMSEps: c.RMSEps, RopeTheta: c.RopeTheta, AttnIn: c.AttnIn(0)}
 }
 
 // bind allocates the parameters and names them; with drafting, only those
@@ -95,6 +124,9 @@ func (d *Draft) bind(drafting bool) {
 		byName[s.Name] = p
 	}
 	d.embNorm, d.w1, d.w2, d.wz = byName[draft.NameEmbedNorm], byName[draft.NameW1], byName[draft.NameW2], byName[draft.NameWz]
+	d.fc, d.fcBias = byName[draft.NameFC], byName[draft.NameFCBias]
+	d.hiddenNorm, d.inNorm = byName[draft.NameHiddenNorm], byName[draft.NameInputNorm]
+	d.outNorm, d.out = byName[draft.NameOutputNorm], byName[draft.NameOutput]
 	d.blocks = make([]block.Weights, c.Blocks)
 	for b := range d.blocks {
 		w := func(n string) *block.Weight {

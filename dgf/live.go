@@ -15,24 +15,34 @@ import (
 // otherwise.
 func (d *Draft) Clone(dev device.Device) (_ *Draft, err error) {
 	defer device.Catch(&err)
-	c := &Draft{Dev: dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
+	c := d.frozenTwin(dev)
 	if !device.SameMemory(dev, d.Dev) {
 		if c.Embd, err = dev.UploadMatrix(d.embdT); err != nil {
 			return nil, err
 		}
-		if c.Head, err = dev.UploadMatrix(d.headT); err != nil {
-			return nil, err
+		if d.headT != nil {
+			if c.Head, err = dev.UploadMatrix(d.headT); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c.bind(false)
 	return c, c.CopyWeights(d)
 }
 
+// frozenTwin is a draft of d's shape on dev with d's frozen parts (its
+// embeddings and head, its RoPE factors and vocabulary map) and no
+// parameters yet.
+func (d *Draft) frozenTwin(dev device.Device) *Draft {
+	return &Draft{Dev: dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT,
+		RopeFreqs: d.RopeFreqs, D2T: d.D2T}
+}
+
 // sibling is a new draft on d's device sharing d's frozen matrices, with
 // zero weights; in drafting form only when d is (DropFloat).
 func (d *Draft) sibling() (_ *Draft, err error) {
 	defer device.Catch(&err)
-	c := &Draft{Dev: d.Dev, C: d.C, Embd: d.Embd, Head: d.Head, embdT: d.embdT, headT: d.headT}
+	c := d.frozenTwin(d.Dev)
 	c.bind(d.DraftingOnly())
 	return c, nil
 }

@@ -2,6 +2,7 @@ package dgf
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"dovetail/block"
@@ -34,6 +35,7 @@ type Sequence struct {
 
 	outLogits, outPred [][]float32 // rows of the slabs
 	lgSlab, predSlab   []float32
+	headSlab           []float32       // a reduced vocabulary's logits before they are spread to the target's
 	outTop             [][]topk.Choice // rows of topSlab
 	topSlab            []topk.Choice
 
@@ -60,7 +62,7 @@ func (d *Draft) NewSequence(ctx int) *Sequence {
 		s.vc = append(s.vc, d.Dev.Alloc(ctx*d.C.KVDim()))
 	}
 	s.a = d.NewActs(seqRows, seqRows*d.C.Heads*ctx, false)
-	s.logits = d.Dev.Alloc(seqRows * d.C.Vocab)
+	s.logits = d.Dev.Alloc(seqRows * d.C.HeadVocab())
 	return s
 }
 
@@ -100,13 +102,15 @@ func (s *Sequence) Truncate(n int) error {
 	return nil
 }
 
-func (s *Sequence) check(features [][]float32, tokens []int) error {
+// check checks a pass's inputs: features width wide (the target's, or
+// the draft's own predicted ones), tokens in the vocabulary.
+func (s *Sequence) check(features [][]float32, tokens []int, width int) error {
 	if len(features) != len(tokens) {
 		return fmt.Errorf("draft: %d features for %d tokens", len(features), len(tokens))
 	}
 	for i, f := range features {
-		if len(f) != s.d.C.Hidden {
-			return fmt.Errorf("draft: feature %d has %d values, want %d", i, len(f), s.d.C.Hidden)
+		if len(f) != width {
+			return fmt.Errorf("draft: feature %d has %d values, want %d", i, len(f), width)
 		}
 		if tokens[i] < 0 || tokens[i] >= s.d.C.Vocab {
 			return fmt.Errorf("draft: token %d outside the vocabulary [0, %d)", tokens[i], s.d.C.Vocab)
@@ -142,11 +146,14 @@ func (s *Sequence) pass(features [][]float32, tokens, pos []int, slot int, at de
 		a.Blocks[b].K = dev.View(s.kc[b], slot*KV, n*KV)
 		a.Blocks[b].V = dev.View(s.vc[b], slot*KV, n*KV)
 	}
-	flat := make([]float32, 0, n*c.Hidden)
+	flat := make([]float32, 0, n*len(features[0]))
 	for _, f := range features {
 		flat = append(flat, f...)
 	}
-	dev.Upload(a.F, flat)
+	// A tree node reads its parent's predicted feature: for EAGLE-3 that
+	// is the layer's own state, narrower than the target's three.
+	a.Predicted = len(features[0]) != c.FeatureIn()
+	dev.Upload(dev.View(a.F, 0, len(flat)), flat)
 	at.Heads, at.KVHeads, at.HeadDim = c.Heads, c.KVHeads, c.HeadDim
 	d.Forward(a, tokens, pos, &cacheAttn{s: s, a: at})
 	return a
@@ -186,7 +193,7 @@ func (s *Sequence) Advance(features [][]float32, tokens []int) error {
 
 // commit runs Forward's positions and returns the last pass.
 func (s *Sequence) commit(features [][]float32, tokens []int) (*Acts, error) {
-	if err := s.check(features, tokens); err != nil {
+	if err := s.check(features, tokens, s.d.C.FeatureIn()); err != nil {
 		return nil, err
 	}
 	if len(tokens) == 0 {
@@ -222,16 +229,39 @@ func (s *Sequence) outputs(a *Acts, from, n, to int) {
 		}
 	}
 	lg := s.head(a, from, n, to)
-	s.d.Dev.Download(s.lgSlab[to*V:(to+n)*V], lg)
+	if s.d.D2T == nil {
+		s.d.Dev.Download(s.lgSlab[to*V:(to+n)*V], lg)
+		return
+	}
+	// A reduced vocabulary: the target's other tokens are never drafted.
+	hv := s.d.C.HeadVocab()
+	s.headSlab = slices.Grow(s.headSlab[:0], n*hv)[:n*hv]
+	s.d.Dev.Download(s.headSlab, lg)
+	for i := range n {
+		row := s.lgSlab[(to+i)*V : (to+i+1)*V]
+		for j := range row {
+			row[j] = float32(math.Inf(-1))
+		}
+		for j, t := range s.d.D2T {
+			row[t] = s.headSlab[i*hv+j]
+		}
+	}
 }
 
 // ranked is outputs with each row's logits ranked on the device: k
 // choices under softmax(scale·logits) into outTop[to, to+n).
 func (s *Sequence) ranked(a *Acts, from, n, to, k int, scale float32) {
-	k = min(k, s.d.C.Vocab)
+	hv := s.d.C.HeadVocab()
+	k = min(k, hv)
 	lg := s.head(a, from, n, to)
 	s.topSlab = slices.Grow(s.topSlab[:to*k], n*k)[:(to+n)*k] // keeps this call's earlier passes
-	s.d.Dev.TopK(s.topSlab[to*k:], lg, n, s.d.C.Vocab, k, scale)
+	s.d.Dev.TopK(s.topSlab[to*k:], lg, n, hv, k, scale)
+	if s.d.D2T != nil {
+		for i := range s.topSlab[to*k:] {
+			c := &s.topSlab[to*k+i]
+			c.Token = int(s.d.D2T[c.Token])
+		}
+	}
 	s.outTop = s.outTop[:0]
 	for i := range to + n {
 		s.outTop = append(s.outTop, s.topSlab[i*k:(i+1)*k:(i+1)*k])
@@ -242,7 +272,7 @@ func (s *Sequence) ranked(a *Acts, from, n, to, k int, scale float32) {
 // pass into outPred[to, to+n) and returns their logits, on the device.
 func (s *Sequence) head(a *Acts, from, n, to int) device.Buffer {
 	dev, c := s.d.Dev, s.d.C
-	H, V := c.Hidden, c.Vocab
+	H, V := c.Hidden, c.HeadVocab()
 	if len(s.outPred) < to+n {
 		s.predSlab = slices.Grow(s.predSlab[:len(s.outPred)*H], (to+n-len(s.outPred))*H)[:(to+n)*H]
 		s.outPred = s.outPred[:0]
@@ -252,7 +282,11 @@ func (s *Sequence) head(a *Acts, from, n, to int) device.Buffer {
 	}
 	out := dev.View(a.Out(), from*H, n*H)
 	lg := dev.View(s.logits, 0, n*V)
-	dev.MatMulFrozen(lg, out, s.d.Head, n)
+	var on device.Buffer
+	if a.ON != nil {
+		on = dev.View(a.ON, from*H, n*H)
+	}
+	s.d.Logits(lg, out, on, n, true)
 	dev.Download(s.predSlab[to*H:(to+n)*H], out)
 	return lg
 }
@@ -283,7 +317,7 @@ func (s *Sequence) ExtendTop(features [][]float32, tokens, parents []int, k int,
 // extend runs Extend's nodes, handing each pass of n rows, outputs [to,
 // to+n), to emit.
 func (s *Sequence) extend(features [][]float32, tokens, parents []int, emit func(a *Acts, n, to int)) error {
-	if err := s.check(features, tokens); err != nil {
+	if err := s.check(features, tokens, s.d.C.Hidden); err != nil {
 		return err
 	}
 	if len(parents) != len(tokens) {
