@@ -30,6 +30,8 @@ type Seq struct {
 	scratch                [][]float32 // attention, one per pool chunk
 	act                    actBuf
 	off                    OffloadSeq // the offloaded layers' part, or nil
+	aux                    []int      // Target.ExportLayers' layers, or nil
+	feat                   []float32  // their rows, 3·Hidden wide
 	yielded                time.Time  // see yield
 }
 
@@ -115,9 +117,11 @@ func (s *Seq) forward(tokens, parents []int, logitsFrom int) error {
 	}
 	for l := range f.cpuLayers() {
 		s.yield()
+		s.capture(l, b.n, x)
 		s.attention(l, b, x)
 		s.mlp(l, b.n, x)
 	}
+	s.capture(f.cpuLayers(), b.n, x) // the first offloaded layer's input
 	hidden := s.hidden[:b.n*H]
 	if logitsFrom < b.n && len(s.logits) < s.rows*c.Vocab {
 		s.logits = make([]float32, s.rows*c.Vocab)

@@ -65,7 +65,8 @@ func (t *Target) Forward(tokens []int) ([]float32, error) {
 }
 
 // ForwardFeatures is Forward that also returns every token's final hidden
-// state, which the batches compute anyway.
+// state, which the batches compute anyway (or, after ExportLayers, the
+// residual stream before the layers it names).
 func (t *Target) ForwardFeatures(tokens []int) ([]float32, [][]float32, error) {
 	t.features = t.features[:0]
 	lg, err := t.forward(tokens, true)
@@ -77,7 +78,7 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 	if keepHidden {
 		row = func(_ int, h []float32) error { t.features = append(t.features, slices.Clone(h)); return nil }
 	}
-	if err := t.prefill(tokens, true, row); err != nil {
+	if err := t.prefill(tokens, true, true, row); err != nil {
 		return nil, err
 	}
 	copy(t.last, t.s.logits[:len(t.last)])
@@ -90,13 +91,14 @@ func (t *Target) forward(tokens []int, keepHidden bool) ([]float32, error) {
 // call. No logits are computed: an embedding pools these and needs no
 // output layer. An error from each stops the pass and is returned.
 func (t *Target) Hidden(tokens []int, each func(pos int, hidden []float32) error) error {
-	return t.prefill(tokens, false, each)
+	return t.prefill(tokens, false, false, each)
 }
 
 // prefill runs tokens in batches of at most maxBatch and commits them.
 // With logits, the last token's are left in t.s.logits; row, when set, is
-// handed every token's final hidden state.
-func (t *Target) prefill(tokens []int, logits bool, row func(i int, hidden []float32) error) error {
+// handed every token's final hidden state, or with features its feature
+// row (see featureRows).
+func (t *Target) prefill(tokens []int, logits, features bool, row func(i int, hidden []float32) error) error {
 	if t.err != nil {
 		return t.err
 	}
@@ -106,7 +108,6 @@ func (t *Target) prefill(tokens []int, logits bool, row func(i int, hidden []flo
 	if t.Len()+len(tokens) > t.Context() {
 		return fmt.Errorf("context full: %d + %d tokens > %d", t.Len(), len(tokens), t.Context())
 	}
-	H := t.f.M.Config.Hidden
 	t.s.pending.Reset()
 	for lo := 0; lo < len(tokens); lo += maxBatch {
 		chunk := tokens[lo:min(lo+maxBatch, len(tokens))]
@@ -122,8 +123,12 @@ func (t *Target) prefill(tokens []int, logits bool, row func(i int, hidden []flo
 			t.s.pending.Reset()
 			return err
 		}
+		rows, w := t.s.hidden, t.f.M.Config.Hidden
+		if features {
+			rows, w = t.featureRows()
+		}
 		for i := 0; row != nil && i < len(chunk); i++ {
-			if err := row(lo+i, t.s.hidden[i*H:(i+1)*H]); err != nil {
+			if err := row(lo+i, rows[i*w:(i+1)*w]); err != nil {
 				t.s.pending.Reset()
 				return err
 			}
@@ -140,7 +145,8 @@ func (t *Target) prefill(tokens []int, logits bool, row func(i int, hidden []flo
 
 // Extend runs tree nodes after the committed tokens and the pending nodes
 // (see engine.Target) and returns each new node's logits and final
-// hidden state. The slices are reused by the next call.
+// hidden state (or, after ExportLayers, its exported layers' inputs). The
+// slices are reused by the next call.
 func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err error) {
 	c := t.f.M.Config
 	if t.err != nil {
@@ -155,24 +161,27 @@ func (t *Target) Extend(tokens, parents []int) (logits, hidden [][]float32, err 
 			return nil, nil, err
 		}
 		t.views, t.hviews = t.views[:0], t.hviews[:0]
+		rows, w := t.featureRows()
 		for i := range tokens {
 			t.views = append(t.views, t.s.logits[i*c.Vocab:(i+1)*c.Vocab])
-			t.hviews = append(t.hviews, t.s.hidden[i*c.Hidden:(i+1)*c.Hidden])
+			t.hviews = append(t.hviews, rows[i*w:(i+1)*w])
 		}
 		return t.views, t.hviews, nil
 	}
+	_, w := t.featureRows()
 	for len(t.treeLogits) < len(tokens) {
 		t.treeLogits = append(t.treeLogits, make([]float32, c.Vocab))
-		t.treeHidden = append(t.treeHidden, make([]float32, c.Hidden))
+		t.treeHidden = append(t.treeHidden, make([]float32, w))
 	}
 	for lo := 0; lo < len(tokens); lo += maxBatch {
 		hi := min(lo+maxBatch, len(tokens))
 		if err := t.s.forward(tokens[lo:hi], parents[lo:hi], 0); err != nil {
 			return nil, nil, err
 		}
+		rows, _ := t.featureRows()
 		for i := lo; i < hi; i++ {
 			copy(t.treeLogits[i], t.s.logits[(i-lo)*c.Vocab:(i-lo+1)*c.Vocab])
-			copy(t.treeHidden[i], t.s.hidden[(i-lo)*c.Hidden:(i-lo+1)*c.Hidden])
+			copy(t.treeHidden[i], rows[(i-lo)*w:(i-lo+1)*w])
 		}
 	}
 	return t.treeLogits[:len(tokens)], t.treeHidden[:len(tokens)], nil

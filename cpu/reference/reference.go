@@ -44,6 +44,9 @@ type State struct {
 	a                                 *acts
 	vis                               []int
 	pending                           pending.Tree
+	// Before, when set, is handed the residual stream before each layer
+	// runs (un-normed, valid during the call): what an EAGLE-3 draft reads.
+	Before func(layer int, x []float32)
 }
 
 // NewState allocates a sequence for the reference's context.
@@ -101,6 +104,9 @@ func (r *Reference) forward(s *State, token, slot, pos int, visible []int, logit
 		return err
 	}
 	for l := range r.M.Layers {
+		if s.Before != nil {
+			s.Before(l, s.x)
+		}
 		r.attention(s, l, slot, pos, visible)
 		r.mlp(s, l)
 	}
