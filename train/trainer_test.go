@@ -40,14 +40,17 @@ const fdEps = 1e-6
 // test through the draft's own predictions) against finite differences of
 // its loss, in float64.
 func TestGradDraft(t *testing.T) {
+	eagle := dgftest.TinyConfig
+	eagle.Kind, eagle.FCBias = draft.EAGLE1, true // EAGLE-1 trains as the DGF does: fc, its bias, the layers
 	for _, tc := range []struct {
 		unroll int
 		anchor float32
-	}{{1, 0}, {3, 0}, {2, 0.7}} {
+		c      draft.Config
+	}{{1, 0, dgftest.TinyConfig}, {3, 0, dgftest.TinyConfig}, {2, 0.7, dgftest.TinyConfig}, {1, 0, eagle}, {3, 0, eagle}} {
 		unroll := tc.unroll
 		rng := rand.New(rand.NewPCG(11, uint64(unroll)))
 		h := device.NewHost64(device.HostConfig{Threads: 2})
-		d, err := dgf.NewDraft(h, dgftest.TinyConfig, dgftest.FakeTarget(rng, dgftest.TinyConfig.Hidden, dgftest.TinyConfig.Vocab))
+		d, err := dgf.NewDraft(h, tc.c, dgftest.FakeTarget(rng, tc.c.Hidden, tc.c.Vocab))
 		if err != nil {
 			t.Fatal(err)
 		}
