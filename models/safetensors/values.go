@@ -67,3 +67,27 @@ func (t *Tensor) Bools() ([]bool, error) {
 	}
 	return v, nil
 }
+
+// NonFinite is the index of the first NaN or infinity of a float tensor,
+// or -1: checked on the stored bits, without converting the tensor.
+func (t *Tensor) NonFinite() int {
+	switch t.DType {
+	case "F32":
+		for i := 0; i+4 <= len(t.Data); i += 4 {
+			if binary.LittleEndian.Uint32(t.Data[i:])&0x7f800000 == 0x7f800000 {
+				return i / 4
+			}
+		}
+	case "F16", "BF16":
+		mask := uint16(0x7c00)
+		if t.DType == "BF16" {
+			mask = 0x7f80
+		}
+		for i := 0; i+2 <= len(t.Data); i += 2 {
+			if binary.LittleEndian.Uint16(t.Data[i:])&mask == mask {
+				return i / 2
+			}
+		}
+	}
+	return -1
+}

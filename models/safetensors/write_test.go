@@ -125,3 +125,23 @@ func TestWriteRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestNonFinite(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(-1))
+	cases := []struct {
+		t    *Tensor
+		want int
+	}{
+		{&Tensor{DType: "F32", Data: f32Bytes(1, 2, inf)}, 2},
+		{&Tensor{DType: "F32", Data: f32Bytes(1, math.MaxFloat32)}, -1},
+		{&Tensor{DType: "F16", Data: u16Bytes(quant.F32ToF16(1), quant.F32ToF16(nan))}, 1},
+		{&Tensor{DType: "F16", Data: u16Bytes(quant.F32ToF16(65504))}, -1},
+		{&Tensor{DType: "BF16", Data: u16Bytes(quant.F32ToBF16(inf), 0)}, 0},
+		{&Tensor{DType: "BF16", Data: u16Bytes(quant.F32ToBF16(3e38))}, -1},
+	}
+	for i, c := range cases {
+		if got := c.t.NonFinite(); got != c.want {
+			t.Errorf("case %d (%s): %d, want %d", i, c.t.DType, got, c.want)
+		}
+	}
+}
