@@ -27,22 +27,24 @@ func (c Config) RopeFreqs() []float32 {
 // llama3Factors: pairs whose wavelength is under the original context
 // over high_freq_factor keep their frequency, those above the context over
 // low_freq_factor are divided by factor, and those between are smoothed.
+// The converter's loop runs on float32 tensors, so this does its
+// arithmetic in float32 too.
 func llama3Factors(base float64, dim int, s RopeScaling) []float32 {
-	old := float64(s.OriginalContext)
-	lowWavelen, highWavelen := old/s.LowFreqFactor, old/s.HighFreqFactor
+	old := float32(s.OriginalContext)
+	low, high, factor := float32(s.LowFreqFactor), float32(s.HighFreqFactor), float32(s.Factor)
+	lowWavelen, highWavelen := float64(s.OriginalContext)/s.LowFreqFactor, float64(s.OriginalContext)/s.HighFreqFactor
 	f := make([]float32, dim/2)
 	for j := range f {
-		// torch computes the frequencies in float32.
-		freq := float64(float32(1 / math.Pow(base, float64(float32(2*j)/float32(dim)))))
-		wavelen := 2 * math.Pi / freq
+		freq := float32(1 / math.Pow(base, float64(float32(2*j)/float32(dim))))
+		wavelen := float32(2*math.Pi) / freq
 		switch {
-		case wavelen < highWavelen:
+		case float64(wavelen) < highWavelen:
 			f[j] = 1
-		case wavelen > lowWavelen:
-			f[j] = float32(s.Factor)
+		case float64(wavelen) > lowWavelen:
+			f[j] = factor
 		default:
-			smooth := (old/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
-			f[j] = float32(1 / ((1-smooth)/s.Factor + smooth))
+			smooth := (old/wavelen - low) / (high - low)
+			f[j] = 1 / ((1-smooth)/factor + smooth)
 		}
 	}
 	return f
