@@ -1,0 +1,148 @@
+package safetensors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Hugging Face's file names for a model's weights in a directory.
+const (
+	SingleFile = "model.safetensors"
+	IndexFile  = "model.safetensors.index.json"
+	pickleFile = "pytorch_model.bin"
+)
+
+// Dir is a model directory's weights: one file, or the shards an index
+// names, each tensor in exactly one of them.
+type Dir struct {
+	Path    string
+	Files   []*File
+	Tensors map[string]*Tensor
+}
+
+// OpenDir opens dir's model.safetensors, or the shards named by its
+// model.safetensors.index.json. Close releases them.
+func OpenDir(dir string) (*Dir, error) {
+	index := filepath.Join(dir, IndexFile)
+	if _, err := os.Stat(index); err == nil {
+		return openShards(dir, index)
+	}
+	single := filepath.Join(dir, SingleFile)
+	_, err := os.Stat(single)
+	switch {
+	case err == nil:
+		f, err := Open(single)
+		if err != nil {
+			return nil, err
+		}
+		return &Dir{Path: dir, Files: []*File{f}, Tensors: f.Tensors}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	return nil, missing(dir)
+}
+
+// missing explains a directory without safetensors weights; a PyTorch
+// pickle (EAGLE-1's and EAGLE-3's own releases) gets the conversion.
+func missing(dir string) error {
+	for _, name := range []string{pickleFile, pickleFile + ".index.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%s holds %s, PyTorch's pickle format, which Dovetail does not read: convert it to %s "+
+				"(python -c \"import torch; from safetensors.torch import save_file; "+
+				"save_file({k: v.contiguous() for k, v in torch.load('%s', map_location='cpu').items()}, '%s')\")",
+				dir, name, SingleFile, pickleFile, SingleFile)
+		}
+	}
+	return fmt.Errorf("%s: no %s or %s", dir, SingleFile, IndexFile)
+}
+
+// openShards opens the files an index names and checks that they hold
+// exactly the index's tensors, each once.
+func openShards(dir, index string) (*Dir, error) {
+	b, err := os.ReadFile(index)
+	if err != nil {
+		return nil, err
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("%s: not a safetensors index: %v", index, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: weight_map names no tensors", index)
+	}
+	d := &Dir{Path: dir, Tensors: map[string]*Tensor{}}
+	if err := d.openAll(index, idx.WeightMap); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Dir) openAll(index string, weightMap map[string]string) error {
+	files := map[string]*File{}
+	for _, name := range shardNames(weightMap) {
+		if name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+			return fmt.Errorf("%s: shard %q is not a file name in the directory", index, name)
+		}
+		f, err := Open(filepath.Join(d.Path, name))
+		if err != nil {
+			return err
+		}
+		d.Files = append(d.Files, f)
+		files[name] = f
+	}
+	for _, f := range d.Files {
+		for _, k := range f.Names() {
+			if prev, ok := d.Tensors[k]; ok {
+				return fmt.Errorf("%s: tensor %q is also in %s", f.Path, k, prev.File)
+			}
+			if weightMap[k] != filepath.Base(f.Path) {
+				return fmt.Errorf("%s: tensor %q is not the index's (%s names %q)", f.Path, k, IndexFile, weightMap[k])
+			}
+			d.Tensors[k] = f.Tensors[k]
+		}
+	}
+	for k, name := range weightMap {
+		if _, ok := d.Tensors[k]; !ok {
+			return fmt.Errorf("%s: tensor %q, which %s places there, is missing", files[name].Path, k, IndexFile)
+		}
+	}
+	return nil
+}
+
+// shardNames lists the distinct files of a weight map in name order.
+func shardNames(weightMap map[string]string) []string {
+	seen := map[string]bool{}
+	var s []string
+	for _, f := range weightMap {
+		if !seen[f] {
+			seen[f] = true
+			s = append(s, f)
+		}
+	}
+	sort.Strings(s)
+	return s
+}
+
+// Names lists the tensors in name order.
+func (d *Dir) Names() []string { return sortedNames(d.Tensors) }
+
+// Close releases every file.
+func (d *Dir) Close() error {
+	var first error
+	for _, f := range d.Files {
+		if err := f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	d.Files, d.Tensors = nil, nil
+	return first
+}
