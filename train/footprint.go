@@ -33,8 +33,14 @@ type Learn struct {
 // devices on ones that only count (device.NewCounter: as a GPU or the
 // host holds).
 func Measure(c draft.Config, m *models.Llama, ctx, sequences int, l *Learn, dd, td *device.Counter) (_ Footprint, err error) {
+	return MeasureEmbedding(c, m, nil, ctx, sequences, l, dd, td)
+}
+
+// MeasureEmbedding is Measure for a draft with embeddings of its own (an
+// EAGLE checkpoint's; nil: the target's, see dgf.NewDraftEmbedding).
+func MeasureEmbedding(c draft.Config, m *models.Llama, embd *models.Tensor, ctx, sequences int, l *Learn, dd, td *device.Counter) (_ Footprint, err error) {
 	defer device.Catch(&err)
-	d, err := dgf.NewDraft(dd, c, m)
+	d, err := dgf.NewDraftEmbedding(dd, c, m, embd)
 	if err != nil {
 		return Footprint{}, err
 	}

@@ -104,6 +104,11 @@ func startAdaptive(stopped func() bool, d *dgf.Draft, ck *draft.Checkpoint, wher
 	c := a.Engine
 	c.Mode = a.Mode
 	c.IdleThread = a.Idle && device.OnHost(trainDev)
+	if c.Mode == adapt.Off {
+		// Only the text memory learns (an EAGLE-3 draft): no records of
+		// features are kept, so none are held.
+		c.RecordBytes, c.Branches = 2*adapt.RecordBytes(d.C.Hidden), 0
+	}
 	if stopped() {
 		ad.live.Close()
 		return nil, errStopped

@@ -25,24 +25,25 @@ const (
 	DraftModel   // a smaller model of the same vocabulary
 	DraftDGF     // a Dovetail draft file
 	DraftScratch // a new DGF draft that learns from nothing
+	DraftEAGLE   // a published EAGLE-1/2 or EAGLE-3 checkpoint (a directory)
 )
 
-var draftKinds = [...]string{"auto", "none", "ngram", "model", "dgf", "scratch"}
+var draftKinds = [...]string{"auto", "none", "ngram", "model", "dgf", "scratch", "eagle"}
 
-// ParseDraft reads none, ngram, model:PATH, dgf:PATH, scratch or auto
-// ("" is none of them: an empty flag is a mistake, not a choice).
+// pathKinds are the choices that name a file or directory.
+var pathKinds = map[string]DraftKind{"model": DraftModel, "dgf": DraftDGF, "eagle": DraftEAGLE, "eagle3": DraftEAGLE}
+
+// ParseDraft reads none, ngram, model:PATH, dgf:PATH, eagle:PATH, scratch
+// or auto ("" is none of them: an empty flag is a mistake, not a choice).
+// eagle3:PATH is eagle:PATH: the checkpoint's config.json says which.
 func ParseDraft(s string) (DraftChoice, error) {
 	kind, arg, _ := strings.Cut(s, ":")
-	switch kind {
-	case "auto":
+	if kind == "auto" {
 		return DraftChoice{Kind: DraftAuto}, nil
-	case "model", "dgf":
+	}
+	if k, ok := pathKinds[kind]; ok {
 		if arg == "" {
 			return DraftChoice{}, fmt.Errorf("draft %q needs a path: %s:PATH", s, kind)
-		}
-		k := DraftModel
-		if kind == "dgf" {
-			k = DraftDGF
 		}
 		return DraftChoice{Kind: k, Path: arg}, nil
 	}
@@ -51,12 +52,12 @@ func ParseDraft(s string) (DraftChoice, error) {
 			return DraftChoice{Kind: DraftKind(k)}, nil
 		}
 	}
-	return DraftChoice{}, fmt.Errorf("draft %q: want none, ngram, model:PATH, dgf:PATH, scratch or auto", s)
+	return DraftChoice{}, fmt.Errorf("draft %q: want none, ngram, model:PATH, dgf:PATH, eagle:PATH, scratch or auto", s)
 }
 
 // String is the choice as --draft takes it.
 func (d DraftChoice) String() string {
-	if d.Kind == DraftModel || d.Kind == DraftDGF {
+	if d.Kind == DraftModel || d.Kind == DraftDGF || d.Kind == DraftEAGLE {
 		return draftKinds[d.Kind] + ":" + d.Path
 	}
 	return draftKinds[d.Kind]

@@ -87,8 +87,15 @@ func (r *Runner) openDrafting() (*drafting, error) {
 			d.drafters = append(d.drafters, &drafters.Ngram{})
 		}
 		return d, nil
-	case DraftModel:
-		return d, r.openModelDrafter(d, o.Draft.Path)
+	case DraftEAGLE:
+		return d, r.openEAGLE(d, o.Draft.Path)
+	case DraftModel, DraftDGF:
+		if isEAGLEDir(o.Draft.Path) {
+			return d, r.openEAGLE(d, o.Draft.Path)
+		}
+		if o.Draft.Kind == DraftModel {
+			return d, r.openModelDrafter(d, o.Draft.Path)
+		}
 	}
 	ck, where, err := r.dgfCheckpoint()
 	if err != nil {

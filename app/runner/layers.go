@@ -158,6 +158,12 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 			k = fit
 		}
 	}
+	if r.export != nil && k > L-r.export[2] {
+		// The EAGLE-3 draft reads the residual stream before its layers,
+		// which only the CPU's part hands out.
+		warn("--gpu-layers %d: the EAGLE-3 draft reads layer %d's input: %d layers go to the GPU", want, r.export[2], L-r.export[2])
+		k = L - r.export[2]
+	}
 	for ; k > 0; k /= 2 {
 		layers, err := offload.New(dev, m, L-k)
 		if err == nil {

@@ -27,6 +27,7 @@ type draftRequest struct {
 	base  Budget // the target's
 	cfg   draft.Config
 	m     *models.Llama
+	embd  *models.Tensor // the draft's own embeddings (an EAGLE checkpoint's; nil: the target's)
 	ctx   int
 	seqs  int
 	learn *train.Learn // nil: the draft does not adapt
@@ -62,7 +63,7 @@ func placeDraft(q draftRequest) (draftPlace, bool, error) {
 		if t.learn {
 			l = q.learn
 		}
-		fp, err := train.Measure(q.cfg, q.m, q.ctx, q.seqs, l, device.NewCounter(t.draftGPU), device.NewCounter(t.trainGPU))
+		fp, err := train.MeasureEmbedding(q.cfg, q.m, q.embd, q.ctx, q.seqs, l, device.NewCounter(t.draftGPU), device.NewCounter(t.trainGPU))
 		if err != nil {
 			return draftPlace{}, false, err
 		}

@@ -37,6 +37,9 @@ type Runner struct {
 	slots   []*Slot
 	draft   *drafting
 	plan    *plan.Planner
+	// export names the target layers an EAGLE-3 draft reads (nil: the
+	// final hidden state, as every other draft).
+	export *[3]int
 
 	// mu guards the slots' drafters and the draft's adaptation, which a
 	// draft starting in the background sets (dayzero.go).
@@ -107,6 +110,7 @@ func New(m *Model, o Options) (*Runner, error) {
 		r.closeSlots()
 		return nil, err
 	}
+	r.draft = d // openTarget names it
 	// The target's layers take the GPU memory the draft leaves.
 	if err := r.openTarget(n); err != nil {
 		d.close()
@@ -372,6 +376,11 @@ func (r *Runner) openTarget(slots int) error {
 		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
 		if err := s.target.Err(); err != nil {
 			return err
+		}
+		if r.export != nil {
+			if err := s.target.ExportLayers(*r.export); err != nil {
+				return fmt.Errorf("draft %s: %w", r.draft.info.Name, err)
+			}
 		}
 	}
 	return nil

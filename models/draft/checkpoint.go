@@ -44,6 +44,8 @@ const (
 	keyTarget   = keyPrefix + "target.name"
 	keyChecksum = keyPrefix + "checksum"
 	keyMeta     = keyPrefix + "meta."
+	keyKind     = keyPrefix + "kind" // absent: a DGF
+	keyFCBias   = keyPrefix + "fc_bias"
 )
 
 // configKeys maps each integer config value to its metadata key.
@@ -83,8 +85,8 @@ func (c *Checkpoint) writer() (*gguf.Writer, error) {
 	if err := c.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Config.Kind != DGF {
-		// An EAGLE draft lives in the checkpoint it was published as.
+	if c.Config.Kind == EAGLE3 {
+		// It never trains here: it lives in the checkpoint it was published as.
 		return nil, fmt.Errorf("draft: a %s draft is not saved as a Dovetail checkpoint", c.Config.Kind)
 	}
 	names, err := c.tensorOrder()
@@ -97,6 +99,12 @@ func (c *Checkpoint) writer() (*gguf.Writer, error) {
 	cfg := c.Config
 	for _, k := range configKeys(&cfg) {
 		w.Set(keyPrefix+k.key, *k.v)
+	}
+	if cfg.Kind == EAGLE1 {
+		// An adapted EAGLE-1 draft (fc and layers; the target's embeddings
+		// and head, as the DGF's).
+		w.Set(keyKind, cfg.Kind.String())
+		w.Set(keyFCBias, cfg.FCBias)
 	}
 	w.Set(keyPrefix+"rope.freq_base", cfg.RopeTheta)
 	w.Set(keyPrefix+"attention.layer_norm_rms_epsilon", cfg.RMSEps)
@@ -192,7 +200,18 @@ func checksumTensor(h interface{ Write([]byte) (int, error) }, name string, data
 // checksumHeader covers the shape and the target, so that a damaged
 // header reads as damage rather than as a draft for another model.
 func checksumHeader(h interface{ Write([]byte) (int, error) }, c Config, fingerprint string) {
-	checksumTensor(h, "header", []byte(fmt.Sprintf("%+v %s", c, fingerprint)))
+	// The DGF's fields as the checksum has always printed them, so that
+	// drafts saved before EAGLE's fields existed still check; an EAGLE
+	// draft's kind after them.
+	type dgfFields struct {
+		Hidden, Blocks, Heads, KVHeads, HeadDim, FFN, Vocab, Context int
+		RopeTheta, RMSEps                                            float32
+	}
+	head := fmt.Sprintf("%+v", dgfFields{c.Hidden, c.Blocks, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.Vocab, c.Context, c.RopeTheta, c.RMSEps})
+	if c.Kind != DGF {
+		head += fmt.Sprintf(" kind %s fc bias %t", c.Kind, c.FCBias)
+	}
+	checksumTensor(h, "header", []byte(head+" "+fingerprint))
 }
 
 func f32Bytes(v []float32) []byte {
@@ -252,6 +271,14 @@ func fromGGUF(f *gguf.File, keep bool) (*Checkpoint, error) {
 		return nil, bad("RoPE base or RMS epsilon missing")
 	}
 	c.Config.RopeTheta, c.Config.RMSEps = float32(theta), float32(eps)
+	switch kind, _ := f.String(keyKind); kind {
+	case "", DGF.String():
+	case EAGLE1.String():
+		c.Config.Kind = EAGLE1
+		c.Config.FCBias, _ = f.Bool(keyFCBias)
+	default:
+		return nil, bad("draft kind %q: want %s or %s", kind, DGF, EAGLE1)
+	}
 	if err := c.Config.Validate(); err != nil {
 		return nil, bad("%v", err)
 	}

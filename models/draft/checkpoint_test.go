@@ -187,3 +187,31 @@ func TestConfigShapes(t *testing.T) {
 		t.Error("odd head dimension accepted")
 	}
 }
+
+// An adapted EAGLE-1 draft saves and loads as a DGF does, its kind and
+// fc's bias kept; an EAGLE-3 draft (which never trains here) is refused.
+func TestEAGLECheckpoints(t *testing.T) {
+	e1 := small
+	e1.Kind, e1.FCBias = EAGLE1, true
+	ck := &Checkpoint{Config: e1, Fingerprint: "0123456789abcdef0123456789abcdef", Tensors: map[string][]float32{}}
+	for _, s := range e1.Shapes() {
+		ck.Tensors[s.Name] = make([]float32, s.Size())
+	}
+	path := filepath.Join(t.TempDir(), "e1.gguf")
+	if err := ck.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config != e1 {
+		t.Fatalf("loaded %+v, saved %+v", got.Config, e1)
+	}
+	e3 := small
+	e3.Kind, e3.Blocks = EAGLE3, 1
+	ck3 := &Checkpoint{Config: e3, Fingerprint: ck.Fingerprint, Tensors: map[string][]float32{}}
+	if err := ck3.WriteFile(filepath.Join(t.TempDir(), "e3.gguf")); err == nil || !strings.Contains(err.Error(), "eagle3") {
+		t.Fatalf("an EAGLE-3 checkpoint: %v, want a refusal naming it", err)
+	}
+}

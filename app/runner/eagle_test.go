@@ -1,0 +1,127 @@
+package runner
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"dovetail/engine"
+	"dovetail/engine/adapt"
+	"dovetail/engine/tree"
+	"dovetail/internal/golden"
+	"dovetail/models/draft"
+	"dovetail/models/eagle/eagletest"
+)
+
+// writeEagle writes a synthetic EAGLE checkpoint in the published layout
+// for m into a directory of the test's and returns it.
+func writeEagle(t testing.TB, m *Model, s eagletest.Spec) string {
+	t.Helper()
+	s.Target = m.Config()
+	dir := filepath.Join(t.TempDir(), "eagle-"+s.Kind.String())
+	if err := eagletest.Write(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Published EAGLE drafts (synthetic weights in the published layouts) draft
+// for the target: greedy output equals the target's alone, sampled output
+// equals it per seed, every slot drafts, and the info names the kind. An
+// EAGLE-3 draft reads three layers the target exports; one with its own
+// reduced vocabulary proposes only tokens of it.
+func TestEAGLEDrafts(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	o := options(t)
+	o.Draft, o.Plan = DraftChoice{Kind: DraftNone}, false
+	base := start(t, m, o)
+	plain, _ := greedy(t, base, "Lily and Tom", 40)
+	sampled := sample(t, base, "Once upon a time", 40, 7)
+	base.Close()
+	for _, c := range []struct {
+		name  string
+		spec  eagletest.Spec
+		adapt adapt.Mode
+		spec0 string // the --draft prefix
+	}{
+		{"eagle1", eagletest.Spec{Kind: draft.EAGLE1, FCBias: true, Seed: 1}, adapt.Off, "eagle:"},
+		{"eagle1-adapting", eagletest.Spec{Kind: draft.EAGLE1, FCBias: true, Seed: 2, DType: "F16"}, adapt.Background, "dgf:"},
+		{"eagle3", eagletest.Spec{Kind: draft.EAGLE3, Seed: 3, DType: "BF16", Shards: 2}, adapt.Off, "eagle3:"},
+		{"eagle3-reduced", eagletest.Spec{Kind: draft.EAGLE3, Seed: 4, DraftVocab: 200, Embed: true}, adapt.Background, "model:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeEagle(t, m, c.spec)
+			o := options(t)
+			o.Draft, o.Plan, o.Slots, o.Greedy, o.Tree = mustDraft(t, c.spec0+dir), false, 2, true, tree.Laptop
+			o.Adapt = quickAdapt()
+			o.Adapt.Mode = c.adapt
+			r := start(t, m, o)
+			info := r.Draft()
+			if want := c.spec.Kind.String() + ":" + dir; info.Name != want {
+				t.Fatalf("drafts with %+v, want %s", info, want)
+			}
+			for i := range r.Slots() {
+				out, st := greedySlot(t, r, i, "Lily and Tom", 40)
+				if !slices.Equal(out, plain) {
+					t.Fatalf("slot %d: %v, the target alone %v", i, out, plain)
+				}
+				if st.Rounds == 0 || st.DraftTime == 0 {
+					t.Fatalf("slot %d: %d rounds, drafting took %v: the draft did not draft", i, st.Rounds, st.DraftTime)
+				}
+			}
+			if got := sample(t, r, "Once upon a time", 40, 7); !slices.Equal(got, sampled) {
+				t.Fatalf("sampled with seed 7: %v, the target alone %v", got, sampled)
+			}
+		})
+	}
+}
+
+// An EAGLE draft of another model is refused with one line naming both
+// models; a directory that is not one says what it lacks.
+func TestEAGLEMismatch(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	other := open(t, "tinystories656K-f32.gguf")
+	dir := writeEagle(t, other, eagletest.Spec{Kind: draft.EAGLE3, Seed: 1})
+	o := options(t)
+	o.Draft = mustDraft(t, "eagle:"+dir)
+	_, err := New(m, o)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "hidden") {
+		t.Fatalf("an EAGLE draft of another model: %v, want one line naming it and the sizes", err)
+	}
+	o.Draft = mustDraft(t, "eagle:"+t.TempDir())
+	if _, err := New(m, o); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("an empty directory: %v, want one line", err)
+	}
+	o.Draft = mustDraft(t, "eagle:"+golden.ModelPath("stories260K-f32.gguf"))
+	if _, err := New(m, o); err == nil {
+		t.Fatal("a GGUF file was taken for an EAGLE checkpoint")
+	}
+}
+
+// greedySlot is greedy on slot i.
+func greedySlot(t testing.TB, r *Runner, i int, prompt string, n int) ([]int, engine.Stats) {
+	t.Helper()
+	m := r.Model()
+	var out []int
+	req := engine.Request{Prompt: m.Tok.Encode(prompt, true, false), MaxTokens: n, Stop: m.Tok.IsEOG}
+	st, err := r.Slot(i).Generate(context.Background(), req, func(tok int) error { out = append(out, tok); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
+// sample generates n tokens of prompt at temperature 0.8 with seed.
+func sample(t testing.TB, r *Runner, prompt string, n int, seed uint64) []int {
+	t.Helper()
+	m := r.Model()
+	var out []int
+	req := engine.Request{Prompt: m.Tok.Encode(prompt, true, false), MaxTokens: n, Stop: m.Tok.IsEOG,
+		Sampler: engine.SamplerParams{Temperature: 0.8, Seed: seed}}
+	if _, err := r.Slot(0).Generate(context.Background(), req, func(tok int) error { out = append(out, tok); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
