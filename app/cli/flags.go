@@ -44,8 +44,9 @@ func (f *modelFlags) register(c *cobra.Command, draftHelp string) {
 
 // draftHelp is --draft's help.
 const draftHelp = "speculative decoding: none, ngram (prompt lookup), model:PATH (a smaller GGUF of the same vocabulary), " +
-	"dgf:PATH (a Dovetail draft), scratch (a new one that learns), or auto (the model's saved or shipped draft; " +
-	"with --adapt background, a new one that learns when it has none)"
+	"dgf:PATH (a Dovetail draft), eagle:PATH (a published EAGLE-1/2 or EAGLE-3 draft: a directory with config.json and " +
+	"safetensors), scratch (a new one that learns), or auto (an EAGLE draft pulled for the model, else its saved or shipped " +
+	"draft; with --adapt background, a new one that learns when it has none)"
 
 // options turns the flags into the runner's options, notices going to
 // stderr as they come.

@@ -44,7 +44,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"serve", "--keep-alive", "5"}, `--keep-alive "5": want a duration`},
 		{[]string{"run", "--nope"}, "unknown flag: --nope"},
 		{[]string{"run", "-p", "x", "--temp", "-1"}, "--temp -1: want a value in [0, 100]"},
-		{[]string{"run", "-p", "x", "--draft", ""}, `--draft "": want none, ngram, model:PATH, dgf:PATH, scratch or auto`},
+		{[]string{"run", "-p", "x", "--draft", ""}, `--draft "": want none, ngram, model:PATH, dgf:PATH, eagle:PATH, scratch or auto`},
 		{[]string{"run", "-p", "x", "--device", ""}, `--device "": want auto, cpu or cuda[:N]`},
 		{[]string{"distill", "--self", "2", "-o", "x.gguf", "--device", ""}, `--device "": want auto, cpu or cuda[:N]`},
 		{[]string{"bench", "adapt", "--csv", "x.csv", "--draft", ""}, `--draft ""`},

@@ -10,13 +10,14 @@ import (
 // one included, is an error that names it and the choices.
 func TestParseChoices(t *testing.T) {
 	for spec, want := range map[string]string{"auto": "auto", "none": "none", "ngram": "ngram",
-		"scratch": "scratch", "model:m.gguf": "model:m.gguf", "dgf:/a/b:c.gguf": "dgf:/a/b:c.gguf"} {
+		"scratch": "scratch", "model:m.gguf": "model:m.gguf", "dgf:/a/b:c.gguf": "dgf:/a/b:c.gguf",
+		"eagle:/d/EAGLE3-8B": "eagle:/d/EAGLE3-8B", "eagle3:/d/x": "eagle:/d/x"} {
 		d, err := ParseDraft(spec)
 		if err != nil || d.String() != want {
 			t.Errorf("draft %q: %v, %v; want %s", spec, d, err, want)
 		}
 	}
-	for _, bad := range []string{"", "model", "dgf:", "eagle"} {
+	for _, bad := range []string{"", "model", "dgf:", "eagle", "eagle3:"} {
 		if d, err := ParseDraft(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "auto") && !strings.Contains(err.Error(), "needs a path") {
 			t.Errorf("draft %q: %v, %v", bad, d, err)
 		}
