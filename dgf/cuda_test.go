@@ -6,26 +6,41 @@ import (
 	"slices"
 	"testing"
 
+	"dovetail/device"
 	"dovetail/device/cuda"
 	"dovetail/device/cuda/cudatest"
 	"dovetail/dgf/dgftest"
+	"dovetail/models/draft"
 )
 
 // A draft on CUDA drafts as on the host from the same weights: a prefix,
 // then two levels of a tree (train's TestCUDATrainingMatchesHost trains
-// them side by side).
+// them side by side). The same for EAGLE-1 and EAGLE-3 drafts (without
+// RoPE frequency factors, which only the host device scales by).
 func TestCUDADraftMatchesHost(t *testing.T) {
 	dev := cudatest.Device(t)
+	for _, c := range []draft.Config{dgftest.TinyConfig, eagle1Tiny, eagle3Tiny} {
+		t.Run(c.Kind.String(), func(t *testing.T) {
+			ref := newDraft32(t, c, 17)
+			if c.Kind != draft.DGF {
+				ref = newEagle(t, c, 17)
+				ref.RopeFreqs = nil
+			}
+			checkCUDADraft(t, dev, ref)
+		})
+	}
+}
+
+func checkCUDADraft(t *testing.T, dev device.Device, ref *Draft) {
 	const tol = 1e-3
-	c := dgftest.TinyConfig
-	ref := newDraft32(t, c, 17)
+	c := ref.C
 	d, err := ref.Clone(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Free()
 	rng := rand.New(rand.NewPCG(17, 17))
-	w := dgftest.RandWindow(rng, 12, c.Hidden, c.Vocab, 1)
+	w := dgftest.RandWindow(rng, 12, c.FeatureIn(), c.Vocab, 1)
 	sd, sr := d.NewSequence(0), ref.NewSequence(0)
 	defer sd.Free()
 	defer sr.Free()

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"dovetail/app/runner/store"
+	"dovetail/device"
 	"dovetail/dgf"
 	"dovetail/engine/adapt"
 	"dovetail/models/draft"
@@ -49,7 +50,7 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
 	}
-	p, ok, err := r.placeEAGLE(q)
+	p, gdev, ok, err := r.placeEAGLE(q)
 	if err != nil || !ok {
 		ck.Close()
 		if err == nil {
@@ -58,7 +59,7 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 		}
 		return err
 	}
-	devs, err := openPlaced(p, nil, o.Device.Ordinal, r.per, o.Adapt.Threads)
+	devs, err := openPlaced(p, gdev, o.Device.Ordinal, r.per, o.Adapt.Threads)
 	if err != nil {
 		ck.Close()
 		return err
@@ -73,13 +74,27 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 	return nil
 }
 
-// placeEAGLE places an EAGLE draft on the CPU (a GPU takes it once CUDA
-// runs its formats; see the GPU issue) within the budget: learning when
-// it may, else drafting alone.
-func (r *Runner) placeEAGLE(q draftRequest) (draftPlace, bool, error) {
-	q.room, q.onCPU = nil, true
-	q.onGPU = false
-	return placeDraft(q)
+// placeEAGLE places an EAGLE draft as a DGF draft is placed (placeDraft:
+// a GPU for a large one, learning where it may), and returns the GPU it
+// opened for it (nil: none, or not used).
+func (r *Runner) placeEAGLE(q draftRequest) (draftPlace, device.Device, bool, error) {
+	var gdev device.Device
+	if !q.onCPU && (q.cfg.Hidden*q.cfg.Vocab >= gpuMinHead || q.onGPU) {
+		var err error
+		if gdev, err = openGPU(r.opts.Device, r.notify); err != nil {
+			return draftPlace{}, nil, false, err
+		}
+		if gdev != nil {
+			free, _ := gdev.MemInfo()
+			q.room = &gpuRoom{name: gdev.Name(), free: free}
+		}
+	}
+	p, ok, err := placeDraft(q)
+	if (err != nil || !ok) && gdev != nil {
+		gdev.Close()
+		gdev = nil
+	}
+	return p, gdev, ok, err
 }
 
 // startEAGLE builds the draft from ck on devs and a drafter per slot
@@ -98,11 +113,18 @@ func (r *Runner) startEAGLE(d *drafting, devs draftDevices, ck *eagle.Checkpoint
 		return fail(err)
 	}
 	dr.RopeFreqs, dr.D2T = ck.RopeFreqs, ck.D2T
-	if err := dr.Load(&draft.Checkpoint{Config: ck.Config, Tensors: ck.Tensors}); err != nil {
+	name := ck.Config.Kind.String() + ":" + where
+	// As a loaded draft (not a new one), started as the published one; or
+	// where adaptation left it, when this draft was adapted before.
+	from := &draft.Checkpoint{Config: ck.Config, Tensors: ck.Tensors, Meta: map[string]string{store.MetaStartedAs: name}}
+	if saved := r.adaptedEAGLE(name, ck.Config); learns && saved != nil {
+		from = saved
+	}
+	if err := dr.Load(from); err != nil {
 		dr.Free()
 		return fail(err)
 	}
-	ck.Tensors = nil // on the device now
+	ck.Tensors, from.Tensors = nil, nil // on the device now
 	a := o.Adapt
 	if !learns {
 		a.Mode = adapt.Off
@@ -110,14 +132,11 @@ func (r *Runner) startEAGLE(d *drafting, devs draftDevices, ck *eagle.Checkpoint
 			r.notify(Notice{Text: "an EAGLE-3 draft does not train online: the text memory learns from your text"})
 		}
 	}
-	name := ck.Config.Kind.String() + ":" + where
 	d.info = DraftInfo{Name: name, Device: devs.drafter.Name(), Adapt: a.Mode}
 	trainDev := devs.trainer
 	if trainDev == nil {
 		trainDev = devs.drafter // a learner that never trains allocates nothing there
 	}
-	// As a loaded draft (not a new one), started as the published one.
-	from := &draft.Checkpoint{Config: ck.Config, Meta: map[string]string{store.MetaStartedAs: name}}
 	ad, err := startAdaptive(nil, dr, from, name, r.model, trainDev, r.ctx, len(r.slots), o.Greedy, a, r.store, r.notify)
 	if err != nil {
 		ck.Close()
@@ -137,4 +156,15 @@ func (r *Runner) startEAGLE(d *drafting, devs draftDevices, ck *eagle.Checkpoint
 	d.adaptive = ad
 	d.closers = append(d.closers, ad.close)
 	return nil
+}
+
+// adaptedEAGLE is the draft adaptation saved for the target when it
+// started as the EAGLE draft name and still has its shape (nil: none):
+// an adapted EAGLE-1 draft goes on from where it was.
+func (r *Runner) adaptedEAGLE(name string, c draft.Config) *draft.Checkpoint {
+	ck, _ := r.savedDraft(false)
+	if ck == nil || ck.Meta[store.MetaStartedAs] != name || ck.Config != c {
+		return nil
+	}
+	return ck
 }

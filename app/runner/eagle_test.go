@@ -4,9 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"dovetail/app/runner/store"
 	"dovetail/engine"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
@@ -124,4 +126,49 @@ func sample(t testing.TB, r *Runner, prompt string, n int, seed uint64) []int {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// An EAGLE-1 draft adapts online as a DGF does: versions are published,
+// the adapted weights and the text memory are saved at Close, and the
+// next runner with the same --draft goes on from the saved version (an
+// EAGLE-3 draft keeps its weights and remembers text).
+func TestEAGLEAdaptsAndResumes(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	dir := writeEagle(t, m, eagletest.Spec{Kind: draft.EAGLE1, FCBias: true, Seed: 5})
+	o := options(t)
+	o.Draft, o.Adapt, o.Plan, o.Greedy, o.Tree = mustDraft(t, "eagle:"+dir), quickAdapt(), false, true, tree.Laptop
+	r := start(t, m, o)
+	if info := r.Draft(); info.Adapt != adapt.Background || info.Trainer == "" {
+		t.Fatalf("an EAGLE-1 draft with adaptation on: %+v", info)
+	}
+	adaptUntilPublished(t, r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := draft.Load(o.Store.DraftPath(m.Fingerprint))
+	if err != nil {
+		t.Fatalf("adapted EAGLE-1 draft not saved: %v", err)
+	}
+	if ck.Config.Kind != draft.EAGLE1 || ck.Meta[store.MetaStartedAs] != "eagle:"+dir {
+		t.Fatalf("saved %v started as %q", ck.Config.Kind, ck.Meta[store.MetaStartedAs])
+	}
+	saved, _ := strconv.Atoi(ck.Meta[store.MetaVersion])
+	r2 := start(t, m, o)
+	if v := adaptVersion(t, r2); v != saved || v == 0 {
+		t.Fatalf("the next runner drafts with version %d, saved %d", v, saved)
+	}
+
+	dir3 := writeEagle(t, m, eagletest.Spec{Kind: draft.EAGLE3, Seed: 6})
+	o3 := options(t)
+	o3.Draft, o3.Adapt, o3.Plan, o3.Greedy, o3.Tree = mustDraft(t, "eagle:"+dir3), quickAdapt(), false, true, tree.Laptop
+	r3 := start(t, m, o3)
+	if info := r3.Draft(); info.Adapt != adapt.Off || info.Trainer != "" {
+		t.Fatalf("an EAGLE-3 draft: %+v, want no trainer", info)
+	}
+	for range 3 {
+		greedy(t, r3, "Lily and Tom went to the park", 30)
+	}
+	if mem := r3.draft.adaptive.adapter.Memory(); mem == nil || mem.Len() == 0 {
+		t.Fatal("the EAGLE-3 draft's text memory remembered nothing")
+	}
 }
