@@ -9,6 +9,7 @@ require (
 	github.com/google/go-cmp v0.7.0
 	github.com/klauspost/cpuid/v2 v2.4.2
 	github.com/nikolalohinski/gonja/v2 v2.9.1
+	github.com/nlpodyssey/gopickle v0.3.0
 	github.com/ollama/ollama v0.17.4
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/prometheus/client_golang v1.25.0

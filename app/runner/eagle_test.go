@@ -52,6 +52,7 @@ func TestEAGLEDrafts(t *testing.T) {
 		{"eagle1-adapting", eagletest.Spec{Kind: draft.EAGLE1, FCBias: true, Seed: 2, DType: "F16"}, adapt.Background, "dgf:"},
 		{"eagle3", eagletest.Spec{Kind: draft.EAGLE3, Seed: 3, DType: "BF16", Shards: 2}, adapt.Off, "eagle3:"},
 		{"eagle3-reduced", eagletest.Spec{Kind: draft.EAGLE3, Seed: 4, DraftVocab: 200, Embed: true}, adapt.Background, "model:"},
+		{"eagle1-pytorch", eagletest.Spec{Kind: draft.EAGLE1, Seed: 5, DType: "F16", PyTorch: true}, adapt.Off, "eagle:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeEagle(t, m, c.spec)

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"dovetail/models/draft"
-	"dovetail/models/safetensors"
 )
 
 // Config is what a draft's config.json and its fc tensor say about it.
@@ -194,7 +193,7 @@ func ropeScaling(ropeType, typ string, factor, low, high float64, orig int) (Rop
 // readFC reads fc's shape and bias from the weights' header: the kind when
 // config.json does not say EAGLE-3.
 func (c *Config) readFC() error {
-	d, err := safetensors.OpenDir(c.Dir)
+	d, err := openWeights(c.Dir, false)
 	if err != nil {
 		return err
 	}

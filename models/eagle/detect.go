@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-
-	"dovetail/models/safetensors"
 )
 
 // IsCheckpoint says whether dir looks like an EAGLE draft: a config.json,
@@ -17,7 +15,7 @@ func IsCheckpoint(dir string) bool {
 	if err != nil || !json.Valid(b) {
 		return false
 	}
-	d, err := safetensors.OpenDir(dir)
+	d, err := openWeights(dir, false)
 	if err != nil {
 		return false
 	}

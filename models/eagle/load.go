@@ -52,7 +52,7 @@ func Load(dir string, target models.Config) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := safetensors.OpenDir(dir)
+	files, err := openWeights(dir, true)
 	if err != nil {
 		return nil, err
 	}

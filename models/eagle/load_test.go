@@ -8,7 +8,6 @@ import (
 	"dovetail/models"
 	"dovetail/models/draft"
 	"dovetail/models/eagle/eagletest"
-	"dovetail/models/safetensors"
 )
 
 // tiny is a target small enough to write checkpoints for in a test.
@@ -52,8 +51,10 @@ func TestLoadRoundTrip(t *testing.T) {
 		{Kind: draft.EAGLE3},
 		{Kind: draft.EAGLE3, DType: "BF16", DraftVocab: 40, Embed: true, Shards: 2},
 		{Kind: draft.EAGLE3, DType: "F16", DraftVocab: 60, VLLM: true},
+		{Kind: draft.EAGLE1, FCBias: true, DType: "F16", PyTorch: true},
+		{Kind: draft.EAGLE3, DType: "BF16", DraftVocab: 40, Embed: true, Shards: 2, PyTorch: true},
 	} {
-		name := fmt.Sprintf("%v-%s-layers%d-shards%d-vocab%d-vllm%v", s.Kind, s.DType, s.Layers, s.Shards, s.DraftVocab, s.VLLM)
+		name := fmt.Sprintf("%v-%s-layers%d-shards%d-vocab%d-vllm%v-pytorch%v", s.Kind, s.DType, s.Layers, s.Shards, s.DraftVocab, s.VLLM, s.PyTorch)
 		t.Run(name, func(t *testing.T) {
 			s.Seed = 7
 			dir := write(t, s)
@@ -74,7 +75,7 @@ func checkLoaded(t *testing.T, ck *Checkpoint, s eagletest.Spec) {
 	if c.Kind != s.Kind || c.FCBias != s.FCBias || c.Blocks != max(s.Layers, 1) || c.Context != 256 {
 		t.Fatalf("config %+v", c)
 	}
-	files, err := safetensors.OpenDir(ck.Dir)
+	files, err := openWeights(ck.Dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}

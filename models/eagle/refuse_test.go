@@ -177,8 +177,8 @@ func TestLoadRefusesFiles(t *testing.T) {
 	dir := write(t, eagletest.Spec{Kind: draft.EAGLE1})
 	os.Remove(filepath.Join(dir, safetensors.SingleFile))
 	os.WriteFile(filepath.Join(dir, "pytorch_model.bin"), []byte("PK"), 0o644)
-	if _, err := Load(dir, tiny()); err == nil || !strings.Contains(err.Error(), "PyTorch's pickle format, which Dovetail does not read") {
-		t.Errorf("pickle: %v", err)
+	if _, err := Load(dir, tiny()); err == nil || !strings.Contains(err.Error(), "pytorch_model.bin: not a PyTorch zip checkpoint") {
+		t.Errorf("a broken PyTorch checkpoint: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"hidden_size": "big"}`), 0o644)
 	if _, err := Load(dir, tiny()); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "config.json")) {

@@ -49,11 +49,12 @@ func OpenDir(dir string) (*Dir, error) {
 }
 
 // missing explains a directory without safetensors weights; a PyTorch
-// pickle (EAGLE-1's and EAGLE-3's own releases) gets the conversion.
+// pickle gets the conversion (package torchbin reads one where a caller
+// takes both, as package eagle does).
 func missing(dir string) error {
 	for _, name := range []string{pickleFile, pickleFile + ".index.json"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return fmt.Errorf("%s holds %s, PyTorch's pickle format, which Dovetail does not read: convert it to %s "+
+			return fmt.Errorf("%s holds %s, PyTorch's pickle format, not safetensors: convert it to %s "+
 				"(python -c \"import torch; from safetensors.torch import save_file; "+
 				"save_file({k: v.contiguous() for k, v in torch.load('%s', map_location='cpu').items()}, '%s')\")",
 				dir, name, SingleFile, pickleFile, SingleFile)

@@ -98,7 +98,7 @@ func TestOpenDirPickle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := OpenDir(dir)
-	if err == nil || !strings.Contains(err.Error(), "PyTorch's pickle format, which Dovetail does not read") ||
+	if err == nil || !strings.Contains(err.Error(), "PyTorch's pickle format, not safetensors") ||
 		!strings.Contains(err.Error(), "safetensors.torch import save_file") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("%v", err)
 	}

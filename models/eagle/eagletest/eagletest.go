@@ -18,6 +18,7 @@ import (
 	"dovetail/models"
 	"dovetail/models/draft"
 	"dovetail/models/safetensors"
+	"dovetail/models/torchbin"
 	"dovetail/quant"
 )
 
@@ -36,6 +37,10 @@ type Spec struct {
 	// VLLM names the layer "layers.0." and prefixes "model." (vLLM's and
 	// NVIDIA's layout) instead of SpecForge's "midlayer.".
 	VLLM bool
+	// PyTorch writes pytorch_model.bin (torch.save's zip; shards:
+	// pytorch_model-0000k-of-0000n.bin and their index), as EAGLE's own
+	// releases are published, instead of safetensors.
+	PyTorch bool
 	// Config is merged into config.json (a nil value removes the key).
 	Config map[string]any
 	// Edit changes the tensors before they are written.
@@ -58,9 +63,12 @@ func Write(dir string, s Spec) error {
 		return err
 	}
 	if s.Shards <= 1 {
+		if s.PyTorch {
+			return torchbin.Write(filepath.Join(dir, torchbin.FileName), ts)
+		}
 		return safetensors.Write(filepath.Join(dir, safetensors.SingleFile), ts, map[string]string{"format": "pt"})
 	}
-	return writeShards(dir, ts, s.Shards)
+	return writeShards(dir, ts, s.Shards, s.PyTorch)
 }
 
 func (s Spec) layers() int {
@@ -114,15 +122,25 @@ func writeConfig(dir string, s Spec) error {
 
 // writeShards splits the tensors into n files in order and writes the
 // index that names them.
-func writeShards(dir string, ts []*safetensors.Tensor, n int) error {
+func writeShards(dir string, ts []*safetensors.Tensor, n int, pytorch bool) error {
 	weightMap := map[string]string{}
+	index, pattern := safetensors.IndexFile, "model-%05d-of-%05d.safetensors"
+	if pytorch {
+		index, pattern = torchbin.IndexName, "pytorch_model-%05d-of-%05d.bin"
+	}
 	for k := range n {
-		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", k+1, n)
+		name := fmt.Sprintf(pattern, k+1, n)
 		part := ts[k*len(ts)/n : (k+1)*len(ts)/n]
 		for _, t := range part {
 			weightMap[t.Name] = name
 		}
-		if err := safetensors.Write(filepath.Join(dir, name), part, map[string]string{"format": "pt"}); err != nil {
+		var err error
+		if pytorch {
+			err = torchbin.Write(filepath.Join(dir, name), part)
+		} else {
+			err = safetensors.Write(filepath.Join(dir, name), part, map[string]string{"format": "pt"})
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -130,7 +148,7 @@ func writeShards(dir string, ts []*safetensors.Tensor, n int) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, safetensors.IndexFile), func(w io.Writer) error { _, err := w.Write(b); return err })
+	return atomicfile.Write(filepath.Join(dir, index), func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
 // gen makes the random values.
