@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -32,15 +33,16 @@ func (p repoPart) digest() string {
 }
 
 // pullDraft pulls hf.co/ORG/REPO as an EAGLE draft when its config.json
-// describes one. notDraft says why it is none (no config.json, or one of
-// another model), for the GGUF pull tried instead.
+// describes one. Otherwise m.Draft is nil, and notDraft says what the
+// config describes instead ("" without a config.json: a GGUF repository
+// has none), for the GGUF pull tried instead.
 func pullDraft(ctx context.Context, f *fetcher, baseURL, dir string, r Ref, o Options) (m Model, notDraft string, err error) {
 	df := *f
 	df.name = draftName(r)
 	f = &df
 	config, err := f.head(ctx, fileURL(baseURL, withFile(r, "config.json")))
 	if errors.Is(err, ErrNotFound) {
-		return Model{}, "it has no config.json", nil
+		return Model{}, "", nil
 	}
 	if err != nil {
 		return Model{}, "", err
@@ -146,6 +148,7 @@ func shardFiles(name string, index []byte) ([]string, error) {
 		seen[s] = true
 		out = append(out, s)
 	}
+	sort.Strings(out) // downloaded in order, whatever the map's
 	return out, nil
 }
 

@@ -49,7 +49,7 @@ func Pull(ctx context.Context, name string, o Options) (Model, error) {
 	}
 	m, err = pullModel(ctx, f, baseURL, dir, r, o)
 	var se *StatusError
-	if errors.As(err, &se) && se.Code >= 400 && se.Code < 500 && notDraft != "it has no config.json" {
+	if errors.As(err, &se) && se.Code >= 400 && se.Code < 500 && notDraft != "" {
 		return Model{}, fmt.Errorf("%s is neither a GGUF repository nor an EAGLE draft (%s): name a GGUF file of a repository that has one "+
 			"(hf.co/ORG/REPO/FILE.gguf or hf.co/ORG/REPO:QUANT); Hugging Face answered: %w", draftName(r), notDraft, err)
 	}
