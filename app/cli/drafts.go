@@ -15,13 +15,16 @@ import (
 func newDraftsCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "drafts",
-		Short: "List the drafts saved for your models (distilled or adapted online)",
+		Short: "List the drafts saved for your models (distilled or adapted online) and the EAGLE drafts pulled",
 		Long: "List the DGF drafts kept in <user config dir>/dovetail/drafts, one per target model:\n" +
 			"the target, file size, adapted version, τ (tokens per round) measured each time\n" +
 			"adaptation swapped in a better draft, and the size of the text memory saved beside it\n" +
 			"(the verified text whose continuations drafts propose); and files set aside because they did\n" +
 			"not load (NAME.corrupt). `dovetail drafts rm` deletes them all;\n" +
-			"`dovetail drafts restore` brings back the draft an install replaced.",
+			"`dovetail drafts restore` brings back the draft an install replaced.\n" +
+			"Then the EAGLE drafts `dovetail pull hf.co/ORG/REPO` fetched into the models folder: name,\n" +
+			"kind, size, and the targets they fit (hidden size, vocabulary, and what they read: EAGLE-3\n" +
+			"three target layers, EAGLE-1 the final hidden state); `dovetail rm NAME` deletes one.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return listDrafts(c) },
 	}
@@ -42,8 +45,18 @@ func newDraftsCmd() *cobra.Command {
 	return c
 }
 
-// listDrafts is `dovetail drafts`: a table of the saved drafts.
+// listDrafts is `dovetail drafts`: a table of the saved drafts, then one
+// of the EAGLE drafts pulled.
 func listDrafts(c *cobra.Command) error {
+	if err := listSavedDrafts(c); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.OutOrStdout())
+	return listEagleDrafts(c.OutOrStdout())
+}
+
+// listSavedDrafts is the table of the DGF drafts saved for targets.
+func listSavedDrafts(c *cobra.Command) error {
 	st, err := store.Open()
 	if err != nil {
 		return err

@@ -27,7 +27,10 @@ func newPullCmd() *cobra.Command {
 			"and the desktop app find it by NAME. NAME is ollama's (llama3.2:1b, qwen2.5:0.5b,\n" +
 			"NAMESPACE/MODEL:TAG, HOST[:PORT]/NAMESPACE/MODEL:TAG; --insecure for plain HTTP to a private\n" +
 			"registry) or a Hugging Face GGUF repository's: hf.co/ORG/REPO:QUANT (Hugging Face picks\n" +
-			"Q4_K_M, or the nearest, when QUANT is left out) or hf.co/ORG/REPO/FILE.gguf. HF_TOKEN and\n" +
+			"Q4_K_M, or the nearest, when QUANT is left out) or hf.co/ORG/REPO/FILE.gguf. A repository\n" +
+			"named alone (hf.co/ORG/REPO) whose config.json describes an EAGLE draft is pulled as one:\n" +
+			"config.json and its safetensors weights into the models folder's drafts/hf.co/ORG/REPO,\n" +
+			"which --draft eagle:FOLDER runs and `dovetail drafts` lists. HF_TOKEN and\n" +
 			"HF_ENDPOINT are read as Hugging Face's own tools read them; DOVETAIL_REGISTRY names a mirror\n" +
 			"of ollama's registry. Each file's SHA-256 is checked before it is kept; Ctrl-C keeps what\n" +
 			"was downloaded, and pulling again resumes it. A terminal shows a progress bar; --json\n" +
@@ -67,7 +70,11 @@ func runPull(c *cobra.Command, name string, insecure, asJSON bool) error {
 	case err != nil:
 		return fmt.Errorf("pull: %w", err)
 	}
-	if !asJSON {
+	switch {
+	case asJSON:
+	case m.Draft != nil:
+		fmt.Fprintln(out, pulledDraftLine(m))
+	default:
 		fmt.Fprintf(out, "pulled %s (%s): %s\n", m.Name, runner.HumanBytes(uint64(m.Size)), m.Path)
 	}
 	return nil

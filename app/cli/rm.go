@@ -12,7 +12,7 @@ import (
 func newRmCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rm NAME...",
-		Short: "Delete models 'dovetail pull' fetched (never another program's, nor a file Dovetail did not download)",
+		Short: "Delete models and EAGLE drafts 'dovetail pull' fetched (never another program's, nor a file Dovetail did not download)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			dir, err := pull.Dir()
@@ -54,6 +54,9 @@ func findPulled(dir, name string) (string, error) {
 	}
 	if ok {
 		return m.Name, nil
+	}
+	if d, ok, err := pull.FindDraft(dir, name); err == nil && ok {
+		return d.Name, nil
 	}
 	if e, err := findModel(name, ""); err == nil {
 		switch e.Source {

@@ -1,27 +1,61 @@
 package desktop
 
+import "dovetail/app/runner/pull"
+
 // catalogModel is a model the "Get models" page offers by name.
 type catalogModel struct {
 	Name  string // as ollama's library names it
 	About string
-	Size  uint64 // the download, about: as ollama's library lists the tag
+	Size  uint64       // the download, about: as ollama's library lists the tag
+	Draft catalogDraft // the EAGLE draft published for it, if any
+}
+
+// catalogDraft is an EAGLE draft published on Hugging Face for a
+// catalogue model, as safetensors (what pull fetches and Dovetail reads).
+type catalogDraft struct {
+	Name  string // hf.co/ORG/REPO
+	About string
+	Size  uint64 // the repository's weights, as its file list gives them
 }
 
 // catalog is a short list of well-known small models of the
-// architectures Dovetail runs (Llama, Qwen2, Mistral), smallest first.
-// Sizes are each tag's download as ollama's library pages list it (its
-// default quantization, in decimal megabytes), written down from there
-// and not checked against the registry: the page says "about", and the
-// pull itself counts the real bytes.
+// architectures Dovetail runs (Llama, Qwen2, Mistral), smallest first,
+// then larger ones people run for which a trained EAGLE draft is
+// published in safetensors (none is, for the small ones: yuhuili's
+// EAGLE-3 for Llama 3.1 8B and its copies are PyTorch pickles). Sizes are
+// each tag's download as ollama's library pages list it (its default
+// quantization, in decimal bytes), and each draft's model.safetensors as
+// its repository's file list gives it, written down from there and not
+// checked against the registry: the page says "about", and the pull
+// itself counts the real bytes.
 var catalog = []catalogModel{
-	{"smollm2:135m", "SmolLM2 135M, Q8_0", 271e6},
-	{"qwen2.5:0.5b", "Qwen2.5 0.5B Instruct, Q4_K_M", 398e6},
-	{"qwen2.5-coder:0.5b", "Qwen2.5 Coder 0.5B, Q4_K_M", 398e6},
-	{"tinyllama:1.1b", "TinyLlama 1.1B Chat, Q4_0", 638e6},
-	{"smollm2:360m", "SmolLM2 360M, Q8_0", 726e6},
-	{"qwen2.5:1.5b", "Qwen2.5 1.5B Instruct, Q4_K_M", 986e6},
-	{"llama3.2:1b", "Llama 3.2 1B Instruct, Q8_0", 1.3e9},
-	{"smollm2:1.7b", "SmolLM2 1.7B, Q8_0", 1.8e9},
-	{"qwen2.5:3b", "Qwen2.5 3B Instruct, Q4_K_M", 1.9e9},
-	{"llama3.2:3b", "Llama 3.2 3B Instruct, Q4_K_M", 2.0e9},
+	{Name: "smollm2:135m", About: "SmolLM2 135M, Q8_0", Size: 271e6},
+	{Name: "qwen2.5:0.5b", About: "Qwen2.5 0.5B Instruct, Q4_K_M", Size: 398e6},
+	{Name: "qwen2.5-coder:0.5b", About: "Qwen2.5 Coder 0.5B, Q4_K_M", Size: 398e6},
+	{Name: "tinyllama:1.1b", About: "TinyLlama 1.1B Chat, Q4_0", Size: 638e6},
+	{Name: "smollm2:360m", About: "SmolLM2 360M, Q8_0", Size: 726e6},
+	{Name: "qwen2.5:1.5b", About: "Qwen2.5 1.5B Instruct, Q4_K_M", Size: 986e6},
+	{Name: "llama3.2:1b", About: "Llama 3.2 1B Instruct, Q8_0", Size: 1.3e9},
+	{Name: "smollm2:1.7b", About: "SmolLM2 1.7B, Q8_0", Size: 1.8e9},
+	{Name: "qwen2.5:3b", About: "Qwen2.5 3B Instruct, Q4_K_M", Size: 1.9e9},
+	{Name: "llama3.2:3b", About: "Llama 3.2 3B Instruct, Q4_K_M", Size: 2.0e9},
+	{Name: "llama3:70b", About: "Llama 3 70B Instruct, Q4_0", Size: 40e9, Draft: catalogDraft{
+		Name: "hf.co/yuhuili/EAGLE-LLaMA3-Instruct-70B", About: "EAGLE-1 draft by EAGLE's authors", Size: 4.08e9}},
+	{Name: "llama3.3:70b", About: "Llama 3.3 70B Instruct, Q4_K_M", Size: 43e9, Draft: catalogDraft{
+		Name: "hf.co/lmsys/SGLang-EAGLE3-Llama-3.3-70B-Instruct-SpecForge", About: "EAGLE-3 draft by LMSYS (SpecForge)", Size: 2.81e9}},
+}
+
+// draftFor is the EAGLE draft the catalogue lists for a model, by any
+// spelling of its name ("llama3.3:70b", "library/llama3.3:70b").
+func draftFor(name string) (catalogDraft, bool) {
+	r, err := pull.Parse(name)
+	if err != nil {
+		return catalogDraft{}, false
+	}
+	for _, m := range catalog {
+		if c, err := pull.Parse(m.Name); err == nil && m.Draft.Name != "" && c == r {
+			return m.Draft, true
+		}
+	}
+	return catalogDraft{}, false
 }

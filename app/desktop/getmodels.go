@@ -35,6 +35,7 @@ type getModels struct {
 	pull    *widget.Button
 	cancel  *widget.Button
 	use     *widget.Button
+	offer   *widget.Button // the EAGLE draft of the model pulled last, where the catalogue lists one
 	bar     *widget.ProgressBar
 	status  *widget.Label
 	pulled  *fyne.Container
@@ -42,12 +43,13 @@ type getModels struct {
 	machine *probe.Report   // read once, off the UI goroutine
 	reading atomic.Bool     // the machine is being read; cleared last
 
-	mu     sync.Mutex
-	stop   context.CancelFunc // the pull under way (nil: none)
-	last   discover.Model     // the model pulled last
-	latest atomic.Pointer[pull.Progress]
-	queued atomic.Bool                   // a progress update waits for the UI goroutine
-	shown  atomic.Pointer[pull.Progress] // the step the page shows, once it shows it
+	mu      sync.Mutex
+	stop    context.CancelFunc // the pull under way (nil: none)
+	last    discover.Model     // the model pulled last
+	offered catalogDraft       // what offer pulls
+	latest  atomic.Pointer[pull.Progress]
+	queued  atomic.Bool                   // a progress update waits for the UI goroutine
+	shown   atomic.Pointer[pull.Progress] // the step the page shows, once it shows it
 }
 
 // newGetModels is the page; machine is the machine as read already (the
@@ -63,15 +65,19 @@ func newGetModels(a *App, machine *probe.Report, onPulled func(discover.Model)) 
 	g.cancel.Disable()
 	g.use = widget.NewButton("Chat with it", g.useLast)
 	g.use.Hide()
+	g.offer = widget.NewButtonWithIcon("", theme.DownloadIcon(), g.pullOffered)
+	g.offer.Hide()
 	g.status.Wrapping = fyne.TextWrapWord
 	g.bar.Hide()
 	top := container.NewVBox(
 		widget.NewLabelWithStyle("Get models", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		widget.NewLabel("Name a model from ollama's library or a GGUF repository on Hugging Face, or pick one below."),
+		widget.NewLabel("Name a model from ollama's library, a GGUF repository on Hugging Face or an EAGLE draft's, or pick one below."),
 		container.NewBorder(nil, nil, nil, container.NewHBox(g.pull, g.cancel), g.name),
-		g.bar, container.NewBorder(nil, nil, nil, g.use, g.status))
+		g.bar, container.NewBorder(nil, nil, nil, container.NewHBox(g.offer, g.use), g.status))
+	small, drafted := g.catalogRows()
 	list := container.NewVBox(widget.NewLabelWithStyle("Small models that run well", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
-		g.catalogRows(), widget.NewLabelWithStyle("Pulled", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), g.pulled)
+		small, widget.NewLabelWithStyle("Larger models with a trained EAGLE draft", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}),
+		drafted, widget.NewLabelWithStyle("Pulled", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), g.pulled)
 	g.content = container.NewVBox(top, list)
 	g.showPulled()
 	if machine != nil {
@@ -85,10 +91,12 @@ func newGetModels(a *App, machine *probe.Report, onPulled func(discover.Model)) 
 
 // catalogRows lists the catalogue, a row a model: name, what it is (cut
 // to the room there is), its size, the fit (filled in once the machine is
-// read), and a button that pulls it. Rows, not a grid: a grid's columns
-// are all as wide as its widest cell, wider than a small window.
-func (g *getModels) catalogRows() fyne.CanvasObject {
-	rows := container.NewVBox()
+// read), and a button that pulls it; a model with a published EAGLE draft
+// has a second line that pulls the draft. Rows, not a grid: a grid's
+// columns are all as wide as its widest cell, wider than a small window.
+// The small models come first, those with a draft second.
+func (g *getModels) catalogRows() (small, drafted *fyne.Container) {
+	small, drafted = container.NewVBox(), container.NewVBox()
 	for _, m := range catalog {
 		fit := widget.NewLabel("…")
 		g.fits = append(g.fits, fit)
@@ -99,11 +107,32 @@ func (g *getModels) catalogRows() fyne.CanvasObject {
 		name := widget.NewLabel(m.Name)
 		about := widget.NewLabel(m.About)
 		about.Truncation = fyne.TextTruncateEllipsis
-		rows.Add(container.NewBorder(nil, nil,
+		row := container.NewBorder(nil, nil,
 			container.NewGridWrap(fyne.NewSize(catalogNameWidth, name.MinSize().Height), name),
-			container.NewHBox(widget.NewLabel("About "+runner.HumanBytes(m.Size)), fit, get), about))
+			container.NewHBox(widget.NewLabel("About "+runner.HumanBytes(m.Size)), fit, get), about)
+		if m.Draft.Name == "" {
+			small.Add(row)
+			continue
+		}
+		drafted.Add(container.NewVBox(row, g.draftRow(m.Draft)))
 	}
-	return rows
+	return small, drafted
+}
+
+// draftRow is a catalogue model's second line: its draft, and a button
+// that pulls it.
+func (g *getModels) draftRow(d catalogDraft) fyne.CanvasObject {
+	get := widget.NewButton(draftButtonText(d), func() {
+		g.name.SetText(d.Name)
+		g.start()
+	})
+	about := widget.NewLabel(d.About + ": it proposes tokens the model checks, for faster replies")
+	about.Truncation = fyne.TextTruncateEllipsis
+	return container.NewBorder(nil, nil, nil, get, about)
+}
+
+func draftButtonText(d catalogDraft) string {
+	return "Get its EAGLE draft (" + runner.HumanBytes(d.Size) + ")"
 }
 
 // catalogNameWidth lines the catalogue's names up: the longest name's.
@@ -174,6 +203,7 @@ func (g *getModels) start() {
 	g.pull.Disable()
 	g.cancel.Enable()
 	g.use.Hide()
+	g.offer.Hide()
 	g.bar.SetValue(0)
 	g.bar.Show()
 	g.say("Pulling "+name+"…", widget.MediumImportance)
@@ -232,12 +262,18 @@ func (g *getModels) finished(name string, m pull.Model, err error, cancelled boo
 		return
 	}
 	g.bar.SetValue(1)
+	if m.Draft != nil {
+		g.say(fmt.Sprintf("Pulled the %s draft %s (%s) into %s.", kindWords(m.Draft.Kind), m.Name, runner.HumanBytes(uint64(m.Size)), m.Path), widget.SuccessImportance)
+		g.showPulled()
+		return
+	}
 	e := discover.Model{Name: m.Name, Path: m.Path, Source: "pulled", Size: m.Size}
 	g.mu.Lock()
 	g.last = e
 	g.mu.Unlock()
 	g.say(fmt.Sprintf("Pulled %s (%s).", m.Name, runner.HumanBytes(uint64(m.Size))), widget.SuccessImportance)
 	g.use.Show()
+	g.offerDraft(m.Name)
 	g.a.findModels()
 	g.a.chat.refreshPicker()
 	g.showPulled()
@@ -261,6 +297,40 @@ func (g *getModels) stopPull() {
 	}
 }
 
+// offerDraft shows the button that pulls the EAGLE draft the catalogue
+// lists for a model just pulled.
+func (g *getModels) offerDraft(name string) {
+	d, ok := draftFor(name)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	g.offered = d
+	g.mu.Unlock()
+	g.offer.SetText(draftButtonText(d))
+	g.offer.Show()
+}
+
+// pullOffered pulls the draft offered, through the same pull as a model.
+func (g *getModels) pullOffered() {
+	g.mu.Lock()
+	d := g.offered
+	g.mu.Unlock()
+	if d.Name == "" {
+		return
+	}
+	g.name.SetText(d.Name)
+	g.start()
+}
+
+// kindWords is a pulled draft's kind as the page says it.
+func kindWords(kind string) string {
+	if kind == "eagle3" {
+		return "EAGLE-3"
+	}
+	return "EAGLE-1"
+}
+
 // useLast loads the model pulled last in the chat.
 func (g *getModels) useLast() {
 	g.mu.Lock()
@@ -275,18 +345,22 @@ func (g *getModels) useLast() {
 	}
 }
 
-// showPulled lists the models pulled into the models folder.
+// showPulled lists the models and the EAGLE drafts pulled into the models
+// folder.
 func (g *getModels) showPulled() {
-	ms, err := pulledIn(g.a.o.Pulls.Dir)
+	ms, ds, err := pulledIn(g.a.o.Pulls.Dir)
 	g.pulled.Objects = nil
 	switch {
 	case err != nil:
 		g.pulled.Add(widget.NewLabel(pullError(err)))
-	case len(ms) == 0:
+	case len(ms) == 0 && len(ds) == 0:
 		g.pulled.Add(widget.NewLabel("None yet."))
 	}
 	for _, m := range ms {
 		g.pulled.Add(widget.NewLabel(fmt.Sprintf("%s  %s", m.Name, runner.HumanBytes(uint64(m.Size)))))
+	}
+	for _, d := range ds {
+		g.pulled.Add(widget.NewLabel(fmt.Sprintf("%s draft %s  %s", kindWords(d.Kind), d.Name, runner.HumanBytes(uint64(d.Size)))))
 	}
 	g.pulled.Refresh()
 }
@@ -320,17 +394,22 @@ func (w *wizard) offerModels() fyne.CanvasObject {
 	return container.NewVBox(widget.NewLabel("Only the embedded model is here, a tiny one that tells children's stories: get a model to chat with."), g.content)
 }
 
-// pulledIn lists the models pulled into dir (the user's models folder
-// when "").
-func pulledIn(dir string) ([]pull.Model, error) {
+// pulledIn lists the models and the EAGLE drafts pulled into dir (the
+// user's models folder when "").
+func pulledIn(dir string) ([]pull.Model, []pull.Draft, error) {
 	if dir == "" {
 		d, err := pull.Dir()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dir = d
 	}
-	return pull.List(dir)
+	ms, err := pull.List(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds, err := pull.Drafts(dir)
+	return ms, ds, err
 }
 
 // tourShot shows the page, the catalogue's fits read, for the tour's

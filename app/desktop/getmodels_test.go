@@ -21,8 +21,9 @@ import (
 
 // withRegistry is an app whose "Get models" page pulls from a local
 // registry holding "tiny:1b" into a folder of the test's own; the blob
-// stalls halfway until released.
-func withRegistry(t *testing.T, o Options) (*App, *registrytest.Registry, string) {
+// stalls halfway until released. Each before publishes what it will on
+// the registry's Hugging Face side first.
+func withRegistry(t *testing.T, o Options, before ...func(publish func(repo, dir string) error)) (*App, *registrytest.Registry, string) {
 	t.Helper()
 	gguf, err := os.ReadFile(golden.ModelPath("stories260K-f32.gguf"))
 	if err != nil {
@@ -31,6 +32,9 @@ func withRegistry(t *testing.T, o Options) (*App, *registrytest.Registry, string
 	reg := registrytest.New(t)
 	reg.Add("library/tiny:1b", gguf, nil)
 	reg.Stall(int64(len(gguf) / 2))
+	for _, f := range before { // before the app reads the catalogue
+		f(reg.AddRepoDir)
+	}
 	dir := t.TempDir()
 	o.Pulls = pull.Options{Dir: dir, Env: reg.Env}
 	o.Places = &discover.Places{Pulled: []string{dir}}

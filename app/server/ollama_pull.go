@@ -104,6 +104,9 @@ func (s *Server) pull(r *http.Request, name string, o pull.Options) (pull.Model,
 		}
 		return m, serverError(err)
 	}
+	if m.Draft != nil {
+		return m, nil // an EAGLE draft is no model to serve: --draft eagle: reads it
+	}
 	// A server of one model keeps it for the next start (serve --models):
 	// ErrFixedFleet is no failure of the pull.
 	s.fleet.Add(discover.Pulled(m))

@@ -1,15 +1,21 @@
 // Package registrytest is an ollama registry for tests, on httptest: the
 // docker v2 protocol's manifests and blobs (Range and HEAD answered), a
 // blob that can be made to stop halfway, and a record of the ranges asked
-// for.
+// for; and Hugging Face's file downloads (/ORG/REPO/resolve/main/FILE)
+// for repositories of files, such as an EAGLE draft's.
 package registrytest
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +30,7 @@ type Registry struct {
 	mu        sync.Mutex
 	manifests map[string][]byte // by "namespace/model:tag"
 	blobs     map[string][]byte // by digest
+	files     map[string][]byte // Hugging Face repositories' files, by "org/repo/FILE"
 	stallAt   int64             // >0: a blob stops after this many bytes until released
 	released  chan struct{}
 	ranges    []string
@@ -31,18 +38,69 @@ type Registry struct {
 
 // New starts a registry, closed when the test ends.
 func New(t testing.TB) *Registry {
-	r := &Registry{manifests: map[string][]byte{}, blobs: map[string][]byte{}}
+	r := &Registry{manifests: map[string][]byte{}, blobs: map[string][]byte{}, files: map[string][]byte{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.Close)
 	return r
 }
 
-// Env is pull.Options.Env pointing ollama's registry here.
+// Env is pull.Options.Env pointing ollama's registry and Hugging Face
+// here.
 func (r *Registry) Env(key string) string {
-	if key == "DOVETAIL_REGISTRY" {
+	if key == "DOVETAIL_REGISTRY" || key == "HF_ENDPOINT" {
 		return r.URL
 	}
 	return ""
+}
+
+// AddRepoFile serves a Hugging Face repository's file (repo "org/repo")
+// as the Hub does: a .json file kept in git, its ETag git's blob id; any
+// other in LFS, X-Linked-Etag its SHA-256 and X-Linked-Size its size.
+func (r *Registry) AddRepoFile(repo, file string, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.files[repo+"/"+file] = b
+}
+
+// AddRepoDir serves each file of dir as a file of repo's.
+func (r *Registry) AddRepoDir(repo, dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		r.AddRepoFile(repo, e.Name(), b)
+	}
+	return nil
+}
+
+// serveFile answers /ORG/REPO/resolve/main/FILE.
+func (r *Registry) serveFile(w http.ResponseWriter, req *http.Request, path string) {
+	r.mu.Lock()
+	b, found := r.files[path]
+	if found && req.Method == http.MethodGet {
+		r.ranges = append(r.ranges, req.Header.Get("Range"))
+	}
+	r.mu.Unlock()
+	if !found {
+		http.Error(w, "Entry not found", http.StatusNotFound)
+		return
+	}
+	if strings.HasSuffix(path, ".json") {
+		h := sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", len(b))
+		h.Write(b)
+		w.Header().Set("ETag", `"`+hex.EncodeToString(h.Sum(nil))+`"`)
+	} else {
+		sum := sha256.Sum256(b)
+		w.Header().Set("X-Linked-Etag", `"`+hex.EncodeToString(sum[:])+`"`)
+		w.Header().Set("X-Linked-Size", strconv.Itoa(len(b)))
+	}
+	http.ServeContent(w, req, "", time.Time{}, bytes.NewReader(b))
 }
 
 // Add serves a model: its GGUF weights, and its params layer when params
@@ -103,6 +161,10 @@ func (r *Registry) Ranges() []string {
 func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	path, ok := strings.CutPrefix(req.URL.Path, "/v2/")
 	if !ok {
+		if p := strings.SplitN(strings.TrimPrefix(req.URL.Path, "/"), "/", 5); len(p) == 5 && p[2] == "resolve" && p[3] == "main" {
+			r.serveFile(w, req, p[0]+"/"+p[1]+"/"+p[4])
+			return
+		}
 		http.NotFound(w, req)
 		return
 	}

@@ -19,6 +19,7 @@ import (
 // Config is what a draft's config.json and its fc tensor say about it.
 type Config struct {
 	Dir          string
+	Arch         string     // config.json's first architecture ("LlamaForCausalLMEagle3")
 	Kind         draft.Kind // draft.EAGLE1 (EAGLE-1/2) or draft.EAGLE3
 	Hidden       int
 	FFN          int
@@ -84,18 +85,36 @@ func ReadConfig(dir string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	var h hfConfig
-	if err := json.Unmarshal(b, &h); err != nil {
-		return Config{}, fmt.Errorf("%s: %v", path, err)
-	}
-	c, err := h.config(dir)
+	c, err := ParseConfig(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
+	c.Dir = dir
 	if err := c.readFC(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// ParseConfig reads config.json's bytes by ReadConfig's rules, without the
+// weights (a pull reads it before it downloads them): Kind is EAGLE3 where
+// the architecture names it, else left DGF for the fc tensor to tell. Arch
+// is set whenever the JSON reads, even with an error: the caller can tell
+// an EAGLE draft it cannot read from a model that is none.
+func ParseConfig(b []byte) (Config, error) {
+	var h hfConfig
+	if err := json.Unmarshal(b, &h); err != nil {
+		return Config{}, err
+	}
+	return h.config("")
+}
+
+// LooksLikeDraft reports whether a config describes an EAGLE draft before
+// its weights are at hand: an architecture that names EAGLE, or a single
+// decoder layer (EAGLE-1/2's releases say LlamaForCausalLM; a model people
+// run has many layers).
+func (c Config) LooksLikeDraft() bool {
+	return strings.Contains(strings.ToLower(c.Arch), "eagle") || c.Layers == 1
 }
 
 // config fills in the defaults and checks the values that must be there.
@@ -103,6 +122,9 @@ func (h hfConfig) config(dir string) (Config, error) {
 	c := Config{Dir: dir, Hidden: h.Hidden, FFN: h.FFN, Heads: h.Heads, KVHeads: h.KVHeads, HeadDim: h.HeadDim,
 		Layers: h.Layers, Vocab: h.Vocab, DraftVocab: h.DraftVocab, RMSEps: float32(h.RMSEps),
 		RopeTheta: float32(h.RopeTheta), MaxPositions: h.MaxPositions}
+	if len(h.Architectures) > 0 {
+		c.Arch = h.Architectures[0]
+	}
 	switch {
 	case h.Hidden < 1 || h.Heads < 1 || h.FFN < 1 || h.Layers < 1 || h.Vocab < 1:
 		return c, fmt.Errorf("hidden_size %d, intermediate_size %d, num_attention_heads %d, num_hidden_layers %d, vocab_size %d: want all positive",

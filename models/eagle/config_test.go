@@ -120,3 +120,27 @@ func TestIsCheckpoint(t *testing.T) {
 		t.Error("a broken config.json is one")
 	}
 }
+
+// ParseConfig reads what a pull sees before the weights: the EAGLE-3
+// architecture gives the kind, a plain model's many layers say it is no
+// draft, and a draft's config with a value missing still names its
+// architecture beside the error.
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"architectures":["LlamaForCausalLMEagle3"],"hidden_size":32,"intermediate_size":48,
+		"num_attention_heads":4,"num_hidden_layers":1,"vocab_size":100,"draft_vocab_size":50,"rms_norm_eps":1e-5}`))
+	if err != nil || c.Kind != draft.EAGLE3 || c.Arch != "LlamaForCausalLMEagle3" || c.DraftVocab != 50 || c.Dir != "" || !c.LooksLikeDraft() {
+		t.Errorf("EAGLE-3: %+v, %v", c, err)
+	}
+	c, err = ParseConfig([]byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":4096,"intermediate_size":14336,
+		"num_attention_heads":32,"num_hidden_layers":32,"vocab_size":128256,"rms_norm_eps":1e-5}`))
+	if err != nil || c.Kind != draft.DGF || c.LooksLikeDraft() {
+		t.Errorf("a plain model: %+v, %v", c, err)
+	}
+	c, err = ParseConfig([]byte(`{"architectures":["Eagle3LlamaForCausalLM"],"hidden_size":32}`))
+	if err == nil || c.Arch != "Eagle3LlamaForCausalLM" || !c.LooksLikeDraft() {
+		t.Errorf("a draft's config without its sizes: %+v, %v", c, err)
+	}
+	if _, err := ParseConfig([]byte(`{"architectures":`)); err == nil {
+		t.Error("broken JSON read")
+	}
+}

@@ -1,7 +1,9 @@
 // Package pull gets models by name: from ollama's registry (or another
 // that speaks its protocol) and from Hugging Face's GGUF repositories,
-// into the user's models folder, resumable and verified; and lists,
-// finds, copies and removes what it pulled there.
+// into the user's models folder, resumable and verified; EAGLE drafts
+// from Hugging Face repositories too (config.json and safetensors, under
+// drafts/hf.co/ORG/REPO); and lists, finds, copies and removes what it
+// pulled there.
 //
 // The folder is laid out as ollama's store is (manifests/HOST/NAMESPACE/
 // MODEL/TAG naming blobs/sha256-HEX), so that one model under two names
@@ -49,4 +51,7 @@ type Model struct {
 	Digest string         `json:"digest"`           // "sha256:…"
 	Params map[string]any `json:"params,omitempty"` // the manifest's params layer (stop, temperature, ...); nil if none
 	Pulled time.Time      `json:"pulled"`
+	// Draft is set when the name was an EAGLE draft's repository: Path is
+	// then its folder (--draft eagle:PATH), not a model to run.
+	Draft *Draft `json:"draft,omitempty"`
 }

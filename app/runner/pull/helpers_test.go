@@ -48,8 +48,9 @@ type fakeHub struct {
 	mu        sync.Mutex
 	manifests map[string]manifest // "ns/model:tag"
 	files     map[string]string   // "org/repo/FILE" -> digest
+	gitFiles  map[string][]byte   // "org/repo/FILE" -> bytes, kept in git (no LFS): served by the Hub itself
 	blobs     map[string][]byte   // digest -> bytes
-	etag      map[string]string   // a file's X-Linked-Etag, when not its digest
+	etag      map[string]string   // a file's X-Linked-Etag by digest (a git file's ETag by path), when not its digest
 
 	// What the storage host saw: each blob GET's Range header (""
 	// without one) and Authorization header.
@@ -67,7 +68,7 @@ type fakeHub struct {
 }
 
 func newHub(t *testing.T) *fakeHub {
-	h := &fakeHub{t: t, manifests: map[string]manifest{}, files: map[string]string{}, blobs: map[string][]byte{},
+	h := &fakeHub{t: t, manifests: map[string]manifest{}, files: map[string]string{}, gitFiles: map[string][]byte{}, blobs: map[string][]byte{},
 		etag: map[string]string{}, cut: map[string]int64{}, stallAt: map[string]int64{}, release: make(chan struct{}),
 		bodyOverride: map[string][]byte{}}
 	h.storage = httptest.NewServer(http.HandlerFunc(h.serveStorage))
@@ -161,6 +162,19 @@ func (h *fakeHub) serveRegistry(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, h.storage.URL+"/store/"+p[4]+"?sig=x", http.StatusTemporaryRedirect)
 	case len(p) >= 5 && p[2] == "resolve" && p[3] == "main":
+		if b, ok := h.gitFiles[p[0]+"/"+p[1]+"/"+strings.Join(p[4:], "/")]; ok {
+			// A file in git: the Hub answers itself, its ETag git's blob id.
+			etag := gitBlobID(b)
+			if e, ok := h.etag[p[0]+"/"+p[1]+"/"+strings.Join(p[4:], "/")]; ok {
+				etag = e
+			}
+			w.Header().Set("ETag", `"`+etag+`"`)
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			if r.Method == http.MethodGet {
+				w.Write(b)
+			}
+			return
+		}
 		d, ok := h.files[p[0]+"/"+p[1]+"/"+strings.Join(p[4:], "/")]
 		if !ok {
 			http.Error(w, "Entry not found", http.StatusNotFound)

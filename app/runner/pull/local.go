@@ -2,6 +2,7 @@ package pull
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -140,8 +141,9 @@ func Find(dir, name string) (Model, bool, error) {
 }
 
 // Remove deletes a pulled model: its manifest, and the blobs no other
-// name uses. Only a name recorded in dir is removed: a path, a name not
-// pulled, or a folder that is not Dovetail's is refused.
+// name uses; or a pulled EAGLE draft's folder (hf.co/ORG/REPO). Only a
+// name recorded in dir is removed: a path, a name not pulled, or a folder
+// that is not Dovetail's is refused.
 func Remove(dir, name string) error {
 	r, err := Parse(name)
 	if err != nil {
@@ -152,6 +154,11 @@ func Remove(dir, name string) error {
 		return err
 	}
 	e, err := pulled(dir, r)
+	if errors.Is(err, ErrNotFound) && ours(dir) {
+		if d, ok, _ := FindDraft(dir, name); ok {
+			return removeDraft(dir, d)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package pull
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 // Pull gets the model a name names into the models folder and returns
 // it: the manifest (or, for a Hugging Face file, what its HEAD says),
 // then its GGUF layer and its params, each verified before it is kept,
-// then the manifest under the name. What a pull stopped by ctx had
-// downloaded is kept (an *Interrupted says where) for the next to resume.
+// then the manifest under the name. A Hugging Face repository named alone
+// (hf.co/ORG/REPO) whose config.json describes an EAGLE draft is pulled
+// as one (Model.Draft). What a pull stopped by ctx had downloaded is kept
+// (an *Interrupted says where) for the next to resume.
 func Pull(ctx context.Context, name string, o Options) (Model, error) {
 	r, err := Parse(name)
 	if err != nil {
@@ -33,6 +36,29 @@ func Pull(ctx context.Context, name string, o Options) (Model, error) {
 	}
 	f := newFetcher(o.Client, r.String(), baseURL, r.HF(), token)
 	o.Progress(Progress{Status: "pulling manifest"})
+	if !maybeDraft(r) {
+		return pullModel(ctx, f, baseURL, dir, r, o)
+	}
+	m, notDraft, err := pullDraft(ctx, f, baseURL, dir, r, o)
+	if err != nil {
+		return Model{}, err
+	}
+	if m.Draft != nil {
+		o.Progress(Progress{Status: "success"})
+		return m, nil
+	}
+	m, err = pullModel(ctx, f, baseURL, dir, r, o)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code >= 400 && se.Code < 500 && notDraft != "" {
+		return Model{}, fmt.Errorf("%s is neither a GGUF repository nor an EAGLE draft (%s): name a GGUF file of a repository that has one "+
+			"(hf.co/ORG/REPO/FILE.gguf or hf.co/ORG/REPO:QUANT); Hugging Face answered: %w", draftName(r), notDraft, err)
+	}
+	return m, err
+}
+
+// pullModel pulls a GGUF model: its manifest, its layers, the manifest
+// written under the name.
+func pullModel(ctx context.Context, f *fetcher, baseURL, dir string, r Ref, o Options) (Model, error) {
 	m, blobURL, err := resolve(ctx, f, baseURL, r)
 	if err != nil {
 		return Model{}, err
