@@ -97,6 +97,9 @@ func (r *Runner) openDrafting() (*drafting, error) {
 			return d, r.openModelDrafter(d, o.Draft.Path)
 		}
 	}
+	if o.Draft.Kind == DraftAuto && r.openPulledEAGLE(d) {
+		return d, nil
+	}
 	ck, where, err := r.dgfCheckpoint()
 	if err != nil {
 		return nil, err

@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
 	"dovetail/engine"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
 	"dovetail/internal/golden"
+	"dovetail/internal/registrytest"
 	"dovetail/models/draft"
 	"dovetail/models/eagle/eagletest"
 )
@@ -171,5 +173,59 @@ func TestEAGLEAdaptsAndResumes(t *testing.T) {
 	}
 	if mem := r3.draft.adaptive.adapter.Memory(); mem == nil || mem.Len() == 0 {
 		t.Fatal("the EAGLE-3 draft's text memory remembered nothing")
+	}
+}
+
+// pullEagle serves s as the Hugging Face repository repo and pulls it into
+// the models folder DOVETAIL_MODELS names; it returns the draft's folder.
+func pullEagle(t *testing.T, m *Model, repo string, s eagletest.Spec) string {
+	t.Helper()
+	reg := registrytest.New(t)
+	dir := writeEagle(t, m, s)
+	if err := reg.AddRepoDir(repo, dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pull.Pull(context.Background(), "hf.co/"+repo, pull.Options{Env: reg.Env})
+	if err != nil || got.Draft == nil {
+		t.Fatalf("pull %s: %+v, %v", repo, got, err)
+	}
+	return got.Draft.Dir
+}
+
+// --draft auto drafts with the pulled EAGLE draft that fits the model,
+// the one whose name shares most with the model's among several, and
+// passes over those made for other shapes; without one, the DGF draft.
+func TestAutoDraftsWithPulledEAGLE(t *testing.T) {
+	m := open(t, "stories260K-f32.gguf")
+	other := open(t, "tinystories656K-f32.gguf")
+	t.Setenv("DOVETAIL_MODELS", filepath.Join(t.TempDir(), "models"))
+	o := options(t)
+	o.Plan, o.Greedy, o.Tree, o.Adapt.Mode = false, true, tree.Laptop, adapt.Off
+	if info := start(t, m, o).Draft(); strings.HasPrefix(info.Name, "eagle") {
+		t.Fatalf("no pulled draft: auto drafts with %s", info.Name)
+	}
+	pullEagle(t, other, "org/EAGLE3-stories260K-for-another", eagletest.Spec{Kind: draft.EAGLE3, Seed: 1})
+	pullEagle(t, m, "org/EAGLE3-Other-Model", eagletest.Spec{Kind: draft.EAGLE3, Seed: 2})
+	want := pullEagle(t, m, "org/EAGLE3-Stories260K", eagletest.Spec{Kind: draft.EAGLE3, Seed: 3})
+	r := start(t, m, o)
+	if info := r.Draft(); info.Name != "eagle3:"+want {
+		t.Fatalf("auto drafts with %q, want the pulled eagle3:%s", info.Name, want)
+	}
+	o.Draft = DraftChoice{Kind: DraftNone}
+	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 30)
+	if out, st := greedy(t, r, "Lily and Tom", 30); !slices.Equal(out, plain) || st.Rounds == 0 {
+		t.Fatalf("with the pulled draft: %v (%d rounds), the target alone %v", out, st.Rounds, plain)
+	}
+}
+
+func TestWords(t *testing.T) {
+	got := words("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+	for _, w := range []string{"eagle", "3", "llama", "1", "instruct", "8", "b", "yuhuili"} {
+		if !got[w] {
+			t.Errorf("words lacks %q: %v", w, got)
+		}
+	}
+	if len(got) != 8 {
+		t.Errorf("words: %v", got)
 	}
 }
