@@ -11,7 +11,8 @@ type catalogModel struct {
 }
 
 // catalogDraft is an EAGLE draft published on Hugging Face for a
-// catalogue model, as safetensors (what pull fetches and Dovetail reads).
+// catalogue model (safetensors or PyTorch's pytorch_model.bin: pull
+// fetches either and Dovetail reads both).
 type catalogDraft struct {
 	Name  string // hf.co/ORG/REPO
 	About string
@@ -21,11 +22,10 @@ type catalogDraft struct {
 // catalog is a short list of well-known small models of the
 // architectures Dovetail runs (Llama, Qwen2, Mistral), smallest first,
 // then larger ones people run for which a trained EAGLE draft is
-// published in safetensors (none is, for the small ones: yuhuili's
-// EAGLE-3 for Llama 3.1 8B and its copies are PyTorch pickles). Sizes are
-// each tag's download as ollama's library pages list it (its default
-// quantization, in decimal bytes), and each draft's model.safetensors as
-// its repository's file list gives it, written down from there and not
+// published (none is for the small ones). Sizes are each tag's download
+// as ollama's library pages list it (its default quantization, in decimal
+// bytes), and each draft's weights as its repository's file list gives
+// them, written down from there and not
 // checked against the registry: the page says "about", and the pull
 // itself counts the real bytes.
 var catalog = []catalogModel{
@@ -39,6 +39,8 @@ var catalog = []catalogModel{
 	{Name: "smollm2:1.7b", About: "SmolLM2 1.7B, Q8_0", Size: 1.8e9},
 	{Name: "qwen2.5:3b", About: "Qwen2.5 3B Instruct, Q4_K_M", Size: 1.9e9},
 	{Name: "llama3.2:3b", About: "Llama 3.2 3B Instruct, Q4_K_M", Size: 2.0e9},
+	{Name: "llama3.1:8b", About: "Llama 3.1 8B Instruct, Q4_K_M", Size: 4.9e9, Draft: catalogDraft{
+		Name: "hf.co/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", About: "EAGLE-3 draft by EAGLE's authors", Size: 850e6}},
 	{Name: "llama3:70b", About: "Llama 3 70B Instruct, Q4_0", Size: 40e9, Draft: catalogDraft{
 		Name: "hf.co/yuhuili/EAGLE-LLaMA3-Instruct-70B", About: "EAGLE-1 draft by EAGLE's authors", Size: 4.08e9}},
 	{Name: "llama3.3:70b", About: "Llama 3.3 70B Instruct, Q4_K_M", Size: 43e9, Draft: catalogDraft{

@@ -1,7 +1,7 @@
 // Package pull gets models by name: from ollama's registry (or another
 // that speaks its protocol) and from Hugging Face's GGUF repositories,
 // into the user's models folder, resumable and verified; EAGLE drafts
-// from Hugging Face repositories too (config.json and safetensors, under
+// from Hugging Face repositories too (config.json and safetensors or pytorch_model.bin, under
 // drafts/hf.co/ORG/REPO); and lists, finds, copies and removes what it
 // pulled there.
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // Draft is an EAGLE draft pulled from Hugging Face into the models
-// folder: drafts/hf.co/ORG/REPO/ holds its config.json and safetensors
+// folder: drafts/hf.co/ORG/REPO/ holds its config.json and weights (safetensors or pytorch_model.bin)
 // weights as the repository has them (--draft eagle:DIR reads them).
 type Draft struct {
 	Name string `json:"name"`       // hf.co/ORG/REPO

@@ -255,28 +255,41 @@ func TestPullNotADraft(t *testing.T) {
 	}
 }
 
-// A draft published only as PyTorch's pickle: one line saying Dovetail
-// reads safetensors and how to convert, nothing downloaded.
-func TestPullDraftPickleOnly(t *testing.T) {
+// A draft published as PyTorch's pytorch_model.bin (EAGLE's own
+// releases), one file or shards with their index, pulls as a safetensors
+// one does and loads; a .bin that is not a PyTorch checkpoint is refused
+// before it is placed, in one line.
+func TestPullDraftPyTorch(t *testing.T) {
 	h := newHub(t)
-	files := h.addDraftRepo("yuhuili/EAGLE3-Tiny", eagletest.Spec{Kind: draft.EAGLE3})
-	h.mu.Lock()
-	delete(h.files, "yuhuili/EAGLE3-Tiny/model.safetensors")
-	h.mu.Unlock()
-	h.addFile("yuhuili/EAGLE3-Tiny/pytorch_model.bin", files["model.safetensors"])
-	o, _ := h.opts(t.TempDir(), nil)
-	_, err := Pull(pullCtx(t), "hf.co/yuhuili/EAGLE3-Tiny", o)
-	if err == nil || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err = %v", err)
+	files := h.addDraftRepo("yuhuili/EAGLE3-Tiny", eagletest.Spec{Kind: draft.EAGLE3, PyTorch: true, Shards: 2, DType: "F16"})
+	if _, ok := files["pytorch_model.bin.index.json"]; !ok {
+		t.Fatalf("the repository has %v", files)
 	}
-	for _, want := range []string{"hf.co/yuhuili/EAGLE3-Tiny: the draft's weights are published only as pytorch_model.bin",
-		"Dovetail reads safetensors", "huggingface-cli download yuhuili/EAGLE3-Tiny", "save_file(", "--draft eagle:DIR"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%q lacks %q", err, want)
+	h.addDraftRepo("yuhuili/EAGLE-Tiny", eagletest.Spec{Kind: draft.EAGLE1, PyTorch: true, FCBias: true})
+	dir := t.TempDir()
+	o, _ := h.opts(dir, nil)
+	for _, name := range []string{"yuhuili/EAGLE3-Tiny", "yuhuili/EAGLE-Tiny"} {
+		m, err := Pull(pullCtx(t), "hf.co/"+name, o)
+		if err != nil || m.Draft == nil {
+			t.Fatalf("%s: %+v, %v", name, m, err)
+		}
+		if _, err := eagle.Load(m.Draft.Dir, draftTarget()); err != nil {
+			t.Fatalf("%s: the pulled draft does not load: %v", name, err)
 		}
 	}
-	if len(h.seenRanges()) != 0 {
-		t.Error("the pickle was downloaded")
+	sameFiles(t, filepath.Join(dir, "drafts", "hf.co", "yuhuili", "EAGLE3-Tiny"), files)
+
+	bad := h.addDraftRepo("org/Broken", eagletest.Spec{Kind: draft.EAGLE3})
+	h.mu.Lock()
+	delete(h.files, "org/Broken/model.safetensors")
+	h.mu.Unlock()
+	h.addFile("org/Broken/pytorch_model.bin", bad["model.safetensors"])
+	_, err := Pull(pullCtx(t), "hf.co/org/Broken", o)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "not a PyTorch zip checkpoint") {
+		t.Fatalf("a .bin that is not PyTorch's: %v", err)
+	}
+	if ds, _ := Drafts(dir); len(ds) != 2 {
+		t.Errorf("Drafts = %+v, want the two whole ones", ds)
 	}
 }
 
