@@ -1,9 +1,9 @@
 // Package pull gets models by name: from ollama's registry (or another
 // that speaks its protocol) and from Hugging Face's GGUF repositories,
 // into the user's models folder, resumable and verified; EAGLE drafts
-// from Hugging Face repositories too (config.json and safetensors or pytorch_model.bin, under
-// drafts/hf.co/ORG/REPO); and lists, finds, copies and removes what it
-// pulled there.
+// from Hugging Face repositories too (config.json and safetensors or
+// pytorch_model.bin, under drafts/hf.co/ORG/REPO); and lists, finds,
+// copies and removes what it pulled there.
 //
 // The folder is laid out as ollama's store is (manifests/HOST/NAMESPACE/
 // MODEL/TAG naming blobs/sha256-HEX), so that one model under two names

@@ -10,8 +10,9 @@ import (
 )
 
 // Draft is an EAGLE draft pulled from Hugging Face into the models
-// folder: drafts/hf.co/ORG/REPO/ holds its config.json and weights (safetensors or pytorch_model.bin)
-// weights as the repository has them (--draft eagle:DIR reads them).
+// folder: drafts/hf.co/ORG/REPO/ holds its config.json and weights
+// (safetensors or pytorch_model.bin) as the repository has them
+// (--draft eagle:DIR reads them).
 type Draft struct {
 	Name string `json:"name"`       // hf.co/ORG/REPO
 	Dir  string `json:"dir"`        // the folder --draft eagle: reads
