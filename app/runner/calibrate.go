@@ -156,6 +156,9 @@ var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
 // draftShape is the shape of the draft m drafts with: its saved one's, the
 // embedded model's shipped one's, or a new one's.
 func draftShape(m *Model, st *store.Store) draft.Config {
+	if _, cfg, ok := pulledEAGLE(m); ok {
+		return cfg // auto drafts with it first
+	}
 	if ck := savedDraftOf(m, st); ck != nil {
 		return ck.Config
 	}
@@ -189,7 +192,7 @@ func timeDraftStep(m *Model, cfg draft.Config, dev device.Device) (time.Duration
 		ctx[i] = rng.IntN(cfg.Vocab)
 	}
 	for i := range feats {
-		feats[i] = make([]float32, cfg.Hidden)
+		feats[i] = make([]float32, cfg.FeatureIn()) // an EAGLE-3 draft reads three layers
 		for j := range feats[i] {
 			feats[i][j] = float32(rng.NormFloat64())
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
 	"dovetail/device"
 	"dovetail/dgf"
@@ -30,6 +31,12 @@ func isEAGLEDir(path string) bool {
 // of the target's layers, which the target then exports (openTarget).
 func (r *Runner) openEAGLE(d *drafting, dir string) error {
 	o := r.opts
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		// A pulled draft by its name (hf.co/ORG/REPO).
+		if d, ok, _ := pull.FindDraft("", dir); ok {
+			dir = d.Dir
+		}
+	}
 	ck, err := eagle.Load(dir, r.model.Config())
 	if err != nil {
 		return err

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"dovetail/app/runner/probe"
 	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
+	"dovetail/device"
 	"dovetail/engine"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
@@ -17,6 +19,7 @@ import (
 	"dovetail/internal/registrytest"
 	"dovetail/models/draft"
 	"dovetail/models/eagle/eagletest"
+	"dovetail/train"
 )
 
 // writeEagle writes a synthetic EAGLE checkpoint in the published layout
@@ -205,11 +208,16 @@ func TestAutoDraftsWithPulledEAGLE(t *testing.T) {
 		t.Fatalf("no pulled draft: auto drafts with %s", info.Name)
 	}
 	pullEagle(t, other, "org/EAGLE3-stories260K-for-another", eagletest.Spec{Kind: draft.EAGLE3, Seed: 1})
-	pullEagle(t, m, "org/EAGLE3-Other-Model", eagletest.Spec{Kind: draft.EAGLE3, Seed: 2})
+	byName := pullEagle(t, m, "org/EAGLE3-Other-Model", eagletest.Spec{Kind: draft.EAGLE3, Seed: 2})
 	want := pullEagle(t, m, "org/EAGLE3-Stories260K", eagletest.Spec{Kind: draft.EAGLE3, Seed: 3})
 	r := start(t, m, o)
 	if info := r.Draft(); info.Name != "eagle3:"+want {
 		t.Fatalf("auto drafts with %q, want the pulled eagle3:%s", info.Name, want)
+	}
+	named := o
+	named.Draft = mustDraft(t, "eagle:hf.co/org/EAGLE3-Other-Model")
+	if info := start(t, m, named).Draft(); info.Name != "eagle3:"+byName {
+		t.Fatalf("--draft eagle:NAME of a pulled draft drafts with %q, want eagle3:%s", info.Name, byName)
 	}
 	o.Draft = DraftChoice{Kind: DraftNone}
 	plain, _ := greedy(t, start(t, m, o), "Lily and Tom", 30)
@@ -227,5 +235,35 @@ func TestWords(t *testing.T) {
 	}
 	if len(got) != 8 {
 		t.Errorf("words: %v", got)
+	}
+}
+
+// setup plans the draft --draft auto will run: with a pulled EAGLE-3 draft
+// for the model, that draft's memory and no trainer (it does not train);
+// without one, a new DGF draft and its trainer.
+func TestFitCountsPulledEAGLE(t *testing.T) {
+	t.Setenv("DOVETAIL_MODELS", filepath.Join(t.TempDir(), "models"))
+	m := shapeModel(t, "small.gguf", 256, 8, 8, 4, 768, 2000, 1024, nil)
+	machine := probe.Report{CPU: probe.CPU{Cores: 2}, Memory: probe.Memory{AvailableBytes: 8 << 30}}
+	st := store.At(t.TempDir())
+	before := PlanFit(m, machine, nil, st)
+	if before.Placement.TrainerDevice != "cpu" {
+		t.Fatalf("a new draft: placement %+v", before.Placement)
+	}
+	pullEagle(t, m, "org/EAGLE3-small", eagletest.Spec{Kind: draft.EAGLE3, DraftVocab: 500})
+	f := PlanFit(m, machine, nil, st)
+	if f.Placement.TrainerDevice != "none" || f.Placement.DraftDevice != "cpu" {
+		t.Fatalf("with a pulled EAGLE-3 draft: placement %+v (%s)", f.Placement, f.Reason)
+	}
+	if _, dev := partBytes(f.Budget, "trainer"); dev != "" {
+		t.Errorf("a trainer is counted on %q", dev)
+	}
+	_, ec, _ := pulledEAGLE(m)
+	fp, err := train.Measure(ec, m.Llama, f.Placement.Ctx, 1, nil, device.NewCounter(false), device.NewCounter(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := partBytes(f.Budget, "draft"); got != fp.Draft || got == 0 {
+		t.Errorf("the draft counts %d bytes, its footprint %d", got, fp.Draft)
 	}
 }

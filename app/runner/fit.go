@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -123,6 +124,15 @@ func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.R
 	a := DefaultAdapt()
 	q := draftRequest{base: b, cfg: cfg, m: m.Llama, ctx: p.Ctx, seqs: 1, hostBytes: a.Engine.HostBytes(), needLearn: ck == nil,
 		learn: &train.Learn{Config: trainConfig(a, true), MaxRows: learnRows(a.Engine), MaxLen: learnLen(a.Engine), EvalDepth: learnDepth}}
+	if _, ec, ok := pulledEAGLE(m); ok {
+		// auto drafts with the pulled EAGLE draft: an EAGLE-3 one never
+		// trains (openEAGLE).
+		q.cfg, q.needLearn = ec, false
+		if ec.Kind == draft.EAGLE3 {
+			q.learn = nil
+		}
+	}
+	cfg = q.cfg
 	why := "no NVIDIA GPU"
 	if len(machine.GPUs) > 0 {
 		g := machine.GPUs[0]
@@ -234,10 +244,15 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	depth := tree.Server.Depth + 1
 	lo, mid, hi := 0.25, 0.5, 0.75
 	ck := savedDraftOf(m, st)
-	if ck == nil {
+	pd, _, published := pulledEAGLE(m)
+	if published && (ck == nil || !strings.HasSuffix(ck.Meta[store.MetaStartedAs], ":"+pd.Dir)) {
+		ck = nil // auto drafts with the pulled draft, not the saved one: its τ is not this one's
+	}
+	if ck == nil && !published {
 		// A new draft proposes what it has not learnt: until it has,
 		// the planner keeps drafting off (the target alone's speed);
-		// the high end is what learning may bring.
+		// the high end is what learning may bring. A published EAGLE
+		// draft was trained: the prior.
 		lo, mid = 0, 0
 	}
 	if h := tauHistory(ck); len(h) > 0 {
