@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"dovetail/models/draft"
@@ -78,7 +79,7 @@ func TestLlama3Freqs(t *testing.T) {
 		}
 	}
 	c.Rope = RopeScaling{Type: "linear", Factor: 2}
-	if got := c.RopeFreqs(); !equal(got, []float32{2, 2, 2, 2}) {
+	if got := c.RopeFreqs(); !slices.Equal(got, []float32{2, 2, 2, 2}) {
 		t.Errorf("linear: %v", got)
 	}
 	c.Rope = RopeScaling{}

@@ -3,6 +3,7 @@ package eagle
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"dovetail/models"
 	"dovetail/models/draft"
@@ -137,7 +138,7 @@ func values(t *safetensors.Tensor, s draft.Shape) ([]float32, error) {
 	if s.Rows == 1 && !s.Decay {
 		want = want[1:]
 	}
-	if !sameShape(t.Shape, want) {
+	if !slices.Equal(t.Shape, want) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, want %v", t.File, t.Name, t.Shape, want)
 	}
 	v, err := t.Float32()
@@ -150,21 +151,9 @@ func values(t *safetensors.Tensor, s draft.Shape) ([]float32, error) {
 	return v, nil
 }
 
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // embedding binds the checkpoint's own token embeddings in place.
 func embedding(t *safetensors.Tensor, c draft.Config) (*models.Tensor, error) {
-	if !sameShape(t.Shape, []int{c.Vocab, c.Hidden}) {
+	if !slices.Equal(t.Shape, []int{c.Vocab, c.Hidden}) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, want [%d %d]", t.File, t.Name, t.Shape, c.Vocab, c.Hidden)
 	}
 	typ, ok := map[string]quant.Type{"F32": quant.F32, "F16": quant.F16, "BF16": quant.BF16}[t.DType]

@@ -3,6 +3,7 @@ package eagle
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"dovetail/models"
@@ -95,12 +96,12 @@ func checkLoaded(t *testing.T, ck *Checkpoint, s eagletest.Spec) {
 			if sh.Name == draft.BlockTensor(b, "attn_k.weight") {
 				heads = c.KVHeads
 			}
-			if equal(got, want) {
+			if slices.Equal(got, want) {
 				t.Errorf("%s: not permuted", sh.Name)
 			}
 			got = unpermute(got, sh.Rows, sh.Cols, heads)
 		}
-		if !equal(got, want) {
+		if !slices.Equal(got, want) {
 			t.Errorf("%s: values differ from the file's", sh.Name)
 		}
 	}
@@ -130,29 +131,17 @@ func qk(c draft.Config, name string) (int, bool) {
 	return 0, false
 }
 
-func equal(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestPermuteByHand(t *testing.T) {
 	// Two heads of dimension 4, two columns: HF pairs rows (0,2) and (1,3)
 	// of each head; llama.cpp wants them adjacent.
 	w := []float32{0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5}
 	want := []float32{0, 0.5, 2, 2.5, 1, 1.5, 3, 3.5, 4, 4.5, 6, 6.5, 5, 5.5, 7, 7.5}
-	if got := permuteRoPE(w, 8, 2, 2); !equal(got, want) {
+	if got := permuteRoPE(w, 8, 2, 2); !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	// Head dimension 6: rows 0..5 become 0,3,1,4,2,5.
 	w6 := []float32{0, 1, 2, 3, 4, 5}
-	if got := permuteRoPE(w6, 6, 1, 1); !equal(got, []float32{0, 3, 1, 4, 2, 5}) {
+	if got := permuteRoPE(w6, 6, 1, 1); !slices.Equal(got, []float32{0, 3, 1, 4, 2, 5}) {
 		t.Errorf("d=6: got %v", got)
 	}
 }

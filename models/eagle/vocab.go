@@ -2,6 +2,7 @@ package eagle
 
 import (
 	"fmt"
+	"slices"
 
 	"dovetail/models/draft"
 	"dovetail/models/safetensors"
@@ -27,7 +28,7 @@ func vocabMap(d2t, t2d *safetensors.Tensor, c draft.Config, dir string) ([]int32
 		}
 		return nil, checkT2D(t2d, nil, c)
 	}
-	if !sameShape(d2t.Shape, []int{n}) {
+	if !slices.Equal(d2t.Shape, []int{n}) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, want [%d]", d2t.File, d2t.Name, d2t.Shape, n)
 	}
 	off, err := d2t.Int64s()
@@ -56,7 +57,7 @@ func checkT2D(t2d *safetensors.Tensor, ids []int32, c draft.Config) error {
 	if t2d == nil {
 		return nil
 	}
-	if !sameShape(t2d.Shape, []int{c.Vocab}) {
+	if !slices.Equal(t2d.Shape, []int{c.Vocab}) {
 		return fmt.Errorf("%s: tensor %q has shape %v, want [%d]", t2d.File, t2d.Name, t2d.Shape, c.Vocab)
 	}
 	marks, err := t2d.Bools()

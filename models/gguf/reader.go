@@ -7,6 +7,7 @@ import (
 	"os"
 	"unsafe"
 
+	"dovetail/internal/mapfile"
 	"dovetail/quant"
 )
 
@@ -45,9 +46,9 @@ func Open(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, &Error{File: path, Msg: "not a regular file"}
 	}
-	buf, unmap, err := mapFile(fd, st.Size())
+	buf, unmap, err := mapfile.Map(fd, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // names the file
 	}
 	f, err := Parse(path, buf)
 	if err != nil {
@@ -55,7 +56,7 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.unmap = unmap
-	f.mapped = canEvict
+	f.mapped = mapfile.Mapped
 	return f, nil
 }
 
@@ -75,7 +76,7 @@ func (f *File) Evict(b []byte) {
 	if p < base || p+uintptr(len(b)) > base+uintptr(len(f.data)) {
 		return
 	}
-	evict(b)
+	mapfile.Evict(b)
 }
 
 // Close releases the file's memory.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	"dovetail/internal/mapfile"
 )
 
 // Tensor is one entry of the header and its bytes.
@@ -60,7 +62,7 @@ func Open(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	buf, unmap, err := mapFile(fd, st.Size())
+	buf, unmap, err := mapfile.Map(fd, st.Size())
 	if err != nil {
 		return nil, err
 	}
