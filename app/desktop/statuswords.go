@@ -46,6 +46,8 @@ func draftWords(info runner.DraftInfo) string {
 		d = "the built-in draft"
 	case kind == "dgf":
 		d = "the saved draft"
+	case kind == "eagle" || kind == "eagle3":
+		d = eagleWords(kind, where)
 	default:
 		d = "a custom draft"
 	}
@@ -61,4 +63,18 @@ func trainerWords(info runner.DraftInfo, state string) string {
 		return state
 	}
 	return "trainer on " + deviceWords(info.Trainer) + ": " + state
+}
+
+// eagleWords names a published EAGLE draft: its kind, and its repository
+// (ORG/REPO) where it was pulled, else its folder's name.
+func eagleWords(kind, dir string) string {
+	k := "EAGLE"
+	if kind == "eagle3" {
+		k = "EAGLE-3"
+	}
+	name := filepath.Base(dir)
+	if org := filepath.Base(filepath.Dir(dir)); filepath.Base(filepath.Dir(filepath.Dir(dir))) == "hf.co" {
+		name = org + "/" + name
+	}
+	return "the " + k + " draft " + name
 }
