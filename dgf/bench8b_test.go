@@ -29,9 +29,10 @@ var llama31DGF = draft.Config{Hidden: 4096, Blocks: 1, Heads: 32, KVHeads: 8, He
 // shape on the host at 1 and 2 threads, in their drafting form, beside a
 // target whose embeddings are Q4_K and LM head Q6_K (a Q4_K_M file's):
 // the 6 × 8 tree, and a round as the engine drafts it (the root's
-// position, then Depth levels of TopK nodes): Dovetail's laptop and server
-// depths at top-k 10, and a chain of 7 (top-k 1, as vLLM drafts EAGLE-3). They take GBs and
-// minutes, so they run only when -bench names them (with "8B").
+// position, then Depth levels of TopK nodes): Dovetail's laptop and
+// server depths at top-k 10, and a chain of 7 (top-k 1, as vLLM drafts
+// EAGLE-3). They take GBs and minutes, so they run only when -bench names
+// them (with "8B").
 func BenchmarkDraftTree8B(b *testing.B) {
 	if f := flag.Lookup("test.bench"); f == nil || !strings.Contains(f.Value.String(), "8B") {
 		b.Skip("name it: -bench DraftTree8B (GBs of weights)")
