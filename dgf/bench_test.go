@@ -31,17 +31,25 @@ func BenchmarkDraftTree(b *testing.B) {
 }
 
 func benchTree(b *testing.B, dev device.Device, c draft.Config) {
-	const ctx, levels, width = 64, 6, 8
 	d := newDraftOn(b, dev, c, 1)
-	rng := rand.New(rand.NewPCG(1, 1))
 	defer d.Free()
 	if err := d.FreezeForDrafting(); err != nil {
 		b.Fatal(err)
 	}
+	benchTreeOf(b, d, 6, 8)
+}
+
+// benchTreeOf times levels levels of width nodes after a 64-position
+// context on d. The context reads target features (FeatureIn wide), the
+// nodes their parents' predicted ones (Hidden wide).
+func benchTreeOf(b *testing.B, d *Draft, levels, width int) {
+	const ctx = 64
+	c := d.C
+	rng := rand.New(rand.NewPCG(1, 1))
 	s := d.NewSequence(ctx + levels*width)
 	defer s.Free()
 	w := dgftest.RandWindow(rng, ctx, c.Hidden, c.Vocab, 1)
-	if _, _, err := s.Forward(w.Features[:ctx], w.Tokens[:ctx]); err != nil {
+	if _, _, err := s.Forward(randFeatures(rng, ctx, c.FeatureIn()), w.Tokens[:ctx]); err != nil {
 		b.Fatal(err)
 	}
 	feats, toks, parents := make([][]float32, width), make([]int, width), make([]int, width)
@@ -63,5 +71,7 @@ func benchTree(b *testing.B, dev device.Device, c draft.Config) {
 		}
 		s.Truncate(ctx)
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/round")
+	ms := float64(b.Elapsed().Microseconds()) / float64(b.N) / 1000
+	b.ReportMetric(ms, "ms/round")
+	b.ReportMetric(ms/float64(levels), "ms/step")
 }
