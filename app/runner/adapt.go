@@ -327,8 +327,9 @@ func (a *adaptive) clearMemory() error {
 // close stops adaptation, saves the adapted draft (the last version
 // published) and the text memory, and frees everything. It waits for the
 // trainer at most adapt.StopWait: one that has not returned by then (an
-// idle-priority thread on a busy machine) frees its learner and the live
-// draft when it does.
+// idle-priority thread on a busy machine) saves the draft and frees its
+// learner and the live draft when it does, since until then the learner
+// is the trainer's (it may be setting its drafts up).
 func (a *adaptive) close() error {
 	// A sequence's text joins the memory when it ends.
 	for _, d := range a.drafters {
@@ -339,8 +340,14 @@ func (a *adaptive) close() error {
 		<-a.saverDone
 	}
 	err := a.adapter.Close()
-	if serr := a.saveDraft(); err == nil {
-		err = serr
+	stopped := false
+	select {
+	case <-a.adapter.Stopped():
+		stopped = true
+		if serr := a.saveDraft(); err == nil {
+			err = serr
+		}
+	default:
 	}
 	if serr := a.saveMemory(); err == nil {
 		err = serr
@@ -355,11 +362,20 @@ func (a *adaptive) close() error {
 			a.releaseDevices()
 		}
 	}
-	select {
-	case <-a.adapter.Stopped():
+	if stopped {
 		free()
-	default:
-		go func() { <-a.adapter.Stopped(); free() }()
+		return err
 	}
+	// The trainer has not returned yet (an idle-priority thread on a busy
+	// machine, or a trainer still setting up): the learner is still its,
+	// so the draft is saved when it returns, then freed.
+	a.notify(Notice{Text: "the draft's trainer is still stopping: the adapted draft is saved once it has"})
+	go func() {
+		<-a.adapter.Stopped()
+		if err := a.saveDraft(); err != nil {
+			a.notify(Notice{Warning: true, Text: err.Error()})
+		}
+		free()
+	}()
 	return err
 }
