@@ -22,6 +22,22 @@ func isEAGLEDir(path string) bool {
 	return err == nil && st.IsDir() && eagle.IsCheckpoint(path)
 }
 
+// eagleDir is the directory --draft eagle:PATH names: PATH, or the folder
+// of the pulled draft of that name (hf.co/ORG/REPO).
+func eagleDir(path string) (string, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.IsDir():
+		return path, nil
+	case err == nil:
+		return "", fmt.Errorf("EAGLE draft %s: a file, not a directory with config.json (a GGUF draft model is --draft model:PATH)", path)
+	}
+	if d, ok, _ := pull.FindDraft("", path); ok {
+		return d.Dir, nil
+	}
+	return "", fmt.Errorf("EAGLE draft %s: no such directory, nor a pulled draft of that name (dovetail drafts lists them)", path)
+}
+
 // openEAGLE runs the published EAGLE draft in dir with the same trees,
 // planner and text memory as a DGF draft. An EAGLE-1 draft adapts online
 // as a DGF does (its fc and layers; the target's embeddings and head stay
@@ -31,13 +47,13 @@ func isEAGLEDir(path string) bool {
 // of the target's layers, which the target then exports (openTarget).
 func (r *Runner) openEAGLE(d *drafting, dir string) error {
 	o := r.opts
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		// A pulled draft by its name (hf.co/ORG/REPO).
-		if d, ok, _ := pull.FindDraft("", dir); ok {
-			dir = d.Dir
-		}
+	dir, err := eagleDir(dir)
+	if err != nil {
+		return err
 	}
-	ck, err := eagle.Load(dir, r.model.Config())
+	target := r.model.Config()
+	target.Name = r.model.Name // what the user knows it by
+	ck, err := eagle.Load(dir, target)
 	if err != nil {
 		return err
 	}
