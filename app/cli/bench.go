@@ -91,6 +91,6 @@ func newBenchCmd() *cobra.Command {
 	fl.IntVar(&reps, "reps", 9, "repetitions of the prefill and of each verification size (the median is kept)")
 	fl.IntVar(&depth, "depth", 0, "tokens of context before the measurements")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
-	c.AddCommand(newBenchAdaptCmd())
+	c.AddCommand(newBenchAdaptCmd(), newBenchLoadCmd())
 	return c
 }
