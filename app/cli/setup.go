@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/spf13/cobra"
 
 	"dovetail/app/runner"
@@ -22,6 +24,7 @@ type setupFlags struct {
 	dir         string
 	yes, asJSON bool
 	recalibrate bool
+	vram        string // plan for a card of this size that need not be here
 }
 
 // setupResult is one model's object in --json.
@@ -61,11 +64,31 @@ func newSetupCmd() *cobra.Command {
 	fl.BoolVar(&f.yes, "yes", false, "save the settings without asking")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per model (one line each)")
 	fl.BoolVar(&f.recalibrate, "recalibrate", false, "calibrate again even where a calibration is kept")
+	fl.StringVar(&f.vram, "vram", "", "plan for an NVIDIA card with this much memory (8GiB, 6GB, …) instead of this machine's: "+
+		"the placement's arithmetic, on any machine; nothing is saved")
 	return c
+}
+
+// plannedCard is the card --vram asks setup to plan for, in place of the
+// machine's GPUs (nil: no --vram).
+func plannedCard(vram string) (*probe.GPU, error) {
+	if vram == "" {
+		return nil, nil
+	}
+	b, err := humanize.ParseBytes(vram)
+	if err != nil || b < 256<<20 || b > 1<<42 {
+		return nil, usageError{fmt.Errorf("--vram %q: want a size from 256MiB to 4TiB, such as 8GiB or 6GB", vram)}
+	}
+	name := "the planned " + runner.HumanBytes(b) + " card"
+	return &probe.GPU{Name: name, VRAMTotalBytes: b, VRAMFreeBytes: b}, nil
 }
 
 func setup(c *cobra.Command, f setupFlags) error {
 	stderr := c.ErrOrStderr()
+	card, err := plannedCard(f.vram)
+	if err != nil {
+		return err
+	}
 	st, err := store.Open()
 	if err != nil {
 		return err
@@ -79,9 +102,14 @@ func setup(c *cobra.Command, f setupFlags) error {
 	for _, fd := range machine.Findings {
 		fmt.Fprintf(stderr, "note: %s\n", fd)
 	}
+	gpuHere := len(machine.GPUs) > 0 // what calibration can time a draft on
+	if card != nil {
+		machine.GPUs = []probe.GPU{*card}
+		fmt.Fprintf(stderr, "planning for an NVIDIA card with %s, not this machine's GPUs: nothing is saved\n", runner.HumanBytes(card.VRAMTotalBytes))
+	}
 	var results []setupResult
 	for _, d := range found {
-		res, err := setupModel(c, st, machine, d, f.recalibrate, !f.asJSON)
+		res, err := setupModel(c, st, machine, gpuHere, d, f.recalibrate, !f.asJSON)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", d.Name, err)
 			continue
@@ -91,7 +119,7 @@ func setup(c *cobra.Command, f setupFlags) error {
 	if len(results) == 0 {
 		return fmt.Errorf("setup: no model could be set up")
 	}
-	save := f.yes || (!f.asJSON && ask(c, fmt.Sprintf("Save these settings to %s? [Y/n] ", st.SettingsPath())))
+	save := card == nil && (f.yes || (!f.asJSON && ask(c, fmt.Sprintf("Save these settings to %s? [Y/n] ", st.SettingsPath()))))
 	if save {
 		chosen := map[string]runner.ModelSettings{}
 		for i := range results {
@@ -136,7 +164,7 @@ func findModels(f setupFlags) ([]discover.Model, error) {
 }
 
 // setupModel calibrates a model where needed, fits it and shows the fit.
-func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, d discover.Model, recalibrate, table bool) (setupResult, error) {
+func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, gpuHere bool, d discover.Model, recalibrate, table bool) (setupResult, error) {
 	stderr := c.ErrOrStderr()
 	m, err := runner.OpenModel(d.Path)
 	if err != nil {
@@ -152,7 +180,7 @@ func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, d disco
 			fmt.Fprintf(stderr, "%s: measured at %.2f× the prediction over %d runs: calibrating again\n", d.Name, ratio, runs)
 		}
 		bar := newProgress(stderr, "calibrating "+m.Name, 1)
-		cal, err = runner.Calibrate(m, st, threads, len(machine.GPUs) > 0, func(s runner.Step) {
+		cal, err = runner.Calibrate(m, st, threads, gpuHere, func(s runner.Step) {
 			bar.total = s.Total
 			bar.update(s.Done, s.What)
 		})

@@ -136,3 +136,31 @@ func TestSetupBadModel(t *testing.T) {
 		t.Errorf("exit %d, %q", code, errOut)
 	}
 }
+
+// setup --vram plans for a card that is not here: the fit names it, and
+// nothing is saved even with --yes; a size that is not one is a usage
+// error naming the flag.
+func TestSetupPlansForACard(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	model := golden.ModelPath("stories260K-f32.gguf")
+	out, errOut, code := runCLI(t, "setup", "-m", model, "--yes", "--json", "--vram", "8GiB")
+	if code != 0 || !strings.Contains(errOut, "planning for an NVIDIA card with 8.0 GiB, not this machine's GPUs: nothing is saved") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var res struct {
+		Reason       string
+		SettingsFile string `json:"settings_file"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Reason, "the planned 8.0 GiB card") || res.SettingsFile != "" {
+		t.Fatalf("reason %q, settings %q", res.Reason, res.SettingsFile)
+	}
+	for _, bad := range []string{"lots", "1MiB", "-8GiB"} {
+		if _, errOut, code := runCLI(t, "setup", "-m", model, "--vram", bad); code != 2 || !strings.Contains(errOut, "--vram") {
+			t.Errorf("--vram %s: exit %d, %q", bad, code, errOut)
+		}
+	}
+}
