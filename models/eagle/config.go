@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"dovetail/models/draft"
+	"dovetail/models/safetensors"
 )
 
 // Config is what a draft's config.json and its fc tensor say about it.
@@ -235,10 +236,26 @@ func (c *Config) readFC() error {
 		return fmt.Errorf("%s: tensor %q has shape %v: want [%d %d] (EAGLE-1) or [%d %d] (EAGLE-3)", fc.File, fc.Name, fc.Shape, H, 2*H, H, 3*H)
 	case fc.Shape[1] == 3*H:
 		c.Kind = draft.EAGLE3
+		// Its decoder layers are the ones the weights hold: some configs
+		// copy the target's num_hidden_layers (AvitoTech's avibe-eagle says 36).
+		c.Layers = layersIn(names)
 	case c.Kind == draft.EAGLE3:
 		return fmt.Errorf("%s: tensor %q has shape %v: config.json says EAGLE-3, whose fc reads [%d %d]", fc.File, fc.Name, fc.Shape, H, 3*H)
 	default:
 		c.Kind = draft.EAGLE1
 	}
 	return nil
+}
+
+// layersIn is the number of decoder layers a checkpoint's (normalized)
+// tensors hold: one past the highest "layers.N." they name.
+func layersIn(names map[string]*safetensors.Tensor) int {
+	n := 0
+	for name := range names {
+		var l int
+		if _, err := fmt.Sscanf(name, "layers.%d.", &l); err == nil && l >= n {
+			n = l + 1
+		}
+	}
+	return n
 }

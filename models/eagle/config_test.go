@@ -145,3 +145,17 @@ func TestParseConfig(t *testing.T) {
 		t.Error("broken JSON read")
 	}
 }
+
+// An EAGLE-3 draft's layer is counted in its weights: a config that copies
+// the target's num_hidden_layers (36) still loads as the one layer it holds.
+func TestEagle3LayersFromWeights(t *testing.T) {
+	dir := write(t, eagletest.Spec{Kind: draft.EAGLE3, Config: map[string]any{"num_hidden_layers": 36}})
+	ck, err := Load(dir, tiny())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	if ck.Config.Blocks != 1 {
+		t.Fatalf("%d blocks", ck.Config.Blocks)
+	}
+}

@@ -82,7 +82,9 @@ func TestLoadRefuses(t *testing.T) {
 			"rope_scaling linear: factor 0"},
 		{"eps", eagletest.Spec{Kind: e1, Config: map[string]any{"rms_norm_eps": 0}}, tiny(), "rms_norm_eps 0: want a positive number"},
 		{"sizes", eagletest.Spec{Kind: e1, Config: map[string]any{"intermediate_size": nil}}, tiny(), "intermediate_size 0"},
-		{"eagle3 layers", eagletest.Spec{Kind: e3, Config: map[string]any{"num_hidden_layers": 2}}, tiny(), "an EAGLE-3 draft has one decoder layer, not 2"},
+		{"eagle3 layers", eagletest.Spec{Kind: e3, Edit: func(ts []*safetensors.Tensor) []*safetensors.Tensor {
+			return append(ts, vector("layers.1.post_attention_layernorm.weight", 32, 1))
+		}}, tiny(), "an EAGLE-3 draft has one decoder layer, not 2"},
 		{"missing", eagletest.Spec{Kind: e3, Edit: edit("midlayer.mlp.up_proj.weight", func(*safetensors.Tensor) *safetensors.Tensor { return nil })}, tiny(),
 			`tensor "layers.0.mlp.up_proj.weight" missing (an EAGLE-3 draft has it)`},
 		{"shape", eagletest.Spec{Kind: e1, Edit: edit("layers.0.post_attention_layernorm.weight", func(*safetensors.Tensor) *safetensors.Tensor {
