@@ -4,6 +4,28 @@
 // read whole.
 package mapfile
 
+import (
+	"fmt"
+	"os"
+)
+
 // Mapped reports whether Map's bytes are a file mapping (unix): memory the
 // OS reads back from the file, which Evict may drop.
 const Mapped = mapped
+
+// Open maps the regular file at path whole (see Map); release unmaps it.
+func Open(path string) (b []byte, release func() error, err error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return Map(fd, st.Size())
+}

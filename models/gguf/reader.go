@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"unsafe"
 
 	"dovetail/internal/mapfile"
@@ -34,21 +33,9 @@ type File struct {
 // Open memory-maps path and parses its header. Close releases the mapping;
 // slices returned by TensorData are invalid after it.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	buf, unmap, err := mapfile.Open(path)
 	if err != nil {
 		return nil, err
-	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &Error{File: path, Msg: "not a regular file"}
-	}
-	buf, unmap, err := mapfile.Map(fd, st.Size())
-	if err != nil {
-		return nil, err // names the file
 	}
 	f, err := Parse(path, buf)
 	if err != nil {

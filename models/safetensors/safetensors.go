@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 
 	"dovetail/internal/mapfile"
@@ -50,19 +49,7 @@ const maxHeader = 100 << 20
 // Open memory-maps path and parses it. Close releases the mapping; the
 // tensors' Data are invalid after it.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	buf, unmap, err := mapfile.Map(fd, st.Size())
+	buf, unmap, err := mapfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
