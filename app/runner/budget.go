@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"strings"
+
+	"dovetail/internal/sizes"
 )
 
 // Part is one thing the memory budget counts.
@@ -117,20 +119,5 @@ func (e *MemoryError) Error() string {
 		HumanBytes(e.Budget.CPU()), e.Budget, HumanBytes(e.Budget.Available), e.Hint)
 }
 
-// HumanBytes writes a size in binary units: 591.2 MiB; one too large to
-// count (satAdd, satMul) as more than 16 EiB.
-func HumanBytes(n uint64) string {
-	const unit = 1024
-	if n == math.MaxUint64 {
-		return "more than 16 EiB"
-	}
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// HumanBytes writes a size in binary units: 591.2 MiB (sizes.Bytes).
+func HumanBytes(n uint64) string { return sizes.Bytes(n) }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"dovetail/internal/sizes"
 )
 
 // stallAfter is how long a download's body may send nothing before the
@@ -358,15 +360,4 @@ func (s *stallReader) stalled() bool {
 }
 
 // humanBytes writes a size in binary units ("1.2 GiB").
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return sizes.Bytes(uint64(max(n, 0))) }
