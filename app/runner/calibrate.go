@@ -56,7 +56,7 @@ func Calibrate(m *Model, st *store.Store, threads int, gpus bool, progress func(
 	if c.Plain, c.PlainLow, c.PlainHigh, err = plainSpeed(target, prompt, plainTokens(c.Profile.Decode)); err != nil {
 		return c, fmt.Errorf("calibrating %s: %w", m.Name, err)
 	}
-	cfg := draftShape(m, st)
+	cfg := autoDraftOf(m, st).cfg
 	progress(Step{"a draft step on the CPU", 1, total})
 	if c.DraftStep["cpu"], err = timeDraftStep(m, cfg, device.NewHost(threads)); err != nil {
 		return c, fmt.Errorf("calibrating %s's draft: %w", m.Name, err)
@@ -152,18 +152,6 @@ const profileBudget = 5 * time.Second
 
 // profileSizes are the tree sizes whose verification cost is calibrated.
 var profileSizes = []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64}
-
-// draftShape is the shape of the draft m drafts with: its saved one's, the
-// embedded model's shipped one's, or a new one's.
-func draftShape(m *Model, st *store.Store) draft.Config {
-	if _, cfg, ok := pulledEAGLE(m); ok {
-		return cfg // auto drafts with it first
-	}
-	if ck := savedDraftOf(m, st); ck != nil {
-		return ck.Config
-	}
-	return draft.ForTarget(m.Config(), 1, 0)
-}
 
 // calibrationTree is the tree a draft step is timed in.
 var calibrationTree = tree.Params{TopK: 10, Depth: 4, Tokens: 16}

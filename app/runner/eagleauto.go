@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"dovetail/app/runner/pull"
+	"dovetail/app/runner/store"
 	"dovetail/models/draft"
 	"dovetail/models/eagle"
 )
@@ -43,6 +44,31 @@ func pulledEAGLE(m *Model) (d pull.Draft, cfg draft.Config, ok bool) {
 		}
 	}
 	return d, cfg, ok
+}
+
+// autoDraft is the draft --draft auto runs for a model, as calibration
+// and setup plan it.
+type autoDraft struct {
+	cfg    draft.Config
+	ck     *draft.Checkpoint // the saved weights it starts from, with their τ history (nil: none)
+	pulled bool              // a published EAGLE draft, trained before it came
+}
+
+// autoDraftOf is the draft auto runs for m, in openDrafting's order: the
+// pulled EAGLE draft that fits (with the adaptation saved of it, if any),
+// else the saved or shipped DGF draft, else a new one.
+func autoDraftOf(m *Model, st *store.Store) autoDraft {
+	ck := savedDraftOf(m, st)
+	if pd, cfg, ok := pulledEAGLE(m); ok {
+		if ck != nil && ck.Meta[store.MetaStartedAs] != cfg.Kind.String()+":"+pd.Dir {
+			ck = nil // another draft's: its τ is not this one's
+		}
+		return autoDraft{cfg: cfg, ck: ck, pulled: true}
+	}
+	if ck != nil {
+		return autoDraft{cfg: ck.Config, ck: ck}
+	}
+	return autoDraft{cfg: draft.ForTarget(m.Config(), 1, 0)}
 }
 
 // openPulledEAGLE drafts with the pulled EAGLE draft that fits the model

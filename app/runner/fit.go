@@ -3,7 +3,6 @@ package runner
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -92,11 +91,12 @@ func PlanFit(m *Model, machine probe.Report, cal *Calibration, st *store.Store) 
 		f.Reason = fmt.Sprintf("the weights and a cache of %d positions need %s; %s is available", ctx, HumanBytes(b.CPU()), HumanBytes(avail))
 		return f
 	}
-	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, st, machine)
+	ad := autoDraftOf(m, st)
+	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, ad, machine)
 	fitLayers(&f, m, machine)
 	f.Placement.Tree = tree.Server
 	var shape tree.Params
-	if f.Predicted, shape = predict(m, cal, f.Placement, st); shape != (tree.Params{}) {
+	if f.Predicted, shape = predict(cal, f.Placement, ad); shape != (tree.Params{}) {
 		f.Placement.Tree = shape
 	}
 	return f
@@ -115,24 +115,14 @@ func targetBudget(m *Model, ctx, threads int, avail uint64) Budget {
 
 // fitDraft places the draft beside the target as runner.New would on
 // the machine the probe describes, and says how it fits.
-func fitDraft(p *Placement, b Budget, m *Model, st *store.Store, machine probe.Report) (Budget, string, string) {
-	ck := savedDraftOf(m, st)
-	cfg := draft.ForTarget(m.Config(), 1, 0)
-	if ck != nil {
-		cfg = ck.Config
-	}
+func fitDraft(p *Placement, b Budget, m *Model, ad autoDraft, machine probe.Report) (Budget, string, string) {
+	cfg := ad.cfg
 	a := DefaultAdapt()
-	q := draftRequest{base: b, cfg: cfg, m: m.Llama, ctx: p.Ctx, seqs: 1, hostBytes: a.Engine.HostBytes(), needLearn: ck == nil,
+	q := draftRequest{base: b, cfg: cfg, m: m.Llama, ctx: p.Ctx, seqs: 1, hostBytes: a.Engine.HostBytes(), needLearn: ad.ck == nil && !ad.pulled,
 		learn: &train.Learn{Config: trainConfig(a, true), MaxRows: learnRows(a.Engine), MaxLen: learnLen(a.Engine), EvalDepth: learnDepth}}
-	if _, ec, ok := pulledEAGLE(m); ok {
-		// auto drafts with the pulled EAGLE draft: an EAGLE-3 one never
-		// trains (openEAGLE).
-		q.cfg, q.needLearn = ec, false
-		if ec.Kind == draft.EAGLE3 {
-			q.learn = nil
-		}
+	if cfg.Kind == draft.EAGLE3 {
+		q.learn = nil // it never trains (openEAGLE)
 	}
-	cfg = q.cfg
 	why := "no NVIDIA GPU"
 	if len(machine.GPUs) > 0 {
 		g := machine.GPUs[0]
@@ -221,7 +211,7 @@ func savedDraftOf(m *Model, st *store.Store) *draft.Checkpoint {
 // learns from the first requests), widened by the spread of the
 // calibration's runs, down to a new draft's measured speed; and the tree
 // it predicts best.
-func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Prediction, tree.Params) {
+func predict(cal *Calibration, p Placement, ad autoDraft) (Prediction, tree.Params) {
 	if cal == nil || cal.Profile.Decode <= 0 {
 		return Prediction{}, tree.Params{}
 	}
@@ -243,12 +233,8 @@ func predict(m *Model, cal *Calibration, p Placement, st *store.Store) (Predicti
 	}
 	depth := tree.Server.Depth + 1
 	lo, mid, hi := 0.25, 0.5, 0.75
-	ck := savedDraftOf(m, st)
-	pd, _, published := pulledEAGLE(m)
-	if published && (ck == nil || !strings.HasSuffix(ck.Meta[store.MetaStartedAs], ":"+pd.Dir)) {
-		ck = nil // auto drafts with the pulled draft, not the saved one: its τ is not this one's
-	}
-	if ck == nil && !published {
+	ck := ad.ck
+	if ck == nil && !ad.pulled {
 		// A new draft proposes what it has not learnt: until it has,
 		// the planner keeps drafting off (the target alone's speed);
 		// the high end is what learning may bring. A published EAGLE
