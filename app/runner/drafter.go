@@ -229,28 +229,14 @@ func (r *Runner) openDGF(d *drafting, ck *draft.Checkpoint, where string) error 
 	if ck != nil {
 		cfg = ck.Config
 	}
-	var gdev device.Device
-	if large := cfg.Hidden*cfg.Vocab >= gpuMinHead; large || o.Device.Kind == DeviceCUDA {
-		var err error
-		if gdev, err = openGPU(o.Device, r.notify); err != nil {
-			return err
-		}
-	}
 	q := draftRequest{base: r.budget, cfg: cfg, m: r.model.Llama, ctx: r.ctx, seqs: len(r.slots),
 		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: o.Device.Kind == DeviceCUDA, onCPU: o.Device.Kind == DeviceCPU, needLearn: ck == nil}
 	if o.Adapt.Mode != adapt.Off {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
 	}
-	if gdev != nil {
-		free, _ := gdev.MemInfo()
-		q.room = &gpuRoom{name: gdev.Name(), free: free}
-	}
-	p, ok, err := placeDraft(q)
+	p, gdev, ok, err := r.placeOnDevices(&q)
 	if err != nil || !ok {
-		if gdev != nil {
-			gdev.Close()
-		}
 		switch {
 		case err != nil:
 			return err

@@ -7,7 +7,6 @@ import (
 
 	"dovetail/app/runner/pull"
 	"dovetail/app/runner/store"
-	"dovetail/device"
 	"dovetail/dgf"
 	"dovetail/engine/adapt"
 	"dovetail/models/draft"
@@ -73,7 +72,7 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}
 	}
-	p, gdev, ok, err := r.placeEAGLE(q)
+	p, gdev, ok, err := r.placeOnDevices(&q)
 	if err != nil || !ok {
 		ck.Close()
 		if err == nil {
@@ -81,6 +80,9 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 				dir, HumanBytes(r.budget.Available))})
 		}
 		return err
+	}
+	if n := placeNotice(p, q.learn != nil, q.room, cfg.Hidden*cfg.Vocab >= gpuMinHead); n != "" {
+		r.notify(Notice{Warning: true, Text: n})
 	}
 	devs, err := openPlaced(p, gdev, o.Device.Ordinal, r.per, o.Adapt.Threads)
 	if err != nil {
@@ -95,29 +97,6 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 		r.export = &cfg.Aux
 	}
 	return nil
-}
-
-// placeEAGLE places an EAGLE draft as a DGF draft is placed (placeDraft:
-// a GPU for a large one, learning where it may), and returns the GPU it
-// opened for it (nil: none, or not used).
-func (r *Runner) placeEAGLE(q draftRequest) (draftPlace, device.Device, bool, error) {
-	var gdev device.Device
-	if !q.onCPU && (q.cfg.Hidden*q.cfg.Vocab >= gpuMinHead || q.onGPU) {
-		var err error
-		if gdev, err = openGPU(r.opts.Device, r.notify); err != nil {
-			return draftPlace{}, nil, false, err
-		}
-		if gdev != nil {
-			free, _ := gdev.MemInfo()
-			q.room = &gpuRoom{name: gdev.Name(), free: free}
-		}
-	}
-	p, ok, err := placeDraft(q)
-	if (err != nil || !ok) && gdev != nil {
-		gdev.Close()
-		gdev = nil
-	}
-	return p, gdev, ok, err
 }
 
 // startEAGLE builds the draft from ck on devs and a drafter per slot

@@ -84,6 +84,31 @@ func placeDraft(q draftRequest) (draftPlace, bool, error) {
 	return draftPlace{}, false, nil
 }
 
+// placeOnDevices places a draft as placeDraft does, with the GPU opened
+// first where it may take one (a draft large enough to gain, or --device
+// cuda; not under onCPU), and q.room set from it; it returns the GPU when
+// the place uses it or may (openPlaced closes it otherwise), nil when
+// none was opened or the draft fits nowhere.
+func (r *Runner) placeOnDevices(q *draftRequest) (draftPlace, device.Device, bool, error) {
+	var gdev device.Device
+	if !q.onCPU && (q.cfg.Hidden*q.cfg.Vocab >= gpuMinHead || q.onGPU) {
+		var err error
+		if gdev, err = openGPU(r.opts.Device, r.notify); err != nil {
+			return draftPlace{}, nil, false, err
+		}
+		if gdev != nil {
+			free, _ := gdev.MemInfo()
+			q.room = &gpuRoom{name: gdev.Name(), free: free}
+		}
+	}
+	p, ok, err := placeDraft(*q)
+	if (err != nil || !ok) && gdev != nil {
+		gdev.Close()
+		gdev = nil
+	}
+	return p, gdev, ok, err
+}
+
 // side names where a part goes: "cpu", or the GPU's name.
 func side(onGPU bool, room *gpuRoom) string {
 	if onGPU && room != nil {
