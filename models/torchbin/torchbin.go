@@ -133,29 +133,29 @@ type archive struct {
 	records map[string]*zip.File
 }
 
-func openArchive(path string) (*archive, error) {
-	z, err := zip.OpenReader(path)
+func openArchive(file string) (*archive, error) {
+	z, err := zip.OpenReader(file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a PyTorch zip checkpoint (torch.save of PyTorch 1.6 or later): %v", path, err)
+		return nil, fmt.Errorf("%s: not a PyTorch zip checkpoint (torch.save of PyTorch 1.6 or later): %v", file, err)
 	}
 	a := &archive{z: z, records: map[string]*zip.File{}}
 	var pkl *zip.File
 	for _, f := range z.File {
-		dir, base := pathSplit(f.Name)
+		dir, base := path.Split(f.Name)
 		switch {
 		case base == "data.pkl":
 			pkl = f
-		case pathBase(dir) == "data":
+		case path.Base(dir) == "data":
 			a.records[base] = f
 		}
 	}
 	if pkl == nil {
 		z.Close()
-		return nil, fmt.Errorf("%s: no data.pkl: not a PyTorch checkpoint", path)
+		return nil, fmt.Errorf("%s: no data.pkl: not a PyTorch checkpoint", file)
 	}
 	if a.obj, err = unpickle(pkl); err != nil {
 		z.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return a, nil
 }
@@ -281,10 +281,3 @@ func elemSize(dtype string) int {
 	}
 	return 1
 }
-
-func pathSplit(p string) (dir, base string) {
-	dir, base = path.Split(p)
-	return path.Clean(dir), base
-}
-
-func pathBase(p string) string { return path.Base(p) }
