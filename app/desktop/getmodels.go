@@ -3,12 +3,14 @@ package desktop
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -128,7 +130,11 @@ func (g *getModels) draftRow(d catalogDraft) fyne.CanvasObject {
 	})
 	about := widget.NewLabel(d.About + ": it proposes tokens the model checks, for faster replies")
 	about.Truncation = fyne.TextTruncateEllipsis
-	return container.NewBorder(nil, nil, nil, get, about)
+	// Under the model's description, not its name: the line is the
+	// model's, not another model.
+	indent := canvas.NewRectangle(color.Transparent)
+	indent.SetMinSize(fyne.NewSize(catalogNameWidth, 0))
+	return container.NewBorder(nil, nil, indent, get, about)
 }
 
 func draftButtonText(d catalogDraft) string {
