@@ -10,7 +10,8 @@ import (
 
 // Counter is a Device that computes nothing and counts the bytes a real
 // device would hold: float32 buffers, and frozen matrices as a CUDA
-// device (float32) or the host (small ones dequantized) keeps them.
+// device (in their blocks, see GPUKeepsBlocks; other formats as float32)
+// or the host (small ones dequantized) keeps them.
 // Running a model's set-up code on one measures it before anything is
 // allocated (the memory budget).
 type Counter struct {
@@ -32,8 +33,8 @@ func (s *Counter) Held() uint64 { return s.held }
 
 func (s *Counter) hold(n int) { s.held += uint64(n) }
 
-// KeepsFloat32: every matrix on a GPU, small ones on the host.
-func (s *Counter) KeepsFloat32(n int) bool { return s.gpu || n <= s.small }
+// KeepsFloat32: small matrices on the host; none on a GPU.
+func (s *Counter) KeepsFloat32(n int) bool { return !s.gpu && n <= s.small }
 
 // SharesMemory: two counters of a GPU count two streams of one GPU.
 func (s *Counter) SharesMemory(d Device) bool {
@@ -88,6 +89,8 @@ func (s *Counter) View(b Buffer, off, n int) Buffer { return &counterBuf{n: n, v
 func (s *Counter) UploadMatrix(t *models.Tensor) (Matrix, error) {
 	n := uint64(t.Rows) * uint64(t.Cols)
 	switch {
+	case s.gpu && GPUKeepsBlocks(t.Type):
+		s.held += uint64(t.Rows) * uint64(t.RowBytes)
 	case s.gpu:
 		s.held += 4 * n
 	case t.Type == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(t.Data)))%4 == 0:

@@ -1,5 +1,7 @@
 package device
 
+import "dovetail/quant"
+
 // What model code asks of a device beyond its operations: whether two
 // devices share memory, how it keeps frozen matrices, and what it holds.
 // Each is an optional method of the implementations, asked through the
@@ -18,12 +20,25 @@ func SameMemory(a, b Device) bool {
 }
 
 // KeepsFloat32 reports whether d holds a frozen matrix of n values as
-// float32 whatever its stored format: a GPU (its kernels read float32)
-// and the host for small matrices. A Q8_0 copy of such a matrix would
-// only round its weights.
+// float32 whatever its stored format: the host for small matrices. A Q8_0
+// copy of such a matrix would only round its weights. A GPU keeps the
+// formats of GPUKeepsBlocks as they are, so a Q8_0 copy is what it drafts
+// with.
 func KeepsFloat32(d Device, n int) bool {
 	k, ok := d.(interface{ KeepsFloat32(n int) bool })
 	return ok && k.KeepsFloat32(n)
+}
+
+// GPUKeepsBlocks reports whether a GPU keeps a frozen matrix stored as t
+// in its blocks, dequantized in registers by its kernels, rather than as
+// float32: its VRAM is then the file's bytes. The CUDA device and a
+// Counter of a GPU both ask it.
+func GPUKeepsBlocks(t quant.Type) bool {
+	switch t {
+	case quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS, quant.F16, quant.BF16:
+		return true
+	}
+	return false
 }
 
 // Hold counts n bytes (negative: gives them back) that d keeps of its own
