@@ -37,7 +37,8 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 		echo "warning: $(CC) not found: $@ not built, the kernels run in pure Go"; \
 	fi
 
-# PTX of the CUDA device's kernels (device/cuda/kernels.cu), embedded by
+# PTX of the CUDA device's kernels (device/cuda/kernels.cu, and quant.cu for
+# matrices in their GGUF blocks, with blocks.h), embedded by
 # the cuda package and JIT-compiled by the driver for the GPU at hand. It needs
 # nvcc, so the PTX is committed: building Dovetail needs no CUDA toolkit.
 # compute_75 (Turing, GTX 16xx / RTX 20xx) is the oldest that CUDA 13's nvcc
@@ -45,14 +46,21 @@ $(KDIR)/lib/libdovetail-%-$(GOARCH).so: $(KSRC) $(KHDR) Makefile
 # 13), which drivers older than it refuse; the kernels use only
 # instructions of PTX 7.0 (CUDA 11, drivers from R450), so the label is
 # lowered to that. The driver checks each instruction against the label:
-# a kernel that needed more would fail to load in the CUDA tests.
+# a kernel that needed more would fail to load in the CUDA tests, and
+# ptxas (with nvcc: Debian's nvidia-cuda-toolkit, in non-free) checks the
+# labelled PTX here for the oldest and the newest cards.
 NVCC    ?= nvcc
+PTXAS   ?= ptxas
 PTXVER  := 7.0
-ptx: device/cuda/kernels.ptx
+ptx: device/cuda/kernels.ptx device/cuda/quant.ptx
 
-device/cuda/kernels.ptx: device/cuda/kernels.cu
+device/cuda/quant.ptx: device/cuda/blocks.h
+
+device/cuda/%.ptx: device/cuda/%.cu
 	$(NVCC) -ptx -arch=compute_75 -o $@.tmp $<
 	sed 's/^\.version [0-9.]*$$/.version $(PTXVER)/' $@.tmp > $@ && rm $@.tmp
+	$(PTXAS) -arch=sm_75 -o /dev/null $@
+	$(PTXAS) -arch=sm_90 -o /dev/null $@
 
 build: kernels
 	$(GO) build -o $(BIN)/dovetail ./app/dovetail

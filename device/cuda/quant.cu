@@ -1,0 +1,152 @@
+// Kernels of the CUDA device for frozen matrices kept in their GGUF blocks
+// (device.GPUKeepsBlocks): the weights are dequantized in registers, never
+// expanded in VRAM. The block arithmetic is blocks.h's, which the tests
+// also run on the host. Shapes use device.Device's names: a matrix W is
+// R×C (rows × K values here), activations x are n×K, outputs n×R.
+//
+// Decode and tree verification (n ≤ 64 rows) take mmvq: the activations
+// are first quantized to 8 bits per 32 values (quantize_q8), then each
+// warp multiplies one weight row with up to MMV_COLS activation rows
+// using dp4a, so the weights are read once per MMV_COLS rows (llama.cpp's
+// mmvq). F16 and BF16 rows take mmv with float activations. Larger
+// batches (prefill) and the backward product dequantize tiles of rows
+// (dequant) for cuBLAS.
+
+#include "blocks.h"
+
+#define MMV_WARPS 4 // rows a block: blocks are 32 × MMV_WARPS threads
+#define MMV_COLS 8  // activation rows a launch
+
+// warpSum is the sum of v over the warp, in every lane.
+__device__ __forceinline__ float warpSum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    return v;
+}
+
+// mmvq: out[c·ldo + r] = W[r,:] · x[c,:] for c < ncols ≤ MMV_COLS, with
+// x as quantize_q8 left it: xq[c×K] and (dx, sx) per 32 values in ds.
+// The switch on fmt folds away: each kernel below passes a constant.
+__device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,
+                                     int rows, int K, int rowBytes, int ncols, int ldo) {
+    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
+    if (r >= rows) return;
+    int subs = K / 32;
+    const uint8_t *row = w + (long)r * rowBytes;
+    float acc[MMV_COLS] = {0};
+    for (int sb = threadIdx.x; sb < subs; sb += 32) {
+        Sub s;
+        readSub(&s, fmt, row, sb);
+#pragma unroll
+        for (int c = 0; c < MMV_COLS; c++) {
+            if (c < ncols) {
+                float2 d = ds[c * subs + sb];
+                acc[c] += subDot(&s, (const int *)(xq + (long)c * K + 32 * sb), d.x, d.y);
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < MMV_COLS; c++) {
+        if (c < ncols) {
+            float v = warpSum(acc[c]);
+            if (threadIdx.x == 0) out[(long)c * ldo + r] = v;
+        }
+    }
+}
+
+// mmvf is mmvq for F16 and BF16 rows, with float activations x[c×K].
+__device__ __forceinline__ void mmvf(int fmt, float *out, const uint8_t *w, const float *x, int rows, int K,
+                                     int ncols, int ldo) {
+    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
+    if (r >= rows) return;
+    const uint8_t *row = w + (long)r * 2 * K;
+    float acc[MMV_COLS] = {0};
+    for (int k = threadIdx.x; k < K; k += 32) {
+        float wv = floatValue(fmt, row, k);
+#pragma unroll
+        for (int c = 0; c < MMV_COLS; c++)
+            if (c < ncols) acc[c] += wv * x[(long)c * K + k];
+    }
+#pragma unroll
+    for (int c = 0; c < MMV_COLS; c++) {
+        if (c < ncols) {
+            float v = warpSum(acc[c]);
+            if (threadIdx.x == 0) out[(long)c * ldo + r] = v;
+        }
+    }
+}
+
+// dequantSubs: a thread per 32 values: out[i×K …] = row rowIdx[i] of W
+// (rowIdx nil: row row0+i), i < n.
+__device__ __forceinline__ void dequantSubs(int fmt, float *out, const uint8_t *w, const int *rowIdx, int row0,
+                                            int n, int K, int rowBytes) {
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    int subs = K / 32;
+    if (t >= (long)n * subs) return;
+    int i = t / subs, sb = t % subs;
+    long r = rowIdx ? rowIdx[i] : row0 + i;
+    Sub s;
+    readSub(&s, fmt, w + r * rowBytes, sb);
+    float4 *o = (float4 *)(out + (long)i * K + 32 * sb);
+    for (int j = 0; j < 8; j++)
+        o[j] = make_float4(subValue(&s, 4 * j), subValue(&s, 4 * j + 1), subValue(&s, 4 * j + 2),
+                           subValue(&s, 4 * j + 3));
+}
+
+// dequantFloat is dequantSubs for F16 and BF16: a thread per value.
+__device__ __forceinline__ void dequantFloat(int fmt, float *out, const uint8_t *w, const int *rowIdx, int row0,
+                                             int n, int K) {
+    long t = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (t >= (long)n * K) return;
+    int i = t / K, k = t % K;
+    long r = rowIdx ? rowIdx[i] : row0 + i;
+    out[t] = floatValue(fmt, w + r * 2 * K, k);
+}
+
+extern "C" {
+
+// quantize_q8: xq[i] = x[i] in 8 bits with the scale of its 32 values,
+// ds[i/32] = (scale dx, dx·Σ codes); a warp per 32 values, subs of them.
+__global__ void quantize_q8(int8_t *xq, float2 *ds, const float *x, long subs) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i / 32 >= subs) return; // whole warps: subs·32 values
+    float v = x[i], amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, o));
+    float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    int8_t q = quantRound(v, id);
+    int sum = q;
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    xq[i] = q;
+    if ((threadIdx.x & 31) == 0) ds[i / 32] = make_float2(d, d * (float)sum);
+}
+
+#define MMVQ(name, fmt)                                                                                  \
+    __global__ void mmvq_##name(float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,     \
+                                int rows, int K, int rowBytes, int ncols, int ldo) {                    \
+        mmvq(fmt, out, w, xq, ds, rows, K, rowBytes, ncols, ldo);                                      \
+    }                                                                                                  \
+    __global__ void dequant_##name(float *out, const uint8_t *w, const int *rowIdx, int row0, int n,  \
+                                   int K, int rowBytes) {                                               \
+        dequantSubs(fmt, out, w, rowIdx, row0, n, K, rowBytes);                                        \
+    }
+
+MMVQ(q4_0, FMT_Q4_0)
+MMVQ(q8_0, FMT_Q8_0)
+MMVQ(q4_k, FMT_Q4_K)
+MMVQ(q5_k, FMT_Q5_K)
+MMVQ(q6_k, FMT_Q6_K)
+MMVQ(iq4_xs, FMT_IQ4_XS)
+
+#define MMVF(name, fmt)                                                                                  \
+    __global__ void mmv_##name(float *out, const uint8_t *w, const float *x, int rows, int K, int ncols, \
+                               int ldo) {                                                               \
+        mmvf(fmt, out, w, x, rows, K, ncols, ldo);                                                     \
+    }                                                                                                  \
+    __global__ void dequant_##name(float *out, const uint8_t *w, const int *rowIdx, int row0, int n,  \
+                                   int K, int rowBytes) {                                               \
+        dequantFloat(fmt, out, w, rowIdx, row0, n, K);                                                 \
+    }
+
+MMVF(f16, FMT_F16)
+MMVF(bf16, FMT_BF16)
+
+} // extern "C"
