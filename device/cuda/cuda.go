@@ -9,14 +9,15 @@ import (
 	"unsafe"
 
 	"dovetail/device"
-	"dovetail/models"
-	"dovetail/quant"
 )
 
-// kernelsPTX is kernels.cu compiled by `make ptx`.
-//
-//go:embed kernels.ptx
-var kernelsPTX string
+// kernelsPTX is kernels.cu compiled by `make ptx`; quantPTX is quant.cu.
+var (
+	//go:embed kernels.ptx
+	kernelsPTX string
+	//go:embed quant.ptx
+	quantPTX string
+)
 
 // cudaCtx is what the devices of one GPU share: the primary context (the
 // one cuBLAS uses too) and the loaded kernels.
@@ -38,6 +39,16 @@ var (
 var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
 	"concat", "gate", "gate_backward", "rope", "rmsnorm", "rmsnorm_backward_x", "rmsnorm_backward_w",
 	"smoothl1", "soft_cross_entropy", "attention", "attention_backward", "sum", "adamw", "topk"}
+
+// quantKernels are quant.cu's: quantize_q8, and per format of blocks.h
+// its product (mmvq_, or mmv_ for float formats) and its dequantization.
+func quantKernels() []string {
+	names := []string{"quantize_q8"}
+	for _, f := range blockFormats {
+		names = append(names, f.mmv, "dequant_"+f.name)
+	}
+	return names
+}
 
 func openCtx(ordinal int) (*cudaCtx, error) {
 	cudaCtxMu.Lock()
@@ -72,22 +83,34 @@ func openCtx(ordinal int) (*cudaCtx, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	l.must("cuCtxSetCurrent", l.call(l.ctxSetCurrent, c.ctx))
-	ptx := append([]byte(kernelsPTX), 0)
-	var mod uintptr
-	if err := l.check("cuModuleLoadData", l.call(l.moduleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&ptx[0])))); err != nil {
-		return nil, fmt.Errorf("loading the CUDA kernels on %s: %w", c.name, err)
+	if err := c.load(kernelsPTX, cudaKernels); err != nil {
+		return nil, err
 	}
-	for _, k := range cudaKernels {
-		var f uintptr
-		kn := append([]byte(k), 0)
-		if err := l.check("cuModuleGetFunction "+k, l.call(l.moduleGetFunction, uintptr(unsafe.Pointer(&f)), mod, uintptr(unsafe.Pointer(&kn[0])))); err != nil {
-			return nil, err
-		}
-		c.fn[k] = f
+	if err := c.load(quantPTX, quantKernels()); err != nil {
+		return nil, err
 	}
 	c.blas = loadBLAS()
 	cudaCtxs[ordinal] = c
 	return c, nil
+}
+
+// load loads a module's PTX and looks its kernels up.
+func (c *cudaCtx) load(ptx string, kernels []string) error {
+	l := c.l
+	src := append([]byte(ptx), 0)
+	var mod uintptr
+	if err := l.check("cuModuleLoadData", l.call(l.moduleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&src[0])))); err != nil {
+		return fmt.Errorf("loading the CUDA kernels on %s: %w", c.name, err)
+	}
+	for _, k := range kernels {
+		var f uintptr
+		kn := append([]byte(k), 0)
+		if err := l.check("cuModuleGetFunction "+k, l.call(l.moduleGetFunction, uintptr(unsafe.Pointer(&f)), mod, uintptr(unsafe.Pointer(&kn[0])))); err != nil {
+			return err
+		}
+		c.fn[k] = f
+	}
+	return nil
 }
 
 // cudaDev is a Device on a CUDA GPU. Each cudaDev has its own stream (and
@@ -105,7 +128,7 @@ type cudaDev struct {
 	args *launchArgs
 	pin  runtime.Pinner
 
-	scratch [3]cudaBuf // kernel arguments from the host; float work; partial sums
+	scratch [5]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles
 	stage   []byte     // pinned host memory that uploads go through
 	staged  int        // bytes of stage in use since the stream last synchronized
 	partial []float64
@@ -161,9 +184,10 @@ func (d *cudaDev) SharesMemory(o device.Device) bool {
 	return ok && c.c == d.c
 }
 
-// KeepsFloat32: a CUDA device keeps every frozen matrix as float32
-// (device.KeepsFloat32).
-func (d *cudaDev) KeepsFloat32(int) bool { return true }
+// KeepsFloat32: a CUDA device keeps no frozen matrix as float32 for its
+// size: the formats of device.GPUKeepsBlocks stay in their blocks, so a
+// draft's Q8_0 copies are what it drafts with (device.KeepsFloat32).
+func (d *cudaDev) KeepsFloat32(int) bool { return false }
 
 // enter starts an operation: it waits for the device's other users (a
 // learner publishing into the drafter's device, say), and makes the
@@ -464,53 +488,4 @@ func (d *cudaDev) rows(kernel string, n, shared int, args ...any) {
 		return
 	}
 	d.launch(kernel, [3]int{n}, [3]int{cudaBS}, shared, args...)
-}
-
-// cudaMat is a frozen matrix, held on the GPU as float32: the products
-// then go to cuBLAS like every other. A quantized matrix takes four bytes
-// a value there: 262 MB for a 32000 × 2048 LM head.
-type cudaMat struct {
-	rows, cols int
-	buf        cudaBuf
-}
-
-func (m *cudaMat) Rows() int { return m.rows }
-func (m *cudaMat) Cols() int { return m.cols }
-
-func (d *cudaDev) UploadMatrix(t *models.Tensor) (device.Matrix, error) {
-	if !quant.CanDequantize(t.Type) {
-		return nil, fmt.Errorf("tensor %s: type %v cannot be dequantized", t.Name, t.Type)
-	}
-	if rb, err := t.Type.RowSize(t.Cols); err != nil || rb != t.RowBytes || len(t.Data) < t.Rows*t.RowBytes {
-		return nil, fmt.Errorf("tensor %s: %d bytes for %d rows of %d %v values", t.Name, len(t.Data), t.Rows, t.Cols, t.Type)
-	}
-	b := d.Alloc(t.Rows * t.Cols).(*cudaBuf)
-	// A few megabytes at a time: the whole matrix as floats never sits in
-	// host memory.
-	chunk := max(1, (4<<20)/max(1, t.Cols))
-	tmp := make([]float32, min(chunk, t.Rows)*t.Cols)
-	for lo := 0; lo < t.Rows; lo += chunk {
-		hi := min(lo+chunk, t.Rows)
-		for r := lo; r < hi; r++ {
-			if err := quant.DequantizeRow(t.Type, tmp[(r-lo)*t.Cols:(r-lo+1)*t.Cols], t.Row(r)); err != nil {
-				d.Free(b)
-				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
-			}
-		}
-		d.Upload(d.View(b, lo*t.Cols, (hi-lo)*t.Cols), tmp[:(hi-lo)*t.Cols])
-	}
-	// Other streams of the GPU read the matrix too (sameMemory): the copy
-	// must have landed before anyone's kernel can.
-	d.enter()
-	d.sync()
-	d.leave()
-	return &cudaMat{rows: t.Rows, cols: t.Cols, buf: *b}, nil
-}
-
-func (d *cudaDev) mat(m device.Matrix) *cudaMat {
-	cm, ok := m.(*cudaMat)
-	if !ok {
-		panic(fmt.Sprintf("cuda: %T is not a matrix of a CUDA device", m))
-	}
-	return cm
 }

@@ -93,6 +93,10 @@ func (d *cudaDev) MatMulFrozen(out, x device.Buffer, w device.Matrix, n int) {
 	d.need("MatMulFrozen", n*m.cols, x)
 	d.enter()
 	defer d.leave()
+	if m.raw != 0 {
+		d.blockProduct(d.ptr(out), d.ptr(x), m, n)
+		return
+	}
 	d.gemm(d.ptr(out), d.ptr(x), m.buf.p, n, m.rows, m.cols, m.cols, m.cols, m.rows, false, true, 0)
 }
 
@@ -102,6 +106,10 @@ func (d *cudaDev) MatMulFrozenBackward(dx, dout device.Buffer, w device.Matrix, 
 	d.need("MatMulFrozenBackward", n*m.rows, dout)
 	d.enter()
 	defer d.leave()
+	if m.raw != 0 {
+		d.blockProductBackward(d.ptr(dx), d.ptr(dout), m, n)
+		return
+	}
 	d.gemm(d.ptr(dx), d.ptr(dout), m.buf.p, n, m.cols, m.rows, m.rows, m.cols, m.cols, false, false, 1)
 }
 
@@ -116,6 +124,10 @@ func (d *cudaDev) Embed(out device.Buffer, table device.Matrix, tokens []int) {
 	d.enter()
 	defer d.leave()
 	toks := hostArgs(d, int32s(tokens))
+	if m.raw != 0 {
+		d.dequantRows(d.ptr(out), m, toks, 0, len(tokens))
+		return
+	}
 	d.elems("embed", len(tokens)*m.cols, d.ptr(out), m.buf.p, toks, i32(len(tokens)), i32(m.cols))
 }
 

@@ -86,10 +86,8 @@ __device__ __forceinline__ void dequantSubs(int fmt, float *out, const uint8_t *
     long r = rowIdx ? rowIdx[i] : row0 + i;
     Sub s;
     readSub(&s, fmt, w + r * rowBytes, sb);
-    float4 *o = (float4 *)(out + (long)i * K + 32 * sb);
-    for (int j = 0; j < 8; j++)
-        o[j] = make_float4(subValue(&s, 4 * j), subValue(&s, 4 * j + 1), subValue(&s, 4 * j + 2),
-                           subValue(&s, 4 * j + 3));
+    float *o = out + (long)i * K + 32 * sb; // a view's values: only 4-byte aligned
+    for (int j = 0; j < 32; j++) o[j] = subValue(&s, j);
 }
 
 // dequantFloat is dequantSubs for F16 and BF16: a thread per value.

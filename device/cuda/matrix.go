@@ -1,0 +1,170 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"dovetail/device"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// cudaMat is a frozen matrix on the GPU: in its GGUF blocks (raw, for the
+// formats of device.GPUKeepsBlocks), which quant.cu's kernels dequantize
+// in registers, so its VRAM is its file bytes; else as float32 (buf),
+// whose products go to cuBLAS like every other.
+type cudaMat struct {
+	rows, cols int
+	typ        quant.Type
+	rowBytes   int
+	raw        uint64 // the blocks; 0 when buf holds the values
+	buf        cudaBuf
+}
+
+func (m *cudaMat) Rows() int { return m.rows }
+func (m *cudaMat) Cols() int { return m.cols }
+
+// blockFormat is how quant.cu names a format's kernels.
+type blockFormat struct {
+	name  string // dequant_NAME
+	mmv   string // the product: mmvq_NAME over 8-bit activations, mmv_NAME over floats
+	float bool   // no sub-blocks (F16, BF16): the product reads float activations
+}
+
+// blockFormats are the formats device.GPUKeepsBlocks names.
+var blockFormats = map[quant.Type]blockFormat{
+	quant.Q4_0: {"q4_0", "mmvq_q4_0", false}, quant.Q8_0: {"q8_0", "mmvq_q8_0", false},
+	quant.Q4_K: {"q4_k", "mmvq_q4_k", false}, quant.Q5_K: {"q5_k", "mmvq_q5_k", false},
+	quant.Q6_K: {"q6_k", "mmvq_q6_k", false}, quant.IQ4_XS: {"iq4_xs", "mmvq_iq4_xs", false},
+	quant.F16: {"f16", "mmv_f16", true}, quant.BF16: {"bf16", "mmv_bf16", true},
+}
+
+// quant.cu's launch shapes: a warp per weight row, mmvWarps rows a block,
+// mmvCols activation rows a launch. Batches of up to mmvRows rows (decode,
+// a tree's verification) take mmv launches, which read the weights once
+// per mmvCols rows; larger ones (prefill) dequantize tiles for cuBLAS.
+const (
+	mmvWarps = 4
+	mmvCols  = 8
+	mmvRows  = 64
+	// tileBytes bounds a dequantized tile of rows.
+	tileBytes = 16 << 20
+)
+
+func (d *cudaDev) UploadMatrix(t *models.Tensor) (device.Matrix, error) {
+	if !quant.CanDequantize(t.Type) {
+		return nil, fmt.Errorf("tensor %s: type %v cannot be dequantized", t.Name, t.Type)
+	}
+	if rb, err := t.Type.RowSize(t.Cols); err != nil || rb != t.RowBytes || len(t.Data) < t.Rows*t.RowBytes {
+		return nil, fmt.Errorf("tensor %s: %d bytes for %d rows of %d %v values", t.Name, len(t.Data), t.Rows, t.Cols, t.Type)
+	}
+	if device.GPUKeepsBlocks(t.Type) {
+		return d.uploadBlocks(t), nil
+	}
+	return d.uploadFloats(t)
+}
+
+// uploadBlocks copies t's blocks as they are.
+func (d *cudaDev) uploadBlocks(t *models.Tensor) *cudaMat {
+	bytes := t.Rows * t.RowBytes
+	d.enter()
+	defer d.leave()
+	m := &cudaMat{rows: t.Rows, cols: t.Cols, typ: t.Type, rowBytes: t.RowBytes, raw: d.alloc(bytes)}
+	d.upload(m.raw, unsafe.Pointer(unsafe.SliceData(t.Data)), bytes)
+	// Other streams of the GPU read the matrix too (sameMemory): the copy
+	// must have landed before anyone's kernel can.
+	d.sync()
+	runtime.KeepAlive(t.Data)
+	return m
+}
+
+// uploadFloats dequantizes t into float32 on the GPU, a few megabytes at a
+// time: the whole matrix as floats never sits in host memory.
+func (d *cudaDev) uploadFloats(t *models.Tensor) (device.Matrix, error) {
+	b := d.Alloc(t.Rows * t.Cols).(*cudaBuf)
+	chunk := max(1, (4<<20)/max(1, t.Cols))
+	tmp := make([]float32, min(chunk, t.Rows)*t.Cols)
+	for lo := 0; lo < t.Rows; lo += chunk {
+		hi := min(lo+chunk, t.Rows)
+		for r := lo; r < hi; r++ {
+			if err := quant.DequantizeRow(t.Type, tmp[(r-lo)*t.Cols:(r-lo+1)*t.Cols], t.Row(r)); err != nil {
+				d.Free(b)
+				return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+			}
+		}
+		d.Upload(d.View(b, lo*t.Cols, (hi-lo)*t.Cols), tmp[:(hi-lo)*t.Cols])
+	}
+	d.enter()
+	d.sync()
+	d.leave()
+	return &cudaMat{rows: t.Rows, cols: t.Cols, typ: quant.F32, rowBytes: 4 * t.Cols, buf: *b}, nil
+}
+
+func (d *cudaDev) mat(m device.Matrix) *cudaMat {
+	cm, ok := m.(*cudaMat)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %T is not a matrix of a CUDA device", m))
+	}
+	return cm
+}
+
+// blockProduct: out[n×R] = x[n×K] · Wᵀ for W in its blocks.
+func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int) {
+	if n > mmvRows {
+		for r0 := 0; r0 < m.rows; r0 += d.tileRows(m) {
+			nr := min(d.tileRows(m), m.rows-r0)
+			tile := d.dequantTile(m, r0, nr)
+			d.gemm(out+4*uint64(r0), x, tile, n, nr, m.cols, m.cols, m.cols, m.rows, false, true, 0)
+		}
+		return
+	}
+	f, K := blockFormats[m.typ], m.cols
+	grid, block := [3]int{(m.rows + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
+	if f.float {
+		for c0 := 0; c0 < n; c0 += mmvCols {
+			d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, x+4*uint64(c0*K),
+				i32(m.rows), i32(K), i32(min(mmvCols, n-c0)), i32(m.rows))
+		}
+		return
+	}
+	// 8-bit codes of x [n×K], then (scale, scale·Σ codes) per 32 values.
+	subs := n * K / 32
+	xq := d.scratchBytes(3, n*K+8*subs)
+	ds := xq + uint64(n*K)
+	d.elems("quantize_q8", n*K, xq, ds, x, subs)
+	for c0 := 0; c0 < n; c0 += mmvCols {
+		d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
+			i32(m.rows), i32(K), i32(m.rowBytes), i32(min(mmvCols, n-c0)), i32(m.rows))
+	}
+}
+
+// blockProductBackward: dx[n×K] += dout[n×R] · W, a tile of W's rows at a
+// time.
+func (d *cudaDev) blockProductBackward(dx, dout uint64, m *cudaMat, n int) {
+	for r0 := 0; r0 < m.rows; r0 += d.tileRows(m) {
+		nr := min(d.tileRows(m), m.rows-r0)
+		tile := d.dequantTile(m, r0, nr)
+		d.gemm(dx, dout+4*uint64(r0), tile, n, m.cols, nr, m.rows, m.cols, m.cols, false, false, 1)
+	}
+}
+
+func (d *cudaDev) tileRows(m *cudaMat) int { return max(1, tileBytes/(4*m.cols)) }
+
+// dequantTile is rows [r0, r0+nr) of W as float32 in scratch.
+func (d *cudaDev) dequantTile(m *cudaMat, r0, nr int) uint64 {
+	tile := d.scratchBytes(4, 4*nr*m.cols)
+	d.dequantRows(tile, m, 0, r0, nr)
+	return tile
+}
+
+// dequantRows writes n rows of W as float32 to out: rows rowIdx[i] (a
+// device array of int32), or r0+i when rowIdx is 0.
+func (d *cudaDev) dequantRows(out uint64, m *cudaMat, rowIdx uint64, r0, n int) {
+	f := blockFormats[m.typ]
+	threads := n * m.cols
+	if !f.float {
+		threads /= 32 // a thread per 32 values
+	}
+	d.elems("dequant_"+f.name, threads, out, m.raw, rowIdx, i32(r0), i32(n), i32(m.cols), i32(m.rowBytes))
+}

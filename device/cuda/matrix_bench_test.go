@@ -1,0 +1,88 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"dovetail/device"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// The products of matrices in their blocks on the shapes of an 8B's
+// layers (4096×4096: attention; 14336×4096: gate and up; 4096×14336:
+// down), for decode (n = 1) and a tree's verification (n = 16). MB/s is
+// the weights' bytes a product: set it against BenchmarkCUDACopy's, the
+// rate at which the device reads and writes its own memory.
+func BenchmarkCUDABlockProduct(b *testing.B) {
+	dev := cudaOrSkip(b)
+	mats := map[string]device.Matrix{}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, bt := range blockTypes {
+		for _, sh := range [][2]int{{4096, 4096}, {14336, 4096}, {4096, 14336}} {
+			rows, cols := sh[0], sh[1]
+			rb, _ := bt.t.RowSize(cols)
+			key := fmt.Sprintf("%v/%dx%d", bt.t, rows, cols)
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%s/n=%d", key, n), func(b *testing.B) {
+					m := mats[key]
+					if m == nil {
+						m = randomBlocks(b, dev, bt.t, rows, cols, rng)
+						mats[key] = m
+					}
+					x, out := dev.Alloc(n*cols), dev.Alloc(n*rows)
+					defer dev.Free(x)
+					defer dev.Free(out)
+					dev.MatMulFrozen(out, x, m, n) // the scratch grown before timing
+					b.SetBytes(int64(rows * rb))
+					b.ResetTimer()
+					for range b.N {
+						dev.MatMulFrozen(out, x, m, n)
+					}
+					dev.Download(make([]float32, 1), out) // waits for the stream
+				})
+			}
+		}
+	}
+}
+
+// randomBlocks is a rows×cols matrix of random blocks with finite scales:
+// their values do not change a product's speed, and quantizing 58 million
+// values would take longer than the benchmark.
+func randomBlocks(b *testing.B, dev device.Device, typ quant.Type, rows, cols int, rng *rand.Rand) device.Matrix {
+	rb, err := typ.RowSize(cols)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, rows*rb)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	for r := range rows {
+		finiteScales(typ, data[r*rb:(r+1)*rb], rng)
+	}
+	m, err := dev.UploadMatrix(&models.Tensor{Name: typ.String(), Type: typ, Rows: rows, Cols: cols, RowBytes: rb, Data: data})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkCUDACopy copies 256 MiB within the device: MB/s counts the
+// bytes read and written, the most a kernel that reads its weights once
+// could approach.
+func BenchmarkCUDACopy(b *testing.B) {
+	dev := cudaOrSkip(b)
+	const n = 64 << 20 // values
+	src, dst := dev.Alloc(n), dev.Alloc(n)
+	defer dev.Free(src)
+	defer dev.Free(dst)
+	dev.Copy(dst, src)
+	b.SetBytes(2 * 4 * n)
+	b.ResetTimer()
+	for range b.N {
+		dev.Copy(dst, src)
+	}
+	dev.Download(make([]float32, 1), dst)
+}

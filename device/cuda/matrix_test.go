@@ -1,0 +1,115 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"dovetail/device"
+	"dovetail/models"
+	"dovetail/quant"
+)
+
+// TestBlockFormatsAreTheDevicesOwn: the CUDA device has kernels for
+// exactly the formats device.GPUKeepsBlocks names, which is what a
+// placement counts at their file bytes.
+func TestBlockFormatsAreTheDevicesOwn(t *testing.T) {
+	for typ := range quant.Type(64) {
+		_, ok := blockFormats[typ]
+		if ok != device.GPUKeepsBlocks(typ) {
+			t.Errorf("%v: kernels %v, device.GPUKeepsBlocks %v", typ, ok, device.GPUKeepsBlocks(typ))
+		}
+	}
+}
+
+// TestCUDABlockMatrices checks every format the GPU keeps in its blocks:
+// rows gathered, and products for every tree size against what the 8-bit
+// activations make exactly (float formats: the host's float product),
+// past mmvRows through dequantized tiles, and the backward product.
+func TestCUDABlockMatrices(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 13)
+	sizes := []int{}
+	for n := 1; n <= mmvRows; n++ {
+		sizes = append(sizes, n)
+	}
+	sizes = append(sizes, mmvRows+1, 130)
+	for _, bt := range blockTypes {
+		rows := 1031
+		m, w := p.blockMatrix(bt.t, rows, bt.k)
+		name := fmt.Sprintf("%v %d×%d", bt.t, rows, bt.k)
+		tokens := []int{rows - 1, 0, 3, 999, 3, 64, 65}
+		emb, embP := p.randIn(len(tokens)*bt.k, 3, 1)
+		p.both(func(s side) { s.Embed(s.b(emb), s.m(m), own(s, tokens, 0)) })
+		p.check("Embed "+name, embP, 1e-6) // the GPU may fuse d·q − m
+		for _, n := range sizes {
+			xs := p.randf(n*bt.k, 1)
+			x := p.upload(xs)
+			out := p.rand(n*rows, 1)
+			p.both(func(s side) { s.MatMulFrozen(s.b(out), s.b(x), s.m(m), n) })
+			what := fmt.Sprintf("MatMulFrozen %s, %d rows", name, n)
+			if f := blockFormats[bt.t]; f.float || n > mmvRows {
+				p.check(what, out, tolFor(bt.k))
+				continue
+			}
+			got := make([]float32, n*rows)
+			p.dev.Download(got, out.d)
+			checkQ8Product(t, what, got, w, xs, rows, bt.k, n)
+		}
+		n := 5
+		dx, dout := p.rand(n*bt.k, 1), p.rand(n*rows, 1)
+		p.both(func(s side) { s.MatMulFrozenBackward(s.b(dx), s.b(dout), s.m(m), n) })
+		p.check("MatMulFrozenBackward "+name, dx, tolFor(rows))
+	}
+}
+
+// blockMatrix is a rows×k matrix of Gaussian values stored as typ on both
+// devices, and its dequantized values.
+func (p *pair) blockMatrix(typ quant.Type, rows, k int) (twinMat, []float32) {
+	rb, err := typ.RowSize(k)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	data, w := make([]byte, rows*rb), make([]float32, rows*k)
+	for r := range rows {
+		for i := range k {
+			w[r*k+i] = float32(p.rng.NormFloat64())
+		}
+		if err := quant.QuantizeRow(typ, data[r*rb:(r+1)*rb], w[r*k:(r+1)*k]); err != nil {
+			p.t.Fatal(err)
+		}
+		if err := quant.DequantizeRow(typ, w[r*k:(r+1)*k], data[r*rb:(r+1)*rb]); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	t := &models.Tensor{Name: typ.String(), Type: typ, Rows: rows, Cols: k, RowBytes: rb, Data: data}
+	return p.matrix(t), w
+}
+
+// checkQ8Product compares got [n×rows] with w·x computed in float64 from
+// x quantized as quantize_q8 quantizes it: the device's integer sums are
+// exact, so only the scales' float32 rounding and the order of the sum
+// remain.
+func checkQ8Product(t *testing.T, what string, got, w, x []float32, rows, k, n int) {
+	t.Helper()
+	bad := 0
+	for c := range n {
+		xq, ds := quantizeQ8(x[c*k : (c+1)*k])
+		for r := range rows {
+			var want, mag float64
+			for i := range k {
+				v := float64(w[r*k+i]) * float64(ds[2*(i/32)]) * float64(xq[i])
+				want += v
+				mag += math.Abs(v)
+			}
+			if g := float64(got[c*rows+r]); math.Abs(g-want) > 1e-5*mag+1e-6 {
+				if bad == 0 {
+					t.Errorf("%s: row %d of x, row %d of W: %g, want %g", what, c, r, g, want)
+				}
+				bad++
+			}
+		}
+	}
+	if bad > 1 {
+		t.Errorf("%s: %d values off", what, bad)
+	}
+}
