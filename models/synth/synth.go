@@ -5,11 +5,14 @@
 package synth
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"dovetail/models/gguf"
 	"dovetail/quant"
@@ -100,10 +103,11 @@ func Build(sh Shape, opts Options) (*gguf.Writer, error) {
 	if err := copyVocab(w, sh, opts.Vocab); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	kv := sh.Dim / sh.Heads * sh.KVHeads
+	mats := 0
 	mat := func(name string, cols, rows int, std float64) error {
-		return addMatrix(w, name, opts.Type, cols, rows, std, rng)
+		mats++
+		return addMatrix(w, name, opts.Type, cols, rows, std, opts.Seed, mats)
 	}
 	ones := func(name string, n int) {
 		b := make([]byte, 4*n)
@@ -164,22 +168,41 @@ func matrixType(t quant.Type, cols int) quant.Type {
 	return t
 }
 
-// addMatrix quantizes a rows × cols Gaussian matrix row by row.
-func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, rng *rand.Rand) error {
+// addMatrix quantizes a rows × cols Gaussian matrix, the matrix'th of
+// the file, row by row. Chunks of rows are drawn from their own streams
+// of seed, so that every core quantizes (a 7B's K-quants take minutes on
+// one) and the file is the same however many there are.
+func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, seed uint64, matrix int) error {
 	t = matrixType(t, cols)
 	rowBytes, err := t.RowSize(cols)
 	if err != nil {
 		return fmt.Errorf("synth: %s: %w", name, err)
 	}
 	data := make([]byte, rows*rowBytes)
-	row := make([]float32, cols)
-	for r := 0; r < rows; r++ {
-		for i := range row {
-			row[i] = float32(rng.NormFloat64() * std)
-		}
-		if err := quant.QuantizeRow(t, data[r*rowBytes:(r+1)*rowBytes], row); err != nil {
-			return fmt.Errorf("synth: %s: %w", name, err)
-		}
+	const chunk = 64
+	errs := make([]error, (rows+chunk-1)/chunk)
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for lo := 0; lo < rows; lo += chunk {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			rng := rand.New(rand.NewPCG(seed, uint64(matrix)<<32|uint64(lo/chunk)))
+			row := make([]float32, cols)
+			for r := lo; r < min(lo+chunk, rows); r++ {
+				for i := range row {
+					row[i] = float32(rng.NormFloat64() * std)
+				}
+				if err := quant.QuantizeRow(t, data[r*rowBytes:(r+1)*rowBytes], row); err != nil {
+					errs[lo/chunk] = fmt.Errorf("synth: %s: %w", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return w.AddTensor(name, t, []uint64{uint64(cols), uint64(rows)}, data)
 }
