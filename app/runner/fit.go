@@ -211,6 +211,10 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 	if k == L && f.Placement.DraftDevice == g.Name {
 		f.Verdict = FitsGPU
 	}
+	if k == L {
+		f.Reason = fmt.Sprintf("all %d of the target's layers on %s; %s", L, g.Name, f.Reason)
+		return
+	}
 	f.Reason = fmt.Sprintf("the target's last %d of %d layers on %s, the rest on the CPU; %s", k, L, g.Name, f.Reason)
 }
 
