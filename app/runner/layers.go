@@ -161,10 +161,10 @@ func (o *gpuLayers) cpuSide() *cpu.Offload {
 // placeLayers puts the target's last layers on a GPU: Options.GPULayers
 // of them, or under auto as many as fit in its free memory after the
 // draft, its trainer and gpuReserve (none when its layers are under
-// gpuMinLayerBytes), fewer when the device runs out. It
-// returns nil when none go, with a one-line notice when some were asked
-// for and cannot.
-func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
+// gpuMinLayerBytes), at most most of them (< 0: no cap), fewer when the
+// device runs out. It returns nil when none go, with a one-line notice
+// when some were asked for and cannot.
+func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 	want, m := r.opts.GPULayers, r.model.Llama
 	if want == 0 {
 		return nil, nil
@@ -207,6 +207,9 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 			k = fit
 		}
 	}
+	if most >= 0 {
+		k = min(k, most)
+	}
 	if r.export != nil && k > L-r.export[2] {
 		// The EAGLE-3 draft reads the residual stream before its layers,
 		// which only the CPU's part hands out.
@@ -230,6 +233,15 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 			return nil, err
 		}
 		r.notify(Notice{Warning: true, Text: fmt.Sprintf("%d target layers did not fit on %s (%v): trying %d", k, dev.Name(), err, k/2)})
+		// The matrices a failed attempt uploaded stay the device's until
+		// it closes: the next one starts on a fresh one.
+		dev.Close()
+		if k/2 == 0 {
+			return nil, nil
+		}
+		if dev, err = r.layerDevice(); err != nil || dev == nil {
+			return nil, err
+		}
 	}
 	dev.Close()
 	return nil, nil
