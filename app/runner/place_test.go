@@ -91,8 +91,12 @@ func TestPlacementTable(t *testing.T) {
 			}
 			prev = k
 			checkArithmetic(t, s, card, f)
-			t.Logf("%s on %s: %d of %d layers (%s), draft %s on %s, trainer %s on %s", s.name, card, k, L, HumanBytes(got),
-				HumanBytes(draftBytes), draftOn, HumanBytes(trainerBytes), trainerOn)
+			var kv uint64
+			if len(f.GPUs) == 1 {
+				kv = uint64(k) * f.GPUs[0].Layers[0].KVBytes
+			}
+			t.Logf("| %s | %d GiB | %d of %d | %s | %s | %s | %s on %s |", s.name, gib, k, L, HumanBytes(draftBytes), HumanBytes(kv),
+				HumanBytes(got), HumanBytes(trainerBytes), strings.TrimSuffix(trainerOn, " card"))
 		}
 	}
 }
