@@ -40,8 +40,10 @@ type setupResult struct {
 	SettingsFile string            `json:"settings_file"`
 	Runs         int               `json:"runs"`
 	Drift        float64           `json:"measured_over_predicted,omitempty"`
-	fingerprint  string
-	settings     runner.ModelSettings
+	// GPUs is the arithmetic of the placement on each GPU.
+	GPUs        []runner.GPUPlan `json:"gpu_arithmetic,omitempty"`
+	fingerprint string
+	settings    runner.ModelSettings
 }
 
 func newSetupCmd() *cobra.Command {
@@ -191,7 +193,7 @@ func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, gpuHere
 	}
 	fit := runner.PlanFit(m, machine, &cal, st)
 	res := setupResult{Model: d.Name, Path: d.Path, Source: d.Source, Placement: fit.Placement, Memory: memoryOf(fit.Budget),
-		Fit: fit.Verdict, Reason: fit.Reason, Predicted: fit.Predicted, Runs: runs, Drift: ratio,
+		Fit: fit.Verdict, Reason: fit.Reason, Predicted: fit.Predicted, Runs: runs, Drift: ratio, GPUs: fit.GPUs,
 		fingerprint: m.Fingerprint, settings: runner.SettingsFor(fit)}
 	if d.Source == "embedded" {
 		res.Model, res.Path = m.Name+" (embedded)", ""
@@ -215,6 +217,9 @@ func printFit(w io.Writer, r setupResult, b runner.Budget) {
 		fmt.Fprintf(w, ", %s of %s free on the GPU", runner.HumanBytes(b.GPU()), runner.HumanBytes(b.GPUFree))
 	}
 	fmt.Fprintln(w)
+	for _, g := range r.GPUs {
+		printGPUPlan(w, g)
+	}
 	if r.Fit == runner.NoFit {
 		return
 	}
@@ -227,6 +232,15 @@ func printFit(w io.Writer, r setupResult, b runner.Budget) {
 	if r.Runs > 0 {
 		fmt.Fprintf(w, "  measured   %.2f× the prediction over the last %d runs\n", r.Drift, r.Runs)
 	}
+}
+
+// printGPUPlan writes a GPU's arithmetic: free, less the reserve and
+// what went before the layers, less the layers, and why no more went.
+func printGPUPlan(w io.Writer, g runner.GPUPlan) {
+	h := runner.HumanBytes
+	fmt.Fprintf(w, "  gpu        %s free − %s reserve − %s draft − %s trainer − %s layers (%d, with the head %s and scratch %s) = %s left: %s\n",
+		h(g.FreeBytes), h(g.ReserveBytes), h(g.DraftBytes), h(g.TrainerBytes), h(g.LayersBytes), g.GPULayers, h(g.HeadBytes), h(g.ScratchBytes),
+		h(g.LeftBytes), g.Stop)
 }
 
 // ask asks a yes/no question on stderr, yes by default; no answer (end of

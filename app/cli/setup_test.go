@@ -150,13 +150,20 @@ func TestSetupPlansForACard(t *testing.T) {
 	}
 	var res struct {
 		Reason       string
-		SettingsFile string `json:"settings_file"`
+		SettingsFile string           `json:"settings_file"`
+		GPUs         []runner.GPUPlan `json:"gpu_arithmetic"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(res.Reason, "the planned 8.0 GiB card") || res.SettingsFile != "" {
 		t.Fatalf("reason %q, settings %q", res.Reason, res.SettingsFile)
+	}
+	// The arithmetic names the card and says why its layers stay on the
+	// CPU (they are too small to gain from it).
+	if len(res.GPUs) != 1 || res.GPUs[0].Device != "the planned 8.0 GiB card" || res.GPUs[0].FreeBytes != 8<<30 ||
+		res.GPUs[0].ReserveBytes != 512<<20 || res.GPUs[0].GPULayers != 0 || !strings.Contains(res.GPUs[0].Stop, "run faster there") {
+		t.Errorf("gpu_arithmetic %+v", res.GPUs)
 	}
 	for _, bad := range []string{"lots", "1MiB", "-8GiB"} {
 		if _, errOut, code := runCLI(t, "setup", "-m", model, "--vram", bad); code != 2 || !strings.Contains(errOut, "--vram") {

@@ -71,6 +71,11 @@ func (b Budget) part(name string) uint64 {
 	return b.sum(func(p Part) bool { return p.Name == name })
 }
 
+// gpuPart is the bytes of the part called name on a GPU (0 without one).
+func (b Budget) gpuPart(name string) uint64 {
+	return b.sum(func(p Part) bool { return p.Name == name && p.Device != "cpu" })
+}
+
 func (b *Budget) add(name, device string, bytes uint64) {
 	if bytes > 0 {
 		b.Parts = append(b.Parts, Part{Name: name, Device: device, Bytes: bytes})
@@ -81,6 +86,16 @@ func (b *Budget) add(name, device string, bytes uint64) {
 func (b *Budget) takeWeights(n uint64) {
 	for i, p := range b.Parts {
 		if p.Name == "weights" && p.Device == "cpu" {
+			b.Parts[i].Bytes -= min(n, p.Bytes)
+		}
+	}
+}
+
+// takeKV takes n bytes off the CPU's KV cache: the layers a GPU took,
+// whose keys and values the CPU no longer holds.
+func (b *Budget) takeKV(n uint64) {
+	for i, p := range b.Parts {
+		if p.Name == "kv cache" && p.Device == "cpu" {
 			b.Parts[i].Bytes -= min(n, p.Bytes)
 		}
 	}

@@ -58,6 +58,8 @@ type Fit struct {
 	Verdict   string     `json:"fit"`
 	Reason    string     `json:"reason"`
 	Predicted Prediction `json:"predicted"`
+	// GPUs is the arithmetic of the placement on each GPU planned for.
+	GPUs []GPUPlan `json:"gpu_arithmetic,omitempty"`
 }
 
 // minCtx is the smallest context a fit shrinks to before it gives up.
@@ -127,6 +129,7 @@ func fitDraft(p *Placement, b Budget, m *Model, ad autoDraft, machine probe.Repo
 	if len(machine.GPUs) > 0 {
 		g := machine.GPUs[0]
 		q.room = &gpuRoom{name: g.Name, free: g.VRAMFreeBytes}
+		q.layers = askLayers(m.Llama, p.Ctx, 1, layersAsked(m.Llama, GPULayersAuto))
 		why = g.Name + " is not used"
 		if cfg.Hidden*cfg.Vocab < gpuMinHead {
 			why = "the draft is too small to gain from " + g.Name
@@ -174,15 +177,28 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 		return
 	}
 	g, L := machine.GPUs[0], m.Config().Layers
+	onCPU := func(why string) {
+		f.Reason = fmt.Sprintf("the target on the CPU (%s); %s", why, f.Reason)
+		f.GPUs = []GPUPlan{{Device: g.Name, FreeBytes: g.VRAMFreeBytes, ReserveBytes: gpuReserve,
+			DraftBytes: f.Budget.gpuPart("draft"), TrainerBytes: f.Budget.gpuPart("trainer"),
+			LeftBytes: gpuAvail(g.VRAMFreeBytes, f.Budget), Stop: why}}
+	}
 	if err := offload.Check(m.Llama); err != nil {
-		f.Reason = fmt.Sprintf("the target on the CPU (%v); %s", err, f.Reason)
+		onCPU(err.Error())
 		return
 	}
 	if lb := layerBytes(m.Llama); lb < gpuMinLayerBytes {
-		f.Reason = fmt.Sprintf("the target on the CPU (its layers, %s each, run faster there); %s", HumanBytes(lb), f.Reason)
+		onCPU(fmt.Sprintf("its layers, %s each, run faster there", HumanBytes(lb)))
 		return
 	}
-	k, bytes := gpuLayersFit(m.Llama, f.Placement.Ctx, 1, gpuAvail(g.VRAMFreeBytes, f.Budget))
+	a, err := measureLayers(m.Llama, f.Placement.Ctx, 1)
+	if err != nil {
+		onCPU(err.Error())
+		return
+	}
+	avail := gpuAvail(g.VRAMFreeBytes, f.Budget)
+	k, bytes := a.fit(avail, L)
+	f.GPUs = []GPUPlan{*a.plan(g.Name, g.VRAMFreeBytes, f.Budget, k, avail, L)}
 	if k == 0 {
 		f.Reason = fmt.Sprintf("the target on the CPU (no room for its layers on %s); %s", g.Name, f.Reason)
 		return
@@ -190,9 +206,14 @@ func fitLayers(f *Fit, m *Model, machine probe.Report) {
 	f.Placement.GPULayers = k
 	f.Budget.add("target layers", g.Name, bytes)
 	f.Budget.takeWeights(offloadedFileBytes(m.Llama, L-k))
+	f.Budget.takeKV(cpuKVBytes(m.Llama, f.Placement.Ctx, 1, k))
 	f.Verdict = FitsPartly
 	if k == L && f.Placement.DraftDevice == g.Name {
 		f.Verdict = FitsGPU
+	}
+	if k == L {
+		f.Reason = fmt.Sprintf("all %d of the target's layers on %s; %s", L, g.Name, f.Reason)
+		return
 	}
 	f.Reason = fmt.Sprintf("the target's last %d of %d layers on %s, the rest on the CPU; %s", k, L, g.Name, f.Reason)
 }

@@ -55,19 +55,68 @@ func ParseGPULayers(s string) (int, error) {
 	return n, nil
 }
 
-// gpuLayersFit is how many of m's last layers fit in avail bytes of a GPU,
-// with the final norm and the LM head, which go first (llama.cpp's
-// order), and seqs sequences' KV caches of ctx positions; and the bytes
-// they take. Each layer is counted as the device holds it.
-func gpuLayersFit(m *models.Llama, ctx, seqs int, avail uint64) (int, uint64) {
-	L := m.Config.Layers
-	for k := L; k > 0; k-- {
-		b, err := offload.Measure(m, L-k, ctx, seqs, true)
-		if err == nil && b <= avail {
-			return k, b
-		}
+// gpuLayersFit is how many of m's last layers, at most most, fit in avail
+// bytes of a GPU, with the final norm and the LM head, which go first
+// (llama.cpp's order), and seqs sequences' KV caches of ctx positions;
+// and the bytes they take. Each layer is counted as the device holds it.
+func gpuLayersFit(m *models.Llama, ctx, seqs, most int, avail uint64) (int, uint64) {
+	a, err := measureLayers(m, ctx, seqs)
+	if err != nil {
+		return 0, 0
 	}
-	return 0, 0
+	return a.fit(avail, most)
+}
+
+// layersAsked is the most of m's last layers --gpu-layers want puts on a
+// GPU: all of them under auto where they gain (offload.Check,
+// gpuMinLayerBytes), up to want for a number, none for 0.
+func layersAsked(m *models.Llama, want int) int {
+	switch {
+	case want == 0 || offload.Check(m) != nil:
+		return 0
+	case want == GPULayersAuto && layerBytes(m) < gpuMinLayerBytes:
+		return 0
+	case want == GPULayersAuto:
+		return m.Config.Layers
+	}
+	return min(want, m.Config.Layers)
+}
+
+// layerAsk is what the target's layers will ask of a GPU once the draft
+// is there: up to most of its last layers, as many as fit. placeDraft
+// puts the trainer on the GPU only in the room they leave.
+type layerAsk struct {
+	a    layerArith
+	most int
+}
+
+// askLayers is what up to most of m's layers ask of a GPU for seqs
+// sequences of ctx positions (nil: none go).
+func askLayers(m *models.Llama, ctx, seqs, most int) *layerAsk {
+	if most <= 0 {
+		return nil
+	}
+	a, err := measureLayers(m, ctx, seqs)
+	if err != nil {
+		return nil
+	}
+	return &layerAsk{a: a, most: most}
+}
+
+// bytes is what the layers take of avail bytes.
+func (l *layerAsk) bytes(avail uint64) uint64 {
+	if l == nil {
+		return 0
+	}
+	_, n := l.a.fit(avail, l.most)
+	return n
+}
+
+// cpuKVBytes is the CPU's KV cache of k layers for seqs sequences of ctx
+// positions (float16 keys and values, as cpu.MeasureTarget counts them).
+func cpuKVBytes(m *models.Llama, ctx, seqs, k int) uint64 {
+	c := m.Config
+	return 2 * 2 * uint64(k) * uint64(ctx) * uint64(c.KVHeads*c.HeadDim) * uint64(seqs)
 }
 
 // gpuAvail is what a GPU of free bytes has for the target's layers once
@@ -112,10 +161,10 @@ func (o *gpuLayers) cpuSide() *cpu.Offload {
 // placeLayers puts the target's last layers on a GPU: Options.GPULayers
 // of them, or under auto as many as fit in its free memory after the
 // draft, its trainer and gpuReserve (none when its layers are under
-// gpuMinLayerBytes), fewer when the device runs out. It
-// returns nil when none go, with a one-line notice when some were asked
-// for and cannot.
-func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
+// gpuMinLayerBytes), at most most of them (< 0: no cap), fewer when the
+// device runs out. It returns nil when none go, with a one-line notice
+// when some were asked for and cannot.
+func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 	want, m := r.opts.GPULayers, r.model.Llama
 	if want == 0 {
 		return nil, nil
@@ -148,7 +197,7 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 	if free == 0 {
 		free, _ = dev.MemInfo()
 	}
-	fit, _ := gpuLayersFit(m, r.ctx, seqs, gpuAvail(free, r.budget))
+	fit, _ := gpuLayersFit(m, r.ctx, seqs, L, gpuAvail(free, r.budget))
 	k := fit
 	if want > 0 {
 		k = min(want, L)
@@ -157,6 +206,9 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 				want, fit, L, HumanBytes(free), dev.Name(), L-fit)
 			k = fit
 		}
+	}
+	if most >= 0 {
+		k = min(k, most)
 	}
 	if r.export != nil && k > L-r.export[2] {
 		// The EAGLE-3 draft reads the residual stream before its layers,
@@ -171,6 +223,7 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 			r.budget.add("target layers", dev.Name(), bytes)
 			if !device.OnHost(dev) {
 				r.leaveFile(L - k)
+				r.budget.takeKV(cpuKVBytes(m, r.ctx, seqs, k))
 			}
 			return &gpuLayers{dev: dev, layers: layers}, nil
 		}
@@ -180,6 +233,15 @@ func (r *Runner) placeLayers(seqs int) (*gpuLayers, error) {
 			return nil, err
 		}
 		r.notify(Notice{Warning: true, Text: fmt.Sprintf("%d target layers did not fit on %s (%v): trying %d", k, dev.Name(), err, k/2)})
+		// The matrices a failed attempt uploaded stay the device's until
+		// it closes: the next one starts on a fresh one.
+		dev.Close()
+		if k/2 == 0 {
+			return nil, nil
+		}
+		if dev, err = r.layerDevice(); err != nil || dev == nil {
+			return nil, err
+		}
 	}
 	dev.Close()
 	return nil, nil

@@ -161,16 +161,23 @@ func sameButNearTies(t *testing.T, m *Model, prompt string, got, want []int) {
 // a 6 GB and an 8 GB card, 30 GiB of RAM: after the draft's share of the
 // card and the reserve, the LM head and each sequence's scratch first,
 // then whole layers, each with its weights as the CUDA device holds them
-// (float32 today) and its float32 keys and values at the context.
+// (the file's blocks) and its float32 keys and values at the context.
 func TestOffloadAuto7B(t *testing.T) {
 	const H, F, V, ctx = 4096, 11008, 32000, 4096
-	perLayer := uint64(4*(4*H*H+3*F*H) + 2*4*ctx*H + 2*4*H)
-	fixed := uint64(4*V*H + 4*H + 4*(64*(7*H+3*F+V)+64*32*ctx))
+	kv := uint64(2 * 4 * ctx * H)
+	scratch := uint64(4 * (64*(7*H+3*F+V) + 64*32*ctx))
 	for _, c := range []struct {
-		file  string
-		types map[string]quant.Type
-	}{{"llama-2-7b.Q4_0.gguf", map[string]quant.Type{"weight": quant.Q4_0}}, {"llama-2-7b.Q4_K_M.gguf", q4km}} {
+		file                string
+		types               map[string]quant.Type
+		layerFile, headFile uint64
+	}{
+		{"llama-2-7b.Q4_0.gguf", map[string]quant.Type{"weight": quant.Q4_0}, (4*H*H + 3*F*H) / 32 * 18, V * H / 32 * 18},
+		// Q4_K (144 bytes a 256) but V and down in Q6_K (210), the head Q6_K.
+		{"llama-2-7b.Q4_K_M.gguf", q4km, (3*H*H+2*F*H)/256*144 + (H*H+F*H)/256*210, V * H / 256 * 210},
+	} {
 		m := shapeModel(t, c.file, H, 32, 32, 32, F, V, ctx, c.types)
+		perLayer := c.layerFile + 2*4*H + kv
+		fixed := c.headFile + 4*H + scratch
 		if one, _ := offload.Measure(m.Llama, 31, ctx, 1, true); one != fixed+perLayer {
 			t.Fatalf("%s: one layer with the head takes %d bytes, by hand %d", c.file, one, fixed+perLayer)
 		}
@@ -186,7 +193,7 @@ func TestOffloadAuto7B(t *testing.T) {
 			avail := card.free - (placed - layers) - gpuReserve
 			want := 0
 			if avail > fixed {
-				want = int((avail - fixed) / perLayer)
+				want = min(32, int((avail-fixed)/perLayer))
 			}
 			if f.Placement.GPULayers != want || (want > 0 && layers != fixed+uint64(want)*perLayer) {
 				t.Errorf("%s on %s: %d layers (%d bytes) placed, by hand %d of %d bytes free beside the draft's %d",

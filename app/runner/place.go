@@ -39,12 +39,17 @@ type draftRequest struct {
 	onGPU, onCPU bool
 	// needLearn: a draft that does not learn is no use (a new one).
 	needLearn bool
+	// layers is what the target's layers will ask of the GPU after the
+	// draft (nil: none go there).
+	layers *layerAsk
 }
 
 // placeDraft puts a draft where it fits best: drafting on the GPU before
 // the CPU (a round there is far cheaper for a large draft), and learning
-// before not learning; on the GPU the trainer goes beside the draft, else
-// to the CPU. ok is false when no place fits.
+// before not learning. On the GPU the draft goes first, with gpuReserve
+// beside it; the target's layers (q.layers) come next, and the trainer
+// goes beside them only in the room they leave, else to the CPU. ok is
+// false when no place fits.
 func placeDraft(q draftRequest) (draftPlace, bool, error) {
 	large := q.cfg.Hidden*q.cfg.Vocab >= gpuMinHead
 	var tries []draftPlace
@@ -68,15 +73,19 @@ func placeDraft(q draftRequest) (draftPlace, bool, error) {
 			return draftPlace{}, false, err
 		}
 		b := q.base
+		if q.room != nil {
+			b.GPUFree = q.room.free
+		}
 		b.add("draft", side(t.draftGPU, q.room), fp.Draft)
+		var layers uint64 // what the layers take before a trainer on the GPU
+		if t.trainGPU {
+			layers = q.layers.bytes(gpuAvail(q.room.free, b))
+		}
 		if t.learn {
 			b.add("trainer", side(t.trainGPU, q.room), fp.Trainer)
 			b.add("adaptation", "cpu", q.hostBytes)
 		}
-		if q.room != nil {
-			b.GPUFree = q.room.free
-		}
-		if b.fits() && (q.room == nil || b.GPU() <= q.room.free) {
+		if b.fits() && (b.GPU() == 0 || satAdd(satAdd(b.GPU(), layers), gpuReserve) <= q.room.free) {
 			t.budget = b
 			return t, true, nil
 		}
@@ -100,6 +109,9 @@ func (r *Runner) placeOnDevices(q *draftRequest) (draftPlace, device.Device, boo
 			free, _ := gdev.MemInfo()
 			q.room = &gpuRoom{name: gdev.Name(), free: free}
 		}
+	}
+	if q.room != nil && !q.onCPU {
+		q.layers = askLayers(r.model.Llama, r.ctx, len(r.slots), layersAsked(r.model.Llama, r.opts.GPULayers))
 	}
 	p, ok, err := placeDraft(*q)
 	if (err != nil || !ok) && gdev != nil {
@@ -125,7 +137,7 @@ func placeNotice(p draftPlace, learnAsked bool, room *gpuRoom, large bool) strin
 	case room != nil && large && !p.draftGPU:
 		return fmt.Sprintf("drafting on the CPU: %s has %s free, too little for the draft", room.name, HumanBytes(room.free))
 	case learnAsked && p.draftGPU && !p.trainGPU:
-		return fmt.Sprintf("training the draft on the CPU: %s has too little memory free for its trainer", room.name)
+		return fmt.Sprintf("training the draft on the CPU: %s has too little memory free for its trainer beside the draft and the target's layers", room.name)
 	}
 	return ""
 }

@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
 	"dovetail/app/runner/store"
 	"dovetail/cpu"
+	"dovetail/device"
 	"dovetail/engine"
 	"dovetail/engine/adapt"
 	"dovetail/engine/plan"
@@ -364,14 +366,35 @@ func (r *Runner) closeSlots() {
 }
 
 // openTarget places the target's layers (placeLayers) and makes each
-// slot's sequence over one packed copy of the CPU's share.
+// slot's sequence over one packed copy of the CPU's share. Where the GPU
+// runs out of memory for the sequences' caches, it says so and tries
+// again with half the layers there, down to none.
 func (r *Runner) openTarget(slots int) error {
-	off, err := r.placeLayers(slots)
-	if err != nil {
-		return err
+	most := -1
+	for {
+		budget := r.budget
+		budget.Parts = slices.Clone(r.budget.Parts)
+		off, err := r.placeLayers(slots, most)
+		if err != nil {
+			return err
+		}
+		r.off = off
+		err = r.openSlots()
+		var de *device.Error
+		if err == nil || off == nil || !errors.As(err, &de) {
+			return err
+		}
+		k := r.model.Config().Layers - off.layers.From
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("the caches of %d target layers did not fit on %s (%v): trying %d", k, off.dev.Name(), de, k/2)})
+		r.closeTargets()
+		r.off.close()
+		r.off, r.budget, most = nil, budget, k/2
 	}
-	r.off = off
-	r.fast = cpu.NewFastWith(r.model.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx, cpu.Options{Offload: off.cpuSide()})
+}
+
+// openSlots makes each slot's target sequence over r.off's split.
+func (r *Runner) openSlots() error {
+	r.fast = cpu.NewFastWith(r.model.Llama, cpu.DefaultKernels(), r.slots[0].pool, r.ctx, cpu.Options{Offload: r.off.cpuSide()})
 	for _, s := range r.slots {
 		s.target = cpu.NewTargetWith(r.fast.WithPool(s.pool))
 		if err := s.target.Err(); err != nil {
@@ -384,4 +407,14 @@ func (r *Runner) openTarget(slots int) error {
 		}
 	}
 	return nil
+}
+
+// closeTargets frees the slots' target sequences.
+func (r *Runner) closeTargets() {
+	for _, s := range r.slots {
+		if s.target != nil {
+			s.target.Close()
+			s.target = nil
+		}
+	}
 }
