@@ -31,7 +31,13 @@ func NewHostCounter(c HostConfig) *Counter { return &Counter{small: c.small()} }
 // Held is the bytes counted so far, less those freed.
 func (s *Counter) Held() uint64 { return s.held }
 
-func (s *Counter) hold(n int) { s.held += uint64(n) }
+// hold counts what the host keeps of its own (a draft's Q8_0 copies); a
+// GPU's copies are the matrices UploadMatrix counted.
+func (s *Counter) hold(n int) {
+	if !s.gpu {
+		s.held += uint64(n)
+	}
+}
 
 // KeepsFloat32: small matrices on the host; none on a GPU.
 func (s *Counter) KeepsFloat32(n int) bool { return !s.gpu && n <= s.small }

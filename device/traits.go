@@ -1,6 +1,9 @@
 package device
 
-import "dovetail/quant"
+import (
+	"dovetail/models"
+	"dovetail/quant"
+)
 
 // What model code asks of a device beyond its operations: whether two
 // devices share memory, how it keeps frozen matrices, and what it holds.
@@ -39,6 +42,30 @@ func GPUKeepsBlocks(t quant.Type) bool {
 		return true
 	}
 	return false
+}
+
+// UpdateMatrix puts t's values into m, which d made from a tensor of t's
+// type and shape, where d keeps matrices in memory of its own (a GPU):
+// re-freezing a draft's weights then reuses that memory. It reports false
+// where d has no such method (the host reads the tensor's own memory, so
+// a new UploadMatrix of it costs nothing).
+func UpdateMatrix(d Device, m Matrix, t *models.Tensor) (bool, error) {
+	u, ok := d.(interface {
+		UpdateMatrix(m Matrix, t *models.Tensor) error
+	})
+	if !ok {
+		return false, nil
+	}
+	return true, u.UpdateMatrix(m, t)
+}
+
+// FreeMatrix gives back m's memory where d keeps matrices in memory of
+// its own (a GPU), for matrices of d's own making (a draft's Q8_0 copies),
+// not the frozen ones that drafts on d share. Elsewhere it does nothing.
+func FreeMatrix(d Device, m Matrix) {
+	if f, ok := d.(interface{ FreeMatrix(m Matrix) }); ok && m != nil {
+		f.FreeMatrix(m)
+	}
 }
 
 // Hold counts n bytes (negative: gives them back) that d keeps of its own

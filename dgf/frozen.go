@@ -120,6 +120,15 @@ func (d *Draft) freezeRows(p *Param, row func(r int) ([]float32, error)) error {
 			}
 		}
 	}
+	if p.Q != nil { // a GPU's copy takes the new values in place
+		if ok, err := device.UpdateMatrix(d.Dev, p.Q, t); ok {
+			if err != nil {
+				d.dropQ(p)
+				return fmt.Errorf("draft %s: %w", p.Name, err)
+			}
+			return nil
+		}
+	}
 	q, err := d.Dev.UploadMatrix(t)
 	if err != nil {
 		d.dropQ(p)
@@ -134,5 +143,6 @@ func (d *Draft) dropQ(p *Param) {
 	if p.qt != nil {
 		device.Hold(d.Dev, -p.Rows*p.qt.RowBytes)
 	}
+	device.FreeMatrix(d.Dev, p.Q)
 	p.Q, p.qt = nil, nil
 }

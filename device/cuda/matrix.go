@@ -101,6 +101,37 @@ func (d *cudaDev) uploadFloats(t *models.Tensor) (device.Matrix, error) {
 	return &cudaMat{rows: t.Rows, cols: t.Cols, typ: quant.F32, rowBytes: 4 * t.Cols, buf: *b}, nil
 }
 
+// UpdateMatrix puts t's values into m, made from a tensor of t's type
+// and shape (device.UpdateMatrix): a draft's re-frozen Q8_0 copy.
+func (d *cudaDev) UpdateMatrix(mm device.Matrix, t *models.Tensor) error {
+	m := d.mat(mm)
+	if m.raw == 0 || t.Type != m.typ || t.Rows != m.rows || t.RowBytes != m.rowBytes || len(t.Data) < t.Rows*t.RowBytes {
+		return fmt.Errorf("tensor %s: %d×%d %v into a matrix of %d×%d %v", t.Name, t.Rows, t.Cols, t.Type, m.rows, m.cols, m.typ)
+	}
+	d.enter()
+	defer d.leave()
+	// Kernels queued before may still read the old values.
+	d.sync()
+	d.upload(m.raw, unsafe.Pointer(unsafe.SliceData(t.Data)), t.Rows*t.RowBytes)
+	d.sync()
+	runtime.KeepAlive(t.Data)
+	return nil
+}
+
+// FreeMatrix gives m's memory back (device.FreeMatrix).
+func (d *cudaDev) FreeMatrix(mm device.Matrix) {
+	m := d.mat(mm)
+	if m.raw == 0 {
+		d.Free(&m.buf)
+		return
+	}
+	d.enter()
+	defer d.leave()
+	d.sync()
+	d.l.must("cuMemFree", d.l.call(d.l.memFree, uintptr(m.raw)))
+	m.raw = 0
+}
+
 func (d *cudaDev) mat(m device.Matrix) *cudaMat {
 	cm, ok := m.(*cudaMat)
 	if !ok {

@@ -113,3 +113,42 @@ func checkQ8Product(t *testing.T, what string, got, w, x []float32, rows, k, n i
 		t.Errorf("%s: %d values off", what, bad)
 	}
 }
+
+// A draft re-freezing its weights puts the new values into its matrix
+// (device.UpdateMatrix) rather than a new one each time; FreeMatrix gives
+// the memory back.
+func TestCUDAUpdateMatrix(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 14)
+	const rows, k, n = 300, 96, 3
+	a, _ := p.blockMatrix(quant.Q8_0, rows, k)
+	tb := &models.Tensor{Name: "b", Type: quant.Q8_0, Rows: rows, Cols: k, RowBytes: 102,
+		Data: make([]byte, rows*102)}
+	for r := range rows {
+		if err := quant.QuantizeRow(quant.Q8_0, tb.Data[r*102:(r+1)*102], p.randf(k, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := p.matrix(tb)
+	if ok, err := device.UpdateMatrix(p.dev, a.d, tb); !ok || err != nil {
+		t.Fatalf("UpdateMatrix: %v, %v", ok, err)
+	}
+	x := p.rand(n*k, 1)
+	outA, outB := p.rand(n*rows, 1), p.rand(n*rows, 1)
+	p.dev.MatMulFrozen(outA.d, x.d, a.d, n)
+	p.dev.MatMulFrozen(outB.d, x.d, b.d, n)
+	got, want := make([]float32, n*rows), make([]float32, n*rows)
+	p.dev.Download(got, outA.d)
+	p.dev.Download(want, outB.d)
+	compare(t, "the updated matrix's product", got, want, 0)
+	wrong := &models.Tensor{Name: "wrong", Type: quant.Q4_0, Rows: rows, Cols: k, RowBytes: 54, Data: make([]byte, rows*54)}
+	if _, err := device.UpdateMatrix(p.dev, a.d, wrong); err == nil {
+		t.Error("UpdateMatrix took a Q4_0 tensor into a Q8_0 matrix")
+	}
+	free0, _ := p.dev.MemInfo()
+	big, _ := p.blockMatrix(quant.Q8_0, 8192, 1024) // 8.5 MB: past the allocator's granularity
+	device.FreeMatrix(p.dev, a.d)
+	device.FreeMatrix(p.dev, big.d)
+	if free1, _ := p.dev.MemInfo(); free1 < free0 {
+		t.Errorf("free memory %d after FreeMatrix, %d before the matrices", free1, free0)
+	}
+}
