@@ -103,11 +103,10 @@ func Build(sh Shape, opts Options) (*gguf.Writer, error) {
 	if err := copyVocab(w, sh, opts.Vocab); err != nil {
 		return nil, err
 	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	kv := sh.Dim / sh.Heads * sh.KVHeads
-	mats := 0
 	mat := func(name string, cols, rows int, std float64) error {
-		mats++
-		return addMatrix(w, name, opts.Type, cols, rows, std, opts.Seed, mats)
+		return addMatrix(w, name, opts.Type, cols, rows, std, rng)
 	}
 	ones := func(name string, n int) {
 		b := make([]byte, 4*n)
@@ -168,11 +167,11 @@ func matrixType(t quant.Type, cols int) quant.Type {
 	return t
 }
 
-// addMatrix quantizes a rows × cols Gaussian matrix, the matrix'th of
-// the file, row by row. Chunks of rows are drawn from their own streams
-// of seed, so that every core quantizes (a 7B's K-quants take minutes on
-// one) and the file is the same however many there are.
-func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, seed uint64, matrix int) error {
+// addMatrix quantizes a rows × cols Gaussian matrix row by row. The
+// values are drawn in order from rng, and chunks of rows are quantized on
+// every core as they are drawn (a 7B's K-quants take minutes on one): the
+// file is the same however many cores there are.
+func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std float64, rng *rand.Rand) error {
 	t = matrixType(t, cols)
 	rowBytes, err := t.RowSize(cols)
 	if err != nil {
@@ -184,15 +183,16 @@ func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std fl
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for lo := 0; lo < rows; lo += chunk {
+		hi := min(lo+chunk, rows)
+		vals := make([]float32, (hi-lo)*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64() * std)
+		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			rng := rand.New(rand.NewPCG(seed, uint64(matrix)<<32|uint64(lo/chunk)))
-			row := make([]float32, cols)
-			for r := lo; r < min(lo+chunk, rows); r++ {
-				for i := range row {
-					row[i] = float32(rng.NormFloat64() * std)
-				}
+			for r := lo; r < hi; r++ {
+				row := vals[(r-lo)*cols : (r-lo+1)*cols]
 				if err := quant.QuantizeRow(t, data[r*rowBytes:(r+1)*rowBytes], row); err != nil {
 					errs[lo/chunk] = fmt.Errorf("synth: %s: %w", name, err)
 					return
