@@ -74,6 +74,19 @@ func (s *Counter) Alloc(n int) Buffer {
 	return &counterBuf{n: n, size: 4}
 }
 
+// AllocKV counts a KV cache as the device keeps it: halves on a GPU,
+// float32 on the host.
+func (s *Counter) AllocKV(n int) Buffer {
+	size := uint64(4)
+	if s.gpu {
+		size = 2
+	}
+	s.held += size * uint64(n)
+	return &counterBuf{n: n, size: size}
+}
+
+func (s *Counter) StoreKV(Buffer, Buffer) {}
+
 // AllocMoment counts AdamW's moments as the device keeps them: bfloat16 on
 // the host, float32 on a GPU.
 func (s *Counter) AllocMoment(n int) Buffer {

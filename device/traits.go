@@ -68,6 +68,27 @@ func FreeMatrix(d Device, m Matrix) {
 	}
 }
 
+// AllocKV allocates n values of a KV cache: in 16-bit floats where d keeps
+// caches so (a GPU: half the memory of float32, as llama.cpp's F16 cache),
+// else a float32 buffer. View, Copy, Free and Attention's k and v take
+// it; StoreKV writes float32 rows into it.
+func AllocKV(d Device, n int) Buffer {
+	if a, ok := d.(interface{ AllocKV(n int) Buffer }); ok {
+		return a.AllocKV(n)
+	}
+	return d.Alloc(n)
+}
+
+// StoreKV writes float32 values src into dst, a view of an AllocKV cache
+// of src's length, rounding them to the cache's precision.
+func StoreKV(d Device, dst, src Buffer) {
+	if s, ok := d.(interface{ StoreKV(dst, src Buffer) }); ok {
+		s.StoreKV(dst, src)
+		return
+	}
+	d.Copy(dst, src)
+}
+
 // Hold counts n bytes (negative: gives them back) that d keeps of its own
 // beyond its buffers, where d counts what it holds (the host device and a
 // Counter): a draft's Q8_0 copies of its matrices, say.

@@ -126,8 +126,9 @@ func (l *Layers) Free() {
 type Seq struct {
 	l                               *Layers
 	ctx                             int
-	kc, vc                          []device.Buffer // per layer: ctx × KVDim
+	kc, vc                          []device.Buffer // per layer: ctx × KVDim (device.AllocKV: halves on a GPU)
 	x, xn, q, att, ao, g, u, hh, dn device.Buffer   // layerRows rows
+	k, v                            device.Buffer   // a pass's new keys and values, before the cache takes them
 	hid, logits, probs              device.Buffer
 }
 
@@ -138,10 +139,11 @@ func (l *Layers) NewSeq(ctx int) (_ *Seq, err error) {
 	H, KV, F, Q := c.Hidden, c.KVHeads*c.HeadDim, c.FFN, c.Heads*c.HeadDim
 	s := &Seq{l: l, ctx: ctx}
 	for range l.w {
-		s.kc = append(s.kc, dev.Alloc(ctx*KV))
-		s.vc = append(s.vc, dev.Alloc(ctx*KV))
+		s.kc = append(s.kc, device.AllocKV(dev, ctx*KV))
+		s.vc = append(s.vc, device.AllocKV(dev, ctx*KV))
 	}
 	r := layerRows
+	s.k, s.v = dev.Alloc(r*KV), dev.Alloc(r*KV)
 	s.x, s.xn, s.q, s.att, s.ao = dev.Alloc(r*H), dev.Alloc(r*H), dev.Alloc(r*Q), dev.Alloc(r*Q), dev.Alloc(r*H)
 	s.g, s.u, s.hh, s.dn = dev.Alloc(r*F), dev.Alloc(r*F), dev.Alloc(r*F), dev.Alloc(r*H)
 	s.hid, s.logits = dev.Alloc(r*H), dev.Alloc(r*c.Vocab)
@@ -151,7 +153,7 @@ func (l *Layers) NewSeq(ctx int) (_ *Seq, err error) {
 
 // Free releases the sequence's cache and scratch.
 func (s *Seq) Free() {
-	for _, b := range append(append([]device.Buffer{s.x, s.xn, s.q, s.att, s.ao, s.g, s.u, s.hh, s.dn, s.hid, s.logits, s.probs}, s.kc...), s.vc...) {
+	for _, b := range append(append([]device.Buffer{s.x, s.xn, s.q, s.att, s.ao, s.g, s.u, s.hh, s.dn, s.k, s.v, s.hid, s.logits, s.probs}, s.kc...), s.vc...) {
 		s.l.Dev.Free(b)
 	}
 }
@@ -178,15 +180,15 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 	v := func(b device.Buffer, w int) device.Buffer { return dev.View(b, 0, n*w) }
 	xb := v(s.x, H)
 	dev.Upload(xb, x[:n*H])
-	at := &cacheAttn{s: s, a: device.Attn{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Past: past, Pend: m, Rows: n, Mask: mask}}
+	at := &cacheAttn{s: s, slot: past + base, a: device.Attn{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Past: past, Pend: m, Rows: n, Mask: mask}}
 	// One set of scratch for every layer, nothing kept for a backward
 	// pass: the normed inputs share a buffer, and the residual stream is
 	// updated in place.
 	a := block.Acts{XN: v(s.xn, H), Q: v(s.q, Q), Att: v(s.att, Q), Probs: dev.View(s.probs, 0, n*c.Heads*(past+m)),
-		AO: v(s.ao, H), Mid: xb, XN2: v(s.xn, H), G: v(s.g, F), U: v(s.u, F), HH: v(s.hh, F), DN: v(s.dn, H), Out: xb}
+		AO: v(s.ao, H), Mid: xb, XN2: v(s.xn, H), G: v(s.g, F), U: v(s.u, F), HH: v(s.hh, F), DN: v(s.dn, H), Out: xb,
+		K: v(s.k, KV), V: v(s.v, KV)}
 	p := block.Pass{Dev: dev, Shape: l.shape, N: n, Pos: pos[:n], Attn: at, Frozen: true}
 	for i := range l.w {
-		a.K, a.V = dev.View(s.kc[i], (past+base)*KV, n*KV), dev.View(s.vc[i], (past+base)*KV, n*KV)
 		p.Forward(i, &l.w[i], &a, xb)
 	}
 	hid := v(s.hid, H)
@@ -201,16 +203,21 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 	return nil
 }
 
-// cacheAttn is a pass's attention: the committed keys in the cache, then
-// the pending nodes, as the mask says.
+// cacheAttn is a pass's attention: the pass's keys and values go to the
+// cache's slots from slot on, then its rows attend to the committed keys
+// in the cache and the pending nodes, as the mask says.
 type cacheAttn struct {
-	s *Seq
-	a device.Attn
+	s    *Seq
+	slot int
+	a    device.Attn
 }
 
 func (c *cacheAttn) Attend(i int, a *block.Acts) {
-	keys := c.a.Keys() * c.a.KVHeads * c.a.HeadDim
+	kv := c.a.KVHeads * c.a.HeadDim
+	keys := c.a.Keys() * kv
 	dev := c.s.l.Dev
+	device.StoreKV(dev, dev.View(c.s.kc[i], c.slot*kv, a.K.Len()), a.K)
+	device.StoreKV(dev, dev.View(c.s.vc[i], c.slot*kv, a.V.Len()), a.V)
 	dev.Attention(a.Att, a.Probs, a.Q, dev.View(c.s.kc[i], 0, keys), dev.View(c.s.vc[i], 0, keys), c.a)
 }
 

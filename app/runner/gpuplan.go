@@ -67,7 +67,10 @@ func measureLayers(m *models.Llama, ctx, seqs int) (layerArith, error) {
 	a := layerArith{head: hc.Held() + 4*uint64(len(m.OutputNorm))}
 	a.scratch = prev - min(prev, a.head)
 	c := m.Config
-	kv := 2 * 4 * uint64(ctx) * uint64(c.KVHeads*c.HeadDim) * uint64(seqs)
+	// A layer's keys and values as a GPU keeps them (device.AllocKV).
+	kvc := device.NewCounter(true)
+	device.AllocKV(kvc, 2*ctx*c.KVHeads*c.HeadDim*seqs)
+	kv := kvc.Held()
 	for i := L - 1; i >= 0; i-- {
 		n, err := offload.Measure(m, i, ctx, seqs, true)
 		if err != nil {

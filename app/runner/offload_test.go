@@ -164,8 +164,11 @@ func sameButNearTies(t *testing.T, m *Model, prompt string, got, want []int) {
 // (the file's blocks) and its float32 keys and values at the context.
 func TestOffloadAuto7B(t *testing.T) {
 	const H, F, V, ctx = 4096, 11008, 32000, 4096
-	kv := uint64(2 * 4 * ctx * H)
-	scratch := uint64(4 * (64*(7*H+3*F+V) + 64*32*ctx))
+	kv := uint64(2 * 2 * ctx * H) // halves on a GPU
+	// A pass of 64 rows: 9 rows of H (the keys and values before the
+	// cache takes them among them: 32 KV heads, so H), 3 of F, the
+	// logits, the attention's weights.
+	scratch := uint64(4 * (64*(9*H+3*F+V) + 64*32*ctx))
 	for _, c := range []struct {
 		file                string
 		types               map[string]quant.Type

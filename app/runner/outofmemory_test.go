@@ -33,6 +33,10 @@ func (d *tightGPU) Alloc(n int) device.Buffer {
 	d.take(4 * uint64(n))
 	return d.Device.Alloc(n)
 }
+func (d *tightGPU) AllocKV(n int) device.Buffer { // halves on a GPU
+	d.take(2 * uint64(n))
+	return d.Device.Alloc(n)
+}
 func (d *tightGPU) UploadMatrix(t *models.Tensor) (device.Matrix, error) {
 	n := 4 * uint64(t.Rows) * uint64(t.Cols)
 	if device.GPUKeepsBlocks(t.Type) {

@@ -112,7 +112,7 @@ func checkArithmetic(t *testing.T, s placeShape, card string, f Fit) {
 	}
 	g, H, KV, F := f.GPUs[0], s.hidden, s.kv*s.hidden/s.heads, s.ffn
 	weights := uint64((2*H*H+KV*H+2*F*H)/256*144+(KV*H+F*H)/256*210) + 2*4*uint64(H)
-	kv := uint64(2 * 4 * f.Placement.Ctx * KV)
+	kv := uint64(2 * 2 * f.Placement.Ctx * KV) // halves on a GPU
 	layers, _ := partBytes(f.Budget, "target layers")
 	draftBytes, _ := partBytes(f.Budget, "draft")
 	switch {

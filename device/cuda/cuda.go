@@ -38,7 +38,8 @@ var (
 // cudaKernels are the kernels' names in kernels.cu.
 var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
 	"concat", "gate", "gate_backward", "rope", "rmsnorm", "rmsnorm_backward_x", "rmsnorm_backward_w",
-	"smoothl1", "soft_cross_entropy", "attention", "attention_backward", "sum", "adamw", "topk"}
+	"smoothl1", "soft_cross_entropy", "attention", "attention_h", "attention_backward", "sum", "adamw", "topk",
+	"store_half"}
 
 // quantKernels are quant.cu's: quantize_q8, and per format of blocks.h
 // its product (mmvq_, or mmv_ for float formats) and its dequantization.
@@ -251,11 +252,21 @@ func (d *cudaDev) Close() {
 	d.pin.Unpin()
 }
 
-// cudaBuf is n float32 values at device address p.
+// cudaBuf is n float32 values at device address p, or n halves (half: a
+// KV cache, see kv.go).
 type cudaBuf struct {
 	p    uint64
 	n    int
 	view bool
+	half bool
+}
+
+// size is the bytes of a value.
+func (b *cudaBuf) size() uint64 {
+	if b.half {
+		return 2
+	}
+	return 4
 }
 
 func (b *cudaBuf) Len() int { return b.n }
@@ -314,7 +325,7 @@ func (d *cudaDev) View(x device.Buffer, off, n int) device.Buffer {
 	if off < 0 || n < 0 || off+n > b.n {
 		panic(fmt.Sprintf("cuda: view [%d, %d) of a buffer of %d values", off, off+n, b.n))
 	}
-	return &cudaBuf{p: b.p + 4*uint64(off), n: n, view: true}
+	return &cudaBuf{p: b.p + b.size()*uint64(off), n: n, view: true, half: b.half}
 }
 
 func (d *cudaDev) sync() {
@@ -350,7 +361,7 @@ func (d *cudaDev) upload(p uint64, src unsafe.Pointer, bytes int) {
 }
 
 func (d *cudaDev) Upload(dst device.Buffer, src []float32) {
-	b := d.b(dst)
+	b := d.f32("Upload", dst)
 	if len(src) > b.n {
 		panic(fmt.Sprintf("cuda: upload of %d values into a buffer of %d", len(src), b.n))
 	}
@@ -373,6 +384,10 @@ func (d *cudaDev) download(dst unsafe.Pointer, p uint64, bytes int) {
 
 func (d *cudaDev) Download(dst []float32, src device.Buffer) {
 	b := d.b(src)
+	if b.half {
+		d.downloadHalf(dst, b)
+		return
+	}
 	if len(dst) > b.n {
 		panic(fmt.Sprintf("cuda: download of %d values from a buffer of %d", len(dst), b.n))
 	}
@@ -386,7 +401,7 @@ func (d *cudaDev) Download(dst []float32, src device.Buffer) {
 }
 
 func (d *cudaDev) Zero(x device.Buffer) {
-	b := d.b(x)
+	b := d.f32("Zero", x)
 	if b.n == 0 {
 		return
 	}
@@ -397,15 +412,15 @@ func (d *cudaDev) Zero(x device.Buffer) {
 
 func (d *cudaDev) Copy(dst, src device.Buffer) {
 	db, sb := d.b(dst), d.b(src)
-	if db.n != sb.n {
-		panic(fmt.Sprintf("cuda: copy of %d values into %d", sb.n, db.n))
+	if db.n != sb.n || db.half != sb.half {
+		panic(fmt.Sprintf("cuda: copy of %d values (half %v) into %d (half %v)", sb.n, sb.half, db.n, db.half))
 	}
 	if db.n == 0 {
 		return
 	}
 	d.enter()
 	defer d.leave()
-	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(db.p), uintptr(sb.p), uintptr(4*db.n), d.stream))
+	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(db.p), uintptr(sb.p), uintptr(db.size()*uint64(db.n)), d.stream))
 }
 
 // scratchBytes returns scratch slot i with at least bytes of room. Work

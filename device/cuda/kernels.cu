@@ -6,6 +6,8 @@
 // elements use blocks of 256 threads; row kernels use one block of 256
 // threads per row (reductions assume that size).
 
+#include <cuda_fp16.h>
+
 #define BS 256
 
 extern "C" {
@@ -330,11 +332,19 @@ __device__ bool visible(const unsigned char *mask, int past, int pend, int rows,
     return mask[j * pend + i] != 0;
 }
 
-// attention: one block per (query row j, head h). probs[j][h][t] gets the
-// weights, out[j][h] = Σ_t probs·v. Dynamic shared memory: hd floats.
-__global__ void attention(float *out, float *probs, const float *q, const float *k, const float *v,
-                          const unsigned char *mask, int heads, int kvheads, int hd, int past,
-                          int pend, int rows) {
+} // extern "C"
+
+__device__ __forceinline__ float kvLoad(const float *p) { return *p; }
+__device__ __forceinline__ float kvLoad(const __half *p) { return __half2float(*p); }
+
+// attend: one block per (query row j, head h). probs[j][h][t] gets the
+// weights, out[j][h] = Σ_t probs·v. Dynamic shared memory: hd floats. The
+// keys and values are float32 (a draft's) or halves (a target's layers'
+// cache on the GPU).
+template <typename KV>
+__device__ void attend(float *out, float *probs, const float *q, const KV *k, const KV *v,
+                       const unsigned char *mask, int heads, int kvheads, int hd, int past, int pend,
+                       int rows) {
     extern __shared__ float qs[];
     __shared__ float sh[32];
     int j = blockIdx.x, h = blockIdx.y, g = h / (heads / kvheads);
@@ -348,9 +358,9 @@ __global__ void attention(float *out, float *probs, const float *q, const float 
     for (int t = threadIdx.x; t < keys; t += BS) {
         float s = -INFINITY;
         if (visible(mask, past, pend, rows, j, t)) {
-            const float *kr = k + (long)t * kvd + g * hd;
+            const KV *kr = k + (long)t * kvd + g * hd;
             s = 0.f;
-            for (int d = 0; d < hd; d++) s += qs[d] * kr[d];
+            for (int d = 0; d < hd; d++) s += qs[d] * kvLoad(kr + d);
             s *= scale;
         }
         p[t] = s;
@@ -369,9 +379,30 @@ __global__ void attention(float *out, float *probs, const float *q, const float 
     float *orow = out + (long)j * qd + h * hd;
     for (int d = threadIdx.x; d < hd; d += BS) {
         float acc = 0.f;
-        for (int t = 0; t < keys; t++) acc += p[t] * v[(long)t * kvd + g * hd + d];
+        for (int t = 0; t < keys; t++) acc += p[t] * kvLoad(v + (long)t * kvd + g * hd + d);
         orow[d] = acc;
     }
+}
+
+extern "C" {
+
+__global__ void attention(float *out, float *probs, const float *q, const float *k, const float *v,
+                          const unsigned char *mask, int heads, int kvheads, int hd, int past,
+                          int pend, int rows) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows);
+}
+
+// attention_h is attention over a cache of halves.
+__global__ void attention_h(float *out, float *probs, const float *q, const __half *k, const __half *v,
+                            const unsigned char *mask, int heads, int kvheads, int hd, int past,
+                            int pend, int rows) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows);
+}
+
+// store_half: dst[i] = src[i] rounded to half (nearest, even), i < n.
+__global__ void store_half(__half *dst, const float *src, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __float2half_rn(src[i]);
 }
 
 // attention_backward, per (j, h) block, with P the weights and dS kept in

@@ -235,9 +235,18 @@ func (d *cudaDev) Attention(out, probs, q, k, v device.Buffer, a device.Attn) {
 	d.need("Attention", a.Rows*qd, out, q)
 	d.need("Attention", a.Rows*a.Heads*a.Keys(), probs)
 	d.need("Attention", a.Keys()*kvd, k, v)
+	kernel := "attention"
+	if kb, vb := d.b(k), d.b(v); kb.half || vb.half {
+		if !kb.half || !vb.half {
+			panic("cuda: Attention: keys and values of different precisions")
+		}
+		kernel = "attention_h"
+	}
+	d.f32("Attention", out)
+	d.f32("Attention", q)
 	d.enter()
 	defer d.leave()
-	d.launch("attention", [3]int{a.Rows, a.Heads}, [3]int{cudaBS}, 4*a.HeadDim,
+	d.launch(kernel, [3]int{a.Rows, a.Heads}, [3]int{cudaBS}, 4*a.HeadDim,
 		d.ptr(out), d.ptr(probs), d.ptr(q), d.ptr(k), d.ptr(v), d.mask(a),
 		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), i32(a.Past), i32(a.Pend), i32(a.Rows))
 }
@@ -248,6 +257,8 @@ func (d *cudaDev) AttentionBackward(dq, dk, dv, dout, probs, q, k, v device.Buff
 	d.need("AttentionBackward", a.Rows*qd, dq, dout, q)
 	d.need("AttentionBackward", a.Rows*a.Heads*a.Keys(), probs)
 	d.need("AttentionBackward", a.Keys()*kvd, dk, dv, k, v)
+	d.f32("AttentionBackward", k)
+	d.f32("AttentionBackward", v)
 	d.enter()
 	defer d.leave()
 	ds := d.scratchBytes(1, 4*a.Rows*a.Heads*a.Keys())
