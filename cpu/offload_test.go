@@ -191,3 +191,64 @@ func abs64(x float64) float64 {
 	}
 	return x
 }
+
+// The layers with the LM head a draft uploaded (offload.NewWithHead: one
+// copy on the GPU for both) give the logits of the layers with their own;
+// a head of another shape is refused.
+func TestOffloadSharedHead(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	m := loadTest(t, "stories260K-Q4_0-mixed.gguf")
+	L := m.Config.Layers
+	prompt := []int{1, 40, 41, 300, 7}
+	for _, d := range layerDevices(t) {
+		head, err := d.dev.UploadMatrix(m.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits := func(layers *offload.Layers) []float32 {
+			off := &Offload{From: layers.From, NewSeq: func(ctx int) (OffloadSeq, error) { return layers.NewSeq(ctx) }}
+			tg := NewTargetWith(NewFastWith(m, DefaultKernels(), pool, 0, Options{Offload: off}))
+			defer tg.Close()
+			out, err := tg.Forward(prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Clone(out)
+		}
+		own, err := offload.New(d.dev, m, L-2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared, err := offload.NewWithHead(d.dev, m, L-2, head)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := logits(shared), logits(own); !slices.Equal(got, want) {
+			t.Errorf("%s: logits with the shared head differ from the layers' own head's", d.name)
+		}
+		// The head given is the one used: the embeddings in its place (the
+		// same shape, other values) change the logits.
+		embd, err := d.dev.UploadMatrix(m.TokenEmbd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := offload.NewWithHead(d.dev, m, L-2, embd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(logits(other), logits(own)) {
+			t.Errorf("%s: the layers ignored the head they were given", d.name)
+		}
+		own.Free()
+		shared.Free()
+		other.Free()
+		wrong, err := d.dev.UploadMatrix(m.Layers[0].Q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := offload.NewWithHead(d.dev, m, L-2, wrong); err == nil {
+			t.Errorf("%s: a %d×%d matrix taken as the LM head", d.name, wrong.Rows(), wrong.Cols())
+		}
+	}
+}

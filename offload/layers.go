@@ -57,7 +57,14 @@ func Check(m *models.Llama) error {
 }
 
 // New puts m's layers [from, L), final norm and LM head on dev.
-func New(dev device.Device, m *models.Llama, from int) (_ *Layers, err error) {
+func New(dev device.Device, m *models.Llama, from int) (*Layers, error) {
+	return NewWithHead(dev, m, from, nil)
+}
+
+// NewWithHead is New with m's LM head already on a device of dev's memory
+// (a draft's, which shares the target's head): one copy on the GPU for
+// both. nil: New's own copy.
+func NewWithHead(dev device.Device, m *models.Llama, from int, head device.Matrix) (_ *Layers, err error) {
 	c := m.Config
 	if from < 0 || from > c.Layers {
 		return nil, fmt.Errorf("offload from layer %d of %d", from, c.Layers)
@@ -98,11 +105,18 @@ func New(dev device.Device, m *models.Llama, from int) (_ *Layers, err error) {
 		}
 	}
 	l.norm = vec(m.OutputNorm).W
-	head := mat(m.Output)
+	if head != nil {
+		if head.Rows() != c.Vocab || head.Cols() != c.Hidden {
+			return nil, fmt.Errorf("a shared LM head of %d×%d for %d×%d", head.Rows(), head.Cols(), c.Vocab, c.Hidden)
+		}
+		l.head = head
+		return l, nil
+	}
+	w := mat(m.Output)
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	l.head = head.Q
+	l.head = w.Q
 	return l, nil
 }
 

@@ -38,6 +38,26 @@ type drafting struct {
 	adaptive *adaptive
 	closers  []func() error // run in order by close
 	dayZero  *dayZero       // a new draft starting in the background (nil: none)
+	// head is the draft's copy of the target's LM head on a GPU (nil:
+	// none), which the target's layers there use too (sharedHead).
+	head    device.Matrix
+	headDev device.Device
+}
+
+// keepHead notes dr's copy of the target's LM head where dr is on a GPU.
+func (d *drafting) keepHead(dr *dgf.Draft) {
+	if dr.Head != nil && !device.OnHost(dr.Dev) {
+		d.head, d.headDev = dr.Head, dr.Dev
+	}
+}
+
+// sharedHead is the draft's copy of the target's LM head where dev
+// reaches it (the same GPU), else nil.
+func (d *drafting) sharedHead(dev device.Device) device.Matrix {
+	if d == nil || d.head == nil || !device.SameMemory(d.headDev, dev) {
+		return nil
+	}
+	return d.head
 }
 
 func (d *drafting) close() error {
@@ -303,6 +323,7 @@ func (r *Runner) startDGFUnless(stopped func() bool, d *drafting, devs draftDevi
 		devs.close()
 		return fmt.Errorf("draft %s: %w", where, err)
 	}
+	d.keepHead(dr)
 	if ck != nil {
 		if err := dr.Load(ck); err != nil {
 			dr.Free()

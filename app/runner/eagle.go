@@ -114,6 +114,7 @@ func (r *Runner) startEAGLE(d *drafting, devs draftDevices, ck *eagle.Checkpoint
 	if err != nil {
 		return fail(err)
 	}
+	d.keepHead(dr)
 	dr.RopeFreqs, dr.D2T = ck.RopeFreqs, ck.D2T
 	name := ck.Config.Kind.String() + ":" + where
 	// As a loaded draft (not a new one), started as the published one; or

@@ -57,14 +57,28 @@ func ParseGPULayers(s string) (int, error) {
 
 // gpuLayersFit is how many of m's last layers, at most most, fit in avail
 // bytes of a GPU, with the final norm and the LM head, which go first
-// (llama.cpp's order), and seqs sequences' KV caches of ctx positions;
-// and the bytes they take. Each layer is counted as the device holds it.
-func gpuLayersFit(m *models.Llama, ctx, seqs, most int, avail uint64) (int, uint64) {
+// (llama.cpp's order; with sharedHead the draft's copy of the head,
+// counted with the draft), and seqs sequences' KV caches of ctx
+// positions; and the bytes they take. Each layer is counted as the device
+// holds it.
+func gpuLayersFit(m *models.Llama, ctx, seqs, most int, avail uint64, sharedHead bool) (int, uint64) {
 	a, err := measureLayers(m, ctx, seqs)
 	if err != nil {
 		return 0, 0
 	}
+	if sharedHead {
+		a.head -= headBytes(m)
+	}
 	return a.fit(avail, most)
+}
+
+// headBytes is m's LM head on a GPU.
+func headBytes(m *models.Llama) uint64 {
+	c := device.NewCounter(true)
+	if _, err := c.UploadMatrix(m.Output); err != nil {
+		return 0
+	}
+	return c.Held()
 }
 
 // layersAsked is the most of m's last layers --gpu-layers want puts on a
@@ -197,7 +211,8 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 	if free == 0 {
 		free, _ = dev.MemInfo()
 	}
-	fit, _ := gpuLayersFit(m, r.ctx, seqs, L, gpuAvail(free, r.budget))
+	head := r.draft.sharedHead(dev)
+	fit, _ := gpuLayersFit(m, r.ctx, seqs, L, gpuAvail(free, r.budget), head != nil)
 	k := fit
 	if want > 0 {
 		k = min(want, L)
@@ -217,9 +232,12 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 		k = L - r.export[2]
 	}
 	for ; k > 0; k /= 2 {
-		layers, err := offload.New(dev, m, L-k)
+		layers, err := offload.NewWithHead(dev, m, L-k, head)
 		if err == nil {
 			bytes, _ := offload.Measure(m, L-k, r.ctx, seqs, !device.OnHost(dev))
+			if head != nil {
+				bytes -= headBytes(m) // the draft's, counted with it
+			}
 			r.budget.add("target layers", dev.Name(), bytes)
 			if !device.OnHost(dev) {
 				r.leaveFile(L - k)
@@ -242,6 +260,7 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 		if dev, err = r.layerDevice(); err != nil || dev == nil {
 			return nil, err
 		}
+		head = r.draft.sharedHead(dev)
 	}
 	dev.Close()
 	return nil, nil
