@@ -14,7 +14,7 @@ import (
 func TestCUDAHalfKV(t *testing.T) {
 	p := newPair(t, cudaOrSkip(t), 15)
 	for _, a := range []device.Attn{
-		{Heads: 32, KVHeads: 32, HeadDim: 128, Past: 300, Pend: 1, Rows: 1},  // decode
+		{Heads: 32, KVHeads: 32, HeadDim: 128, Past: 300, Pend: 1, Rows: 1},   // decode
 		{Heads: 32, KVHeads: 8, HeadDim: 128, Past: 1100, Pend: 16, Rows: 16}, // a verification past a block
 		{Heads: 6, KVHeads: 3, HeadDim: 7, Past: 5, Pend: 9, Rows: 3},         // odd sizes
 	} {
