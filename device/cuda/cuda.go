@@ -130,6 +130,7 @@ type cudaDev struct {
 	pin  runtime.Pinner
 
 	scratch [5]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles
+	memo    argMemo    // small kernel arguments by their values
 	stage   []byte     // pinned host memory that uploads go through
 	staged  int        // bytes of stage in use since the stream last synchronized
 	partial []float64
@@ -233,6 +234,10 @@ func (d *cudaDev) Close() {
 	d.enter()
 	defer d.leave()
 	d.sync()
+	if d.memo.base != 0 {
+		d.l.call(d.l.memFree, uintptr(d.memo.base))
+		d.memo = argMemo{}
+	}
 	for i := range d.scratch {
 		if d.scratch[i].p != 0 {
 			d.l.call(d.l.memFree, uintptr(d.scratch[i].p))
@@ -439,13 +444,27 @@ func (d *cudaDev) scratchBytes(i, bytes int) uint64 {
 }
 
 // hostArgs uploads a kernel's small host-side arguments (positions,
-// tokens, a mask) into scratch slot 0 and returns their device address.
+// tokens, a mask) and returns their device address: the address of the
+// same values uploaded before where the device's argMemo still holds
+// them, else a slot of it, else (large ones) scratch slot 0.
 func hostArgs[T int32 | uint8](d *cudaDev, v []T) uint64 {
 	if len(v) == 0 {
 		return 0
 	}
 	bytes := len(v) * int(unsafe.Sizeof(v[0]))
-	p := d.scratchBytes(0, bytes)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes)
+	if p, ok := d.memo.find(b); ok {
+		return p
+	}
+	var p uint64
+	if bytes <= argSlotBytes {
+		if d.memo.base == 0 {
+			d.memo.base = d.alloc(argSlots * argSlotBytes)
+		}
+		p = d.memo.put(b)
+	} else {
+		p = d.scratchBytes(0, bytes)
+	}
 	d.upload(p, unsafe.Pointer(&v[0]), bytes)
 	runtime.KeepAlive(v)
 	return p
