@@ -252,3 +252,38 @@ func TestOffloadSharedHead(t *testing.T) {
 		}
 	}
 }
+
+// A model with Llama 3's RoPE frequency factors: its layers on a device
+// (device.FreqRoPE) turn each pair as the CPU's do, and a model without
+// them turns otherwise (the factors are used).
+func TestOffloadRopeFreqs(t *testing.T) {
+	pool := NewPool(2)
+	defer pool.Close()
+	m := loadTest(t, "stories260K-f32.gguf")
+	prompt := []int{1, 40, 41, 300, 7, 9, 120, 4}
+	freqs := make([]float32, m.Config.HeadDim/2)
+	for i := range freqs {
+		freqs[i] = 1 + float32(i%3)*2.5
+	}
+	for _, d := range layerDevices(t) {
+		m.RopeFreqs = nil
+		plain, err := offloaded(t, d.dev, m, pool, 2).Forward(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain = slices.Clone(plain)
+		m.RopeFreqs = freqs
+		want, err := NewTarget(m, pool, 0).Forward(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := offloaded(t, d.dev, m, pool, 2).Forward(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, d.name+": logits with frequency factors", got, want)
+		if slices.Equal(got, plain) {
+			t.Errorf("%s: the factors changed nothing", d.name)
+		}
+	}
+}

@@ -15,8 +15,8 @@ import (
 
 // A draft on CUDA drafts as on the host from the same weights: a prefix,
 // then two levels of a tree (train's TestCUDATrainingMatchesHost trains
-// them side by side). The same for EAGLE-1 and EAGLE-3 drafts (without
-// RoPE frequency factors, which only the host device scales by).
+// them side by side). The same for EAGLE-1 and EAGLE-3 drafts, with
+// Llama 3.1's RoPE frequency factors where they have them.
 func TestCUDADraftMatchesHost(t *testing.T) {
 	dev := cudatest.Device(t)
 	for _, c := range []draft.Config{dgftest.TinyConfig, eagle1Tiny, eagle3Tiny} {
@@ -24,7 +24,6 @@ func TestCUDADraftMatchesHost(t *testing.T) {
 			ref := newDraft32(t, c, 17)
 			if c.Kind != draft.DGF {
 				ref = newEagle(t, c, 17)
-				ref.RopeFreqs = nil
 			}
 			checkCUDADraft(t, dev, ref)
 		})

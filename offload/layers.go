@@ -26,6 +26,7 @@ type Layers struct {
 	From  int
 	c     models.Config
 	shape block.Shape
+	freqs []float32 // Llama 3's RoPE frequency factors (nil: none)
 	w     []block.Weights
 	norm  device.Buffer // final norm
 	head  device.Matrix
@@ -40,7 +41,8 @@ var ErrUnsupported = errors.New("cannot run on the GPU")
 
 // Check reports why m's layers cannot run on a device (nil: they can):
 // the device's RoPE rotates adjacent pairs of whole heads at
-// theta^(−2i/d), and its layers have no biases.
+// theta^(−2i/d) (divided by Llama 3's factors, device.FreqRoPE, where the
+// model has them), and its layers have no biases.
 func Check(m *models.Llama) error {
 	c := m.Config
 	switch {
@@ -48,8 +50,10 @@ func Check(m *models.Llama) error {
 		return fmt.Errorf("%w: the %s architecture's RoPE (NeoX style)", ErrUnsupported, c.Arch)
 	case c.RopeDim != c.HeadDim:
 		return fmt.Errorf("%w: RoPE over %d of a head's %d dimensions", ErrUnsupported, c.RopeDim, c.HeadDim)
-	case c.RopeScale != 1 || m.RopeFreqs != nil:
-		return fmt.Errorf("%w: scaled RoPE (long-context frequencies)", ErrUnsupported)
+	case c.RopeScale != 1:
+		return fmt.Errorf("%w: linearly scaled RoPE", ErrUnsupported)
+	case m.RopeFreqs != nil && len(m.RopeFreqs) < c.HeadDim/2:
+		return fmt.Errorf("%w: %d RoPE frequency factors for %d pairs", ErrUnsupported, len(m.RopeFreqs), c.HeadDim/2)
 	case c.QKVBias:
 		return fmt.Errorf("%w: attention biases", ErrUnsupported)
 	}
@@ -73,7 +77,7 @@ func NewWithHead(dev device.Device, m *models.Llama, from int, head device.Matri
 		return nil, err
 	}
 	l := &Layers{Dev: dev, From: from, c: c, shape: block.Shape{Hidden: c.Hidden, FFN: c.FFN, Heads: c.Heads,
-		KVHeads: c.KVHeads, HeadDim: c.HeadDim, RMSEps: c.RMSEps, RopeTheta: c.RopeTheta}}
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim, RMSEps: c.RMSEps, RopeTheta: c.RopeTheta}, freqs: m.RopeFreqs}
 	defer func() {
 		if err != nil {
 			l.Free()
@@ -201,7 +205,7 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 	a := block.Acts{XN: v(s.xn, H), Q: v(s.q, Q), Att: v(s.att, Q), Probs: dev.View(s.probs, 0, n*c.Heads*(past+m)),
 		AO: v(s.ao, H), Mid: xb, XN2: v(s.xn, H), G: v(s.g, F), U: v(s.u, F), HH: v(s.hh, F), DN: v(s.dn, H), Out: xb,
 		K: v(s.k, KV), V: v(s.v, KV)}
-	p := block.Pass{Dev: dev, Shape: l.shape, N: n, Pos: pos[:n], Attn: at, Frozen: true}
+	p := block.Pass{Dev: dev, Shape: l.shape, N: n, Pos: pos[:n], Attn: at, Frozen: true, RopeFreqs: l.freqs}
 	for i := range l.w {
 		p.Forward(i, &l.w[i], &a, xb)
 	}

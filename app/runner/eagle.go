@@ -60,14 +60,6 @@ func (r *Runner) openEAGLE(d *drafting, dir string) error {
 	learns := cfg.Kind == draft.EAGLE1 && o.Adapt.Mode != adapt.Off && ck.RopeFreqs == nil
 	q := draftRequest{base: r.budget, cfg: cfg, m: r.model.Llama, embd: ck.Embed, ctx: r.ctx, seqs: len(r.slots),
 		hostBytes: o.Adapt.Engine.HostBytes(), onGPU: o.Device.Kind == DeviceCUDA, onCPU: o.Device.Kind == DeviceCPU}
-	if ck.RopeFreqs != nil {
-		// Llama 3's frequency factors run on the host device only.
-		if q.onGPU {
-			ck.Close()
-			return fmt.Errorf("draft %s: --device %s: its RoPE frequency factors (Llama 3.1) run on the CPU only", dir, o.Device)
-		}
-		q.onCPU = true
-	}
 	if learns {
 		c := o.Adapt.Engine
 		q.learn = &train.Learn{Config: trainConfig(o.Adapt, o.Greedy), MaxRows: learnRows(c), MaxLen: learnLen(c), EvalDepth: learnDepth}

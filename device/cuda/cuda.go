@@ -447,7 +447,7 @@ func (d *cudaDev) scratchBytes(i, bytes int) uint64 {
 // tokens, a mask) and returns their device address: the address of the
 // same values uploaded before where the device's argMemo still holds
 // them, else a slot of it, else (large ones) scratch slot 0.
-func hostArgs[T int32 | uint8](d *cudaDev, v []T) uint64 {
+func hostArgs[T int32 | uint8 | float32](d *cudaDev, v []T) uint64 {
 	if len(v) == 0 {
 		return 0
 	}

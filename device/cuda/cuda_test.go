@@ -517,6 +517,20 @@ func testRoPE(p *pair) {
 		dx, dxP := p.randIn(n, c.off, 1)
 		p.both(func(s side) { s.RoPEBackward(s.b(dx), own(s, pos, 0), c.heads, c.hd, c.theta) })
 		p.check("RoPEBackward "+name, dxP, cudaTol)
+		// Llama 3's frequency factors: each pair's own.
+		freqs := make([]float32, c.hd/2)
+		for i := range freqs {
+			freqs[i] = 1 + 7*float32(i%5)/4
+		}
+		fr := func(s side) device.FreqRoPE { return s.Device.(device.FreqRoPE) }
+		x, xP = p.randIn(n, c.off, 1)
+		p.both(func(s side) { fr(s).RoPEFreqs(s.b(x), own(s, pos, 0), c.heads, c.hd, c.theta, own(s, freqs, 0)) })
+		p.check("RoPEFreqs "+name, xP, cudaTol)
+		dx, dxP = p.randIn(n, c.off, 1)
+		p.both(func(s side) {
+			fr(s).RoPEFreqsBackward(s.b(dx), own(s, pos, 0), c.heads, c.hd, c.theta, own(s, freqs, 0))
+		})
+		p.check("RoPEFreqsBackward "+name, dxP, cudaTol)
 	}
 }
 

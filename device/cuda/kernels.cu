@@ -173,9 +173,11 @@ __global__ void gate_backward(float *dzpre, float *dh1, float *dh2, const float 
 }
 
 // rope rotates pair (2i, 2i+1) of every head of x[n × heads·hd] by
-// sign·pos[r]·theta^(−2i/hd). The angle is taken in double: positions in
-// the thousands would lose a float's precision.
-__global__ void rope(float *x, const int *pos, int n, int heads, int hd, float theta, float sign) {
+// sign·pos[r]·theta^(−2i/hd)/freqs[i] (freqs null: 1, plain RoPE; Llama
+// 3's long-context factors otherwise). The angle is taken in double:
+// positions in the thousands would lose a float's precision.
+__global__ void rope(float *x, const int *pos, const float *freqs, int n, int heads, int hd, float theta,
+                     float sign) {
     long i = (long)blockIdx.x * BS + threadIdx.x;
     int half = hd / 2;
     if (i >= (long)n * heads * half) return;
@@ -183,6 +185,7 @@ __global__ void rope(float *x, const int *pos, int n, int heads, int hd, float t
     long rh = i / half;
     int r = rh / heads;
     double ang = sign * (double)pos[r] * pow((double)theta, -2.0 * p / hd);
+    if (freqs) ang /= (double)freqs[p];
     double s, c;
     sincos(ang, &s, &c);
     float *v = x + rh * hd + 2 * p;

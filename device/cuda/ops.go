@@ -202,23 +202,41 @@ func (d *cudaDev) ConcatBackward(da, db, dout device.Buffer, n, ca, cb int) {
 	d.elems("concat", n*(ca+cb), d.ptr(dout), d.ptr(da), d.ptr(db), i32(n), i32(ca), i32(cb), i32(1))
 }
 
-func (d *cudaDev) rope(op string, x device.Buffer, pos []int, heads, hd int, theta float32, sign float32) {
+func (d *cudaDev) rope(op string, x device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32, sign float32) {
 	d.need(op, len(pos)*heads*hd, x)
 	if hd%2 != 0 {
 		panic(fmt.Sprintf("cuda: %s: odd head dimension %d", op, hd))
 	}
+	if freqs != nil && len(freqs) < hd/2 {
+		panic(fmt.Sprintf("cuda: %s: %d frequency factors for %d pairs", op, len(freqs), hd/2))
+	}
 	d.enter()
 	defer d.leave()
 	p := hostArgs(d, int32s(pos))
-	d.elems("rope", len(pos)*heads*hd/2, d.ptr(x), p, i32(len(pos)), i32(heads), i32(hd), f32(theta), f32(sign))
+	var f uint64
+	if freqs != nil {
+		f = hostArgs(d, freqs[:hd/2])
+	}
+	d.elems("rope", len(pos)*heads*hd/2, d.ptr(x), p, f, i32(len(pos)), i32(heads), i32(hd), f32(theta), f32(sign))
+}
+
+var _ device.FreqRoPE = (*cudaDev)(nil)
+
+// RoPEFreqs: device.FreqRoPE.
+func (d *cudaDev) RoPEFreqs(x device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
+	d.rope("RoPEFreqs", x, pos, heads, hd, theta, freqs, 1)
+}
+
+func (d *cudaDev) RoPEFreqsBackward(dx device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
+	d.rope("RoPEFreqsBackward", dx, pos, heads, hd, theta, freqs, -1)
 }
 
 func (d *cudaDev) RoPE(x device.Buffer, pos []int, heads, hd int, theta float32) {
-	d.rope("RoPE", x, pos, heads, hd, theta, 1)
+	d.rope("RoPE", x, pos, heads, hd, theta, nil, 1)
 }
 
 func (d *cudaDev) RoPEBackward(dx device.Buffer, pos []int, heads, hd int, theta float32) {
-	d.rope("RoPEBackward", dx, pos, heads, hd, theta, -1)
+	d.rope("RoPEBackward", dx, pos, heads, hd, theta, nil, -1)
 }
 
 // mask uploads an attention mask, or returns 0 for a causal one.
