@@ -23,11 +23,13 @@ type benchResult struct {
 	BandwidthGBs  float64            `json:"bandwidth_gb_s"`
 	RooflineShare float64            `json:"roofline_share"`
 	WeightBytes   int64              `json:"weight_bytes_per_token"`
+	GPULayers     int                `json:"gpu_layers,omitempty"`
+	GPU           string             `json:"gpu,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
 	var model string
-	var threads, reps, depth int
+	var threads, reps, depth, gpuLayers int
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "bench [-m MODEL] [--threads N] [--depth N] [--json]",
@@ -36,7 +38,8 @@ func newBenchCmd() *cobra.Command {
 			"tokens in one forward relative to one decode step, T_V(n)/T_T for n = 1..64, and how fast the\n" +
 			"threads read the weights one decode step reads (nothing else, as decoding reads them), and print\n" +
 			"decode speed as a share of that roofline. --depth N measures them after N tokens of context\n" +
-			"(attention's share grows with it).",
+			"(attention's share grows with it). --gpu-layers N runs the target's last N layers and its LM head on\n" +
+			"the GPU, as run's flag does, and measures the split (its costs, not a roofline).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if threads < 1 || threads > runtime.NumCPU() {
@@ -48,18 +51,21 @@ func newBenchCmd() *cobra.Command {
 			if depth < 0 {
 				return usageError{fmt.Errorf("bench: --depth %d: the context depth must be 0 or more tokens", depth)}
 			}
+			if gpuLayers < 0 {
+				return usageError{fmt.Errorf("bench: --gpu-layers %d: the number of layers must be 0 or more", gpuLayers)}
+			}
 			m, err := openModel(c, model)
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			b, err := runner.Bench(m, threads, reps, depth)
+			b, err := runner.Bench(m, threads, reps, depth, gpuLayers)
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)
 			}
 			res := benchResult{Model: m.Name, Kernels: b.Kernels, Threads: threads, Depth: depth, PrefillTokS: b.PrefillTokS,
 				DecodeTokS: b.DecodeTokS, VerifyRatio: map[string]float64{}, BandwidthGBs: b.BandwidthGBs,
-				RooflineShare: b.RooflineShare, WeightBytes: b.WeightBytes}
+				RooflineShare: b.RooflineShare, WeightBytes: b.WeightBytes, GPULayers: b.GPULayers, GPU: b.GPU}
 			for n, v := range b.VerifyRatio {
 				res.VerifyRatio[strconv.Itoa(n)] = v
 			}
@@ -76,7 +82,11 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintln(out)
 			fmt.Fprintf(out, "prefill  %8.1f tokens/s (64 tokens)\n", res.PrefillTokS)
 			fmt.Fprintf(out, "decode   %8.1f tokens/s (64 tokens), %.1f MB of weights per token\n", res.DecodeTokS, float64(res.WeightBytes)/1e6)
-			fmt.Fprintf(out, "weights  %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
+			if res.GPULayers > 0 {
+				fmt.Fprintf(out, "gpu      the last %d layers and the LM head on %s\n", res.GPULayers, res.GPU)
+			} else {
+				fmt.Fprintf(out, "weights  %8.1f GB/s read; decode at %.0f%% of the roofline\n", res.BandwidthGBs, 100*res.RooflineShare)
+			}
 			fmt.Fprintf(out, "T_V(n)/T_T:")
 			for _, n := range runner.BenchSizes {
 				fmt.Fprintf(out, "  %d: %.2f", n, b.VerifyRatio[n])
@@ -90,6 +100,7 @@ func newBenchCmd() *cobra.Command {
 	fl.IntVarP(&threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	fl.IntVar(&reps, "reps", 9, "repetitions of the prefill and of each verification size (the median is kept)")
 	fl.IntVar(&depth, "depth", 0, "tokens of context before the measurements")
+	fl.IntVar(&gpuLayers, "gpu-layers", 0, "the target's last layers (with its LM head) on the GPU (0: none)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	c.AddCommand(newBenchAdaptCmd(), newBenchLoadCmd())
 	return c

@@ -125,6 +125,8 @@ func TestErrors(t *testing.T) {
 		{[]string{"bench", "--threads", "0"}, 2, "--threads 0"},
 		{[]string{"bench", "--depth", "-1"}, 2, "--depth -1"},
 		{[]string{"bench", "--depth", "1000000"}, 1, "the context holds"},
+		{[]string{"bench", "--gpu-layers", "-1"}, 2, "--gpu-layers -1"},
+		{[]string{"bench", "--gpu-layers", "99"}, 1, "--gpu-layers 99: the model has"},
 	}
 	for _, c := range cases {
 		_, errOut, code := runCLI(t, c.args...)
