@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -281,8 +282,9 @@ type predictAsk struct {
 // (median, and 10th to 90th percentile), or, without one, a prior (half,
 // between a quarter and three quarters; none for a new draft, which
 // learns from the first requests), widened by the spread of the
-// calibration's runs, down to a new draft's measured speed; or at the
-// τ asked for; and the tree it predicts best. Layers on a GPU cost what
+// calibration's runs, down to a new draft's measured speed; or with the
+// tree it predicts best accepting the τ asked for (alphaRealizing); and
+// that tree. Layers on a GPU cost what
 // splitProfile says, a draft on a GPU no calibration timed gpuDraftStep.
 func predict(cal *Calibration, p Placement, ad autoDraft, ask predictAsk) (Prediction, tree.Params) {
 	if cal == nil || cal.Profile.Decode <= 0 {
@@ -320,7 +322,10 @@ func predict(cal *Calibration, p Placement, ad autoDraft, ask predictAsk) (Predi
 		out.speedups()
 		return out, tree.Params{}
 	}
-	lo, mid, hi := draftAlphas(ad, ask.tau)
+	lo, mid, hi := draftAlphas(ad)
+	if asked {
+		lo, mid, hi = alphaRealizing(pl, ask.tau[0], step), alphaRealizing(pl, (ask.tau[0]+ask.tau[1])/2, step), alphaRealizing(pl, ask.tau[1], step)
+	}
 	var shape tree.Params
 	shape, out.WithDraft = pl.Predict(mid, step)
 	_, out.Low = pl.Predict(lo, step)
@@ -337,26 +342,15 @@ func predict(cal *Calibration, p Placement, ad autoDraft, ask predictAsk) (Predi
 			out.Low = min(out.Low, cal.DraftedLow)
 		}
 	}
-	if shape != (tree.Params{}) {
-		t, r := 1.0, 1.0
-		for range min(shape.Depth+1, shape.Tokens) {
-			r *= mid
-			t += r
-		}
-		out.Tau = t
-	}
+	out.Tau = shapeTau(shape, mid)
 	out.speedups()
 	return out, shape
 }
 
 // draftAlphas is the per-depth acceptance a prediction's low end, middle
-// and high end assume: at the τ asked for (low, middle, high), else from
-// the saved draft's τ history, else a prior.
-func draftAlphas(ad autoDraft, tau []float64) (lo, mid, hi float64) {
+// and high end assume: from the saved draft's τ history, else a prior.
+func draftAlphas(ad autoDraft) (lo, mid, hi float64) {
 	depth := tree.Server.Depth + 1
-	if len(tau) == 2 {
-		return plan.AlphaForTau(tau[0], depth), plan.AlphaForTau((tau[0]+tau[1])/2, depth), plan.AlphaForTau(tau[1], depth)
-	}
 	lo, mid, hi = 0.25, 0.5, 0.75
 	ck := ad.ck
 	if ck == nil && !ad.pulled {
@@ -372,6 +366,39 @@ func draftAlphas(ad autoDraft, tau []float64) (lo, mid, hi float64) {
 		hi = plan.AlphaForTau(stat.Quantile(0.9, stat.Empirical, h, nil), depth)
 	}
 	return lo, mid, hi
+}
+
+// alphaRealizing is the per-depth acceptance at which the tree pl predicts
+// best for a draft step of step accepts tau tokens a round. A τ asked for
+// is what rounds accept, whatever their shape, as the Dovetail paper's
+// acceptance lengths are: the acceptance that gives it along the
+// server's tree would give fewer along the shallower tree the planner
+// prefers where verification is dear.
+func alphaRealizing(pl *plan.Planner, tau float64, step time.Duration) float64 {
+	lo, hi := 0.0, 1.0
+	for range 40 {
+		a := (lo + hi) / 2
+		if shape, _ := pl.Predict(a, step); shapeTau(shape, a) < tau {
+			lo = a
+		} else {
+			hi = a
+		}
+	}
+	return hi
+}
+
+// shapeTau is the tokens a round of shape accepts at a per-depth
+// acceptance alpha: 1 + α + … along its depth (1 for no draft).
+func shapeTau(shape tree.Params, alpha float64) float64 {
+	if shape == (tree.Params{}) {
+		return 1
+	}
+	t, r := 1.0, 1.0
+	for range min(shape.Depth+1, shape.Tokens) {
+		r *= alpha
+		t += r
+	}
+	return t
 }
 
 // speedups fills in the speeds over the target alone on the CPU.
