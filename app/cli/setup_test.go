@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/internal/golden"
 )
@@ -215,5 +216,15 @@ func TestSetupPredictsAtTau(t *testing.T) {
 		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code != 2 || len(lines) != 1 || !strings.Contains(errOut, "--"+flag) {
 			t.Errorf("%v: exit %d, %q", bad, code, errOut)
 		}
+	}
+}
+
+// probe's text says a GPU's peak memory bandwidth and what the driver
+// gave it from.
+func TestProbePrintsGPUBandwidth(t *testing.T) {
+	var b strings.Builder
+	printProbe(&b, probe.Report{GPUs: []probe.GPU{{Name: "RTX 2080 SUPER", MemoryBandwidthGBs: 496.064, MemoryClockKHz: 7751000, MemoryBusBits: 256}}})
+	if !strings.Contains(b.String(), "memory 496 GB/s at its peak (7751 MHz, 256 bits)") {
+		t.Errorf("probe printed:\n%s", b.String())
 	}
 }
