@@ -19,7 +19,7 @@ func newProbeCmd() *cobra.Command {
 		Short: "Say what this machine has for running models, and what is missing",
 		Long: "Probe the CPU (model, instruction sets, the kernels that run, cores, caches), the memory\n" +
 			"(available, under a container's limit, and its bandwidth at 1..N threads) and each NVIDIA\n" +
-			"GPU (compute capability, memory free, PCIe link, copy speeds), and say in words what is\n" +
+			"GPU (compute capability, memory free and its peak bandwidth, PCIe link, copy speeds), and say in words what is\n" +
 			"missing and what follows. --json prints one object.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -68,6 +68,9 @@ func printProbe(w io.Writer, r probe.Report) {
 		fmt.Fprintf(w, "GPU     %s, compute %s, %s free of %s, PCIe gen %d x%d (at most gen %d x%d) at %s\n", g.Name,
 			g.ComputeCapability, runner.HumanBytes(g.VRAMFreeBytes), runner.HumanBytes(g.VRAMTotalBytes), g.PCIeGen, g.PCIeWidth,
 			g.PCIeMaxGen, g.PCIeMaxWidth, g.PCIBusID)
+		if g.MemoryBandwidthGBs > 0 {
+			fmt.Fprintf(w, "        memory %.0f GB/s at its peak (%d MHz, %d bits)\n", g.MemoryBandwidthGBs, g.MemoryClockKHz/1000, g.MemoryBusBits)
+		}
 		if g.H2DGBs > 0 {
 			fmt.Fprintf(w, "        copies %.1f GB/s to the GPU, %.1f GB/s back, %.0f µs a small one\n", g.H2DGBs, g.D2HGBs, g.LatencyUs)
 		}

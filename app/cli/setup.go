@@ -25,6 +25,9 @@ type setupFlags struct {
 	yes, asJSON bool
 	recalibrate bool
 	vram        string // plan for a card of this size that need not be here
+	bandwidth   string // the planned card's memory bandwidth ("": assumed)
+	tau         string // predict at this acceptance ("": the draft's own)
+	layers      string // --gpu-layers
 }
 
 // setupResult is one model's object in --json.
@@ -68,26 +71,80 @@ func newSetupCmd() *cobra.Command {
 	fl.BoolVar(&f.recalibrate, "recalibrate", false, "calibrate again even where a calibration is kept")
 	fl.StringVar(&f.vram, "vram", "", "plan for an NVIDIA card with this much memory (8GiB, 6GB, …) instead of this machine's: "+
 		"the placement's arithmetic, on any machine; nothing is saved")
+	fl.StringVar(&f.bandwidth, "vram-bandwidth", "", "the memory bandwidth of the card --vram plans for (448GB/s, 1TB/s, …), which its layers' and draft's predicted speed follows "+
+		"(default "+plannedBandwidthWords+")")
+	fl.StringVar(&f.tau, "tau", "", "predict with the draft accepting this many tokens a round: one value or a range (3.0,3.5), "+
+		"in place of its history or the prior; the speedup over the target alone on the CPU is shown")
+	fl.StringVar(&f.layers, "gpu-layers", "auto", "the target's last layers (with its LM head) to plan on the GPU: a number, 0 (none), or auto (as many as fit beside the draft)")
 	return c
 }
 
+// plannedBandwidth is the memory bandwidth assumed of a card --vram plans
+// for without --vram-bandwidth, bytes/s: issue #38 takes it for the
+// Dovetail paper's 8 GB RTX 2080 SUPER; 448 GB/s is an RTX 2080's (a
+// 256-bit bus at 14 Gb/s a pin), the SUPER's data sheet says 496 (15.5).
+const plannedBandwidth = 448e9
+
+// plannedBandwidthWords says plannedBandwidth in the help and output.
+const plannedBandwidthWords = "448 GB/s (an RTX 2080's; the Dovetail paper's RTX 2080 SUPER is rated 496)"
+
+// plannedRate reads --vram-bandwidth: a size a second ("448GB/s", "1TB/s";
+// "/s" may be left off), from 1 GB/s to 100 TB/s; "" is plannedBandwidth.
+func plannedRate(rate string) (float64, error) {
+	if rate == "" {
+		return plannedBandwidth, nil
+	}
+	b, err := humanize.ParseBytes(strings.TrimSuffix(strings.TrimSpace(rate), "/s"))
+	if err != nil || b < 1e9 || b > 100e12 {
+		return 0, usageError{fmt.Errorf("--vram-bandwidth %q: want a rate from 1GB/s to 100TB/s, such as 448GB/s", rate)}
+	}
+	return float64(b), nil
+}
+
 // plannedCard is the card --vram asks setup to plan for, in place of the
-// machine's GPUs (nil: no --vram).
-func plannedCard(vram string) (*probe.GPU, error) {
+// machine's GPUs, with the memory bandwidth --vram-bandwidth gives it
+// (nil: no --vram).
+func plannedCard(vram, rate string) (*probe.GPU, error) {
 	if vram == "" {
+		if rate != "" {
+			return nil, usageError{fmt.Errorf("--vram-bandwidth %q: only with --vram, for the card it plans for", rate)}
+		}
 		return nil, nil
 	}
 	b, err := humanize.ParseBytes(vram)
 	if err != nil || b < 256<<20 || b > 1<<42 {
 		return nil, usageError{fmt.Errorf("--vram %q: want a size from 256MiB to 4TiB, such as 8GiB or 6GB", vram)}
 	}
+	bw, err := plannedRate(rate)
+	if err != nil {
+		return nil, err
+	}
 	name := "the planned " + runner.HumanBytes(b) + " card"
-	return &probe.GPU{Name: name, VRAMTotalBytes: b, VRAMFreeBytes: b}, nil
+	return &probe.GPU{Name: name, VRAMTotalBytes: b, VRAMFreeBytes: b, MemoryBandwidthGBs: bw / 1e9}, nil
+}
+
+// fitOptions reads --gpu-layers and --tau.
+func fitOptions(f setupFlags) (runner.FitOptions, error) {
+	o := runner.FitOptions{GPULayers: runner.GPULayersAuto}
+	var err error
+	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
+		return o, usageError{err}
+	}
+	if f.tau != "" {
+		if o.Tau, err = runner.ParseTau(f.tau); err != nil {
+			return o, usageError{err}
+		}
+	}
+	return o, nil
 }
 
 func setup(c *cobra.Command, f setupFlags) error {
 	stderr := c.ErrOrStderr()
-	card, err := plannedCard(f.vram)
+	card, err := plannedCard(f.vram, f.bandwidth)
+	if err != nil {
+		return err
+	}
+	opts, err := fitOptions(f)
 	if err != nil {
 		return err
 	}
@@ -107,11 +164,15 @@ func setup(c *cobra.Command, f setupFlags) error {
 	gpuHere := len(machine.GPUs) > 0 // what calibration can time a draft on
 	if card != nil {
 		machine.GPUs = []probe.GPU{*card}
-		fmt.Fprintf(stderr, "planning for an NVIDIA card with %s, not this machine's GPUs: nothing is saved\n", runner.HumanBytes(card.VRAMTotalBytes))
+		bw := fmt.Sprintf("%.0f GB/s", card.MemoryBandwidthGBs)
+		if f.bandwidth == "" {
+			bw = "an assumed " + plannedBandwidthWords
+		}
+		fmt.Fprintf(stderr, "planning for an NVIDIA card with %s at %s, not this machine's GPUs: nothing is saved\n", runner.HumanBytes(card.VRAMTotalBytes), bw)
 	}
 	var results []setupResult
 	for _, d := range found {
-		res, err := setupModel(c, st, machine, gpuHere, d, f.recalibrate, !f.asJSON)
+		res, err := setupModel(c, st, machine, gpuHere, d, f.recalibrate, !f.asJSON, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", d.Name, err)
 			continue
@@ -166,7 +227,7 @@ func findModels(f setupFlags) ([]discover.Model, error) {
 }
 
 // setupModel calibrates a model where needed, fits it and shows the fit.
-func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, gpuHere bool, d discover.Model, recalibrate, table bool) (setupResult, error) {
+func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, gpuHere bool, d discover.Model, recalibrate, table bool, opts runner.FitOptions) (setupResult, error) {
 	stderr := c.ErrOrStderr()
 	m, err := runner.OpenModel(d.Path)
 	if err != nil {
@@ -191,7 +252,7 @@ func setupModel(c *cobra.Command, st *store.Store, machine probe.Report, gpuHere
 			return setupResult{}, err
 		}
 	}
-	fit := runner.PlanFit(m, machine, &cal, st)
+	fit := runner.PlanFitWith(m, machine, &cal, st, opts)
 	res := setupResult{Model: d.Name, Path: d.Path, Source: d.Source, Placement: fit.Placement, Memory: memoryOf(fit.Budget),
 		Fit: fit.Verdict, Reason: fit.Reason, Predicted: fit.Predicted, Runs: runs, Drift: ratio, GPUs: fit.GPUs,
 		fingerprint: m.Fingerprint, settings: runner.SettingsFor(fit)}
@@ -225,12 +286,29 @@ func printFit(w io.Writer, r setupResult, b runner.Budget) {
 	}
 	fmt.Fprintf(w, "  placement  %d threads, context %d, draft on %s, trainer on %s, %d target layers on the GPU, tree k %d depth %d γ %d\n",
 		p.Threads, p.Ctx, p.DraftDevice, p.TrainerDevice, p.GPULayers, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens)
-	if pr.Plain > 0 {
+	printPrediction(w, pr, p.GPULayers)
+	if r.Runs > 0 {
+		fmt.Fprintf(w, "  measured   %.2f× the prediction over the last %d runs\n", r.Drift, r.Runs)
+	}
+}
+
+// printPrediction writes a model's predicted speeds: alone and with the
+// draft (today's, or at the τ --tau asked for), and over the target alone
+// on the CPU where layers went to the GPU or a τ was asked for.
+func printPrediction(w io.Writer, pr runner.Prediction, layers int) {
+	if pr.Plain <= 0 {
+		return
+	}
+	if pr.TauHigh > 0 {
+		fmt.Fprintf(w, "  predicted  %.1f tokens/s alone → %.1f with the draft at τ %.2f–%.2f (%.1f–%.1f; the tree's τ %.2f at the middle)\n",
+			pr.Plain, pr.WithDraft, pr.TauLow, pr.TauHigh, pr.Low, pr.High, pr.Tau)
+	} else {
 		fmt.Fprintf(w, "  predicted  %.1f tokens/s alone → %.1f with the draft today (τ %.2f), %.1f–%.1f\n",
 			pr.Plain, pr.WithDraft, pr.Tau, pr.Low, pr.High)
 	}
-	if r.Runs > 0 {
-		fmt.Fprintf(w, "  measured   %.2f× the prediction over the last %d runs\n", r.Drift, r.Runs)
+	if layers > 0 || pr.TauHigh > 0 {
+		fmt.Fprintf(w, "  speedup    %.2f× alone, %.2f× with the draft (%.2f–%.2f×), over %.1f tokens/s with every layer on the CPU\n",
+			pr.SpeedupPlain, pr.Speedup, pr.SpeedupLow, pr.SpeedupHigh, pr.CPUOnly)
 	}
 }
 

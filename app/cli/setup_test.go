@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dovetail/app/runner"
+	"dovetail/app/runner/probe"
 	"dovetail/app/runner/store"
 	"dovetail/internal/golden"
 )
@@ -145,7 +146,7 @@ func TestSetupPlansForACard(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	model := golden.ModelPath("stories260K-f32.gguf")
 	out, errOut, code := runCLI(t, "setup", "-m", model, "--yes", "--json", "--vram", "8GiB")
-	if code != 0 || !strings.Contains(errOut, "planning for an NVIDIA card with 8.0 GiB, not this machine's GPUs: nothing is saved") {
+	if code != 0 || !strings.Contains(errOut, "planning for an NVIDIA card with 8.0 GiB at an assumed 448 GB/s (an RTX 2080's; the Dovetail paper's RTX 2080 SUPER is rated 496), not this machine's GPUs: nothing is saved") {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 	var res struct {
@@ -169,5 +170,61 @@ func TestSetupPlansForACard(t *testing.T) {
 		if _, errOut, code := runCLI(t, "setup", "-m", model, "--vram", bad); code != 2 || !strings.Contains(errOut, "--vram") {
 			t.Errorf("--vram %s: exit %d, %q", bad, code, errOut)
 		}
+	}
+}
+
+// setup --vram with --vram-bandwidth, --tau and --gpu-layers: the card's
+// bandwidth is in the arithmetic, the prediction is at the τ asked for
+// with its speedups over the CPU alone, in --json and the table; bad
+// values are usage errors naming their flag.
+func TestSetupPredictsAtTau(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	model := golden.ModelPath("stories260K-f32.gguf")
+	out, errOut, code := runCLI(t, "setup", "-m", model, "--json", "--vram", "8GiB", "--vram-bandwidth", "1TB/s", "--tau", "3.0,3.5", "--gpu-layers", "0")
+	if code != 0 || !strings.Contains(errOut, "planning for an NVIDIA card with 8.0 GiB at 1000 GB/s") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	var res struct {
+		Placement runner.Placement
+		Predicted map[string]float64
+		GPUs      []runner.GPUPlan `json:"gpu_arithmetic"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"plain_tokens_per_s", "tokens_per_s", "low", "high", "tau", "cpu_only_tokens_per_s", "speedup_plain", "speedup", "speedup_low", "speedup_high", "step_ms"} {
+		if v, ok := res.Predicted[k]; !ok || v <= 0 {
+			t.Errorf("predicted.%s = %v (present %v)", k, v, ok)
+		}
+	}
+	if p := res.Predicted; p["assumed_tau_low"] != 3 || p["assumed_tau_high"] != 3.5 || p["plain_tokens_per_s"] != p["cpu_only_tokens_per_s"] {
+		t.Errorf("predicted %v", p)
+	}
+	if len(res.GPUs) != 1 || res.GPUs[0].BandwidthGBs != 1000 || res.Placement.GPULayers != 0 {
+		t.Errorf("gpu_arithmetic %+v, %d layers", res.GPUs, res.Placement.GPULayers)
+	}
+	out, _, code = runCLI(t, "setup", "-m", model, "--vram", "8GiB", "--tau", "3")
+	if code != 0 || !strings.Contains(out, "with the draft at τ 3.00–3.00") || !strings.Contains(out, "with every layer on the CPU") {
+		t.Errorf("the table at --tau 3: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"--vram", "8GiB", "--vram-bandwidth", "fast"}, {"--vram", "8GiB", "--vram-bandwidth", "0.5GB/s"},
+		{"--vram", "8GiB", "--vram-bandwidth", "-448GB/s"}, {"--vram-bandwidth", "448GB/s"},
+		{"--tau", "0.5"}, {"--tau", "3.5,3"}, {"--tau", "lots"}, {"--gpu-layers", "many"}, {"--gpu-layers", "-2"}} {
+		flag := strings.TrimPrefix(bad[len(bad)-2], "--")
+		_, errOut, code := runCLI(t, append([]string{"setup", "-m", model}, bad...)...)
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); code != 2 || len(lines) != 1 || !strings.Contains(errOut, "--"+flag) {
+			t.Errorf("%v: exit %d, %q", bad, code, errOut)
+		}
+	}
+}
+
+// probe's text says a GPU's peak memory bandwidth and what the driver
+// gave it from.
+func TestProbePrintsGPUBandwidth(t *testing.T) {
+	var b strings.Builder
+	printProbe(&b, probe.Report{GPUs: []probe.GPU{{Name: "RTX 2080 SUPER", MemoryBandwidthGBs: 496.064, MemoryClockKHz: 7751000, MemoryBusBits: 256}}})
+	if !strings.Contains(b.String(), "memory 496 GB/s at its peak (7751 MHz, 256 bits)") {
+		t.Errorf("probe printed:\n%s", b.String())
 	}
 }

@@ -33,6 +33,9 @@ type GPUPlan struct {
 	LeftBytes   uint64 `json:"left_bytes"`
 	// Stop says why no more layers went.
 	Stop string `json:"stop"`
+	// BandwidthGBs is the card's peak memory bandwidth, which the
+	// prediction reads its layers at (0: unknown, no split predicted).
+	BandwidthGBs float64 `json:"memory_bandwidth_gb_s,omitempty"`
 }
 
 // LayerBytes is one target layer on a GPU: its weights as the card holds

@@ -61,9 +61,9 @@ func TestOffloadOutOfMemory(t *testing.T) {
 		var want []string
 		k := L
 		for ; k > 0 && all(k) > limit; k /= 2 {
-			what := fmt.Sprintf("%d target layers did not fit on tight GPU", k)
+			what := plural(k, "target layer") + " did not fit on tight GPU"
 			if weights(k) <= limit {
-				what = fmt.Sprintf("the caches of %d target layers did not fit on tight GPU", k)
+				what = "the caches of " + plural(k, "target layer") + " did not fit on tight GPU"
 			}
 			want = append(want, what+fmt.Sprintf(" (gpu: out of memory: %%s): trying %d", k/2))
 		}

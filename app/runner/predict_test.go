@@ -92,7 +92,7 @@ func TestNewDraftPredictsTargetAlone(t *testing.T) {
 	}
 	cal := &Calibration{Threads: 8, Profile: plan.Profile{Decode: step, Verify: verify, DecodeTokensPerSec: 20},
 		DraftStep: map[string]time.Duration{"cpu": 2 * time.Millisecond}, Plain: 19, PlainLow: 18, PlainHigh: 20}
-	pr, _ := predict(cal, Placement{Threads: 8, DraftDevice: "cpu", TrainerDevice: "cpu", Device: "cpu"}, autoDraftOf(m, st))
+	pr, _ := predict(cal, Placement{Threads: 8, DraftDevice: "cpu", TrainerDevice: "cpu", Device: "cpu"}, autoDraftOf(m, st), predictAsk{})
 	if pr.WithDraft > 1.001*pr.Plain || pr.Tau > 1 || pr.High <= 1.2*pr.Plain {
 		t.Errorf("a new draft predicted %.1f tokens/s (τ %.2f) against the target alone's %.1f, range %.1f–%.1f",
 			pr.WithDraft, pr.Tau, pr.Plain, pr.Low, pr.High)

@@ -385,7 +385,7 @@ func (r *Runner) openTarget(slots int) error {
 			return err
 		}
 		k := r.model.Config().Layers - off.layers.From
-		r.notify(Notice{Warning: true, Text: fmt.Sprintf("the caches of %d target layers did not fit on %s (%v): trying %d", k, off.dev.Name(), de, k/2)})
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("the caches of %s did not fit on %s (%v): trying %d", plural(k, "target layer"), off.dev.Name(), de, k/2)})
 		r.closeTargets()
 		r.off.close()
 		r.off, r.budget, most = nil, budget, k/2

@@ -20,12 +20,18 @@ type Info struct {
 	// and the latency of a copy of 4 bytes, each the median of several.
 	H2DGBs, D2HGBs float64
 	Latency        time.Duration
+	// MemoryClockKHz and MemoryBusBits are the memory's peak clock and
+	// the width of its bus, as the driver reports them: what the card's
+	// memory bandwidth is reckoned from (0 where the driver said nothing).
+	MemoryClockKHz, MemoryBusBits int
 }
 
 // The driver's device attributes (CUdevice_attribute).
 const (
-	attrComputeMajor = 75
-	attrComputeMinor = 76
+	attrMemoryClockRate = 36 // kHz
+	attrMemoryBusWidth  = 37 // bits
+	attrComputeMajor    = 75
+	attrComputeMinor    = 76
 )
 
 // Probe lists the GPUs the driver sees, with the driver's version
@@ -68,6 +74,11 @@ func probeDevice(l *cuLib, ordinal int, measure bool) (Info, error) {
 	l.call(l.deviceGetAttribute, uintptr(unsafe.Pointer(&major)), attrComputeMajor, uintptr(dev))
 	l.call(l.deviceGetAttribute, uintptr(unsafe.Pointer(&minor)), attrComputeMinor, uintptr(dev))
 	info.ComputeMajor, info.ComputeMinor = int(major), int(minor)
+	var clock, width int32
+	if l.call(l.deviceGetAttribute, uintptr(unsafe.Pointer(&clock)), attrMemoryClockRate, uintptr(dev)) == 0 &&
+		l.call(l.deviceGetAttribute, uintptr(unsafe.Pointer(&width)), attrMemoryBusWidth, uintptr(dev)) == 0 {
+		info.MemoryClockKHz, info.MemoryBusBits = int(clock), int(width)
+	}
 	bus := make([]byte, 64)
 	if l.call(l.deviceGetPCIBusId, uintptr(unsafe.Pointer(&bus[0])), 64, uintptr(dev)) == 0 {
 		info.PCIBusID = goString(&bus[0])

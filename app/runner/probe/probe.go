@@ -67,6 +67,12 @@ type GPU struct {
 	H2DGBs            float64 `json:"h2d_gb_s"`
 	D2HGBs            float64 `json:"d2h_gb_s"`
 	LatencyUs         float64 `json:"copy_latency_us"`
+	// MemoryBandwidthGBs is the card's peak memory bandwidth, GB/s:
+	// reckoned from the driver's memory clock and bus width
+	// (MemoryBandwidth), or for a card planned for, assumed.
+	MemoryBandwidthGBs float64 `json:"memory_bandwidth_gb_s"`
+	MemoryClockKHz     int     `json:"memory_clock_khz,omitempty"`
+	MemoryBusBits      int     `json:"memory_bus_bits,omitempty"`
 }
 
 // Finding is something missing or limited, and what follows from it.
@@ -164,7 +170,8 @@ func median(xs []float64) float64 {
 func fromInfo(g cuda.Info, root string) GPU {
 	out := GPU{Name: g.Name, ComputeCapability: fmt.Sprintf("%d.%d", g.ComputeMajor, g.ComputeMinor),
 		VRAMTotalBytes: g.TotalBytes, VRAMFreeBytes: g.FreeBytes, PCIBusID: g.PCIBusID,
-		H2DGBs: g.H2DGBs, D2HGBs: g.D2HGBs, LatencyUs: float64(g.Latency.Nanoseconds()) / 1e3}
+		H2DGBs: g.H2DGBs, D2HGBs: g.D2HGBs, LatencyUs: float64(g.Latency.Nanoseconds()) / 1e3,
+		MemoryClockKHz: g.MemoryClockKHz, MemoryBusBits: g.MemoryBusBits, MemoryBandwidthGBs: MemoryBandwidth(g.MemoryClockKHz, g.MemoryBusBits) / 1e9}
 	l := readLink(root, g.PCIBusID)
 	out.PCIeGen, out.PCIeWidth, out.PCIeMaxGen, out.PCIeMaxWidth = l.gen, l.width, l.maxGen, l.maxWidth
 	return out
