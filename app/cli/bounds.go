@@ -53,7 +53,8 @@ var flagBounds = map[string]bound{
 	"keep-alive": anyValue, "shutdown-grace": nonNeg,
 	// bench and bench adapt.
 	"depth": nonNeg, "reps": within(1, 10000), "bench adapt --n": atLeast(1), "repeat": within(1, 1000),
-	"rate": within(0, 1000), "size": within(4, 1<<20), "for": nonNeg, // bench load
+	"bench --gpu-layers": nonNeg,
+	"rate":               within(0, 1000), "size": within(4, 1<<20), "for": nonNeg, // bench load
 	// distill.
 	"self": within(0, 1<<20), "self-len": within(2, 1<<16), "self-temp": within(0, 2), "blocks": within(1, draft.MaxBlocks),
 	"ffn": nonNeg, "steps": nonNeg, "epochs": positive, "lr": {lo: 0, hi: 1, loOpen: true}, "warmup": nonNeg,
