@@ -130,7 +130,7 @@ func PlanFitWith(m *Model, machine probe.Report, cal *Calibration, st *store.Sto
 	}
 	ad := autoDraftOf(m, st)
 	f.Budget, f.Verdict, f.Reason = fitDraft(&f.Placement, b, m, ad, machine, o.GPULayers)
-	fitLayers(&f, m, machine, o.GPULayers)
+	fitLayers(&f, m, machine, o.GPULayers, ad.cfg.Kind != draft.EAGLE3)
 	f.Placement.Tree = tree.Server
 	ask := predictAsk{m: m.Llama, tau: o.Tau}
 	if len(machine.GPUs) > 0 {
@@ -210,8 +210,10 @@ func trainerOn(device string) string {
 
 // fitLayers puts as many of the target's last layers on the first GPU as
 // fit beside what f already placed there, at most want of them, as
-// --gpu-layers would, and says so in front of f's reason.
-func fitLayers(f *Fit, m *Model, machine probe.Report, want int) {
+// --gpu-layers would, and says so in front of f's reason. A draft on that
+// GPU that reads the target's LM head (draftHead) lends the layers its
+// copy.
+func fitLayers(f *Fit, m *Model, machine probe.Report, want int, draftHead bool) {
 	if len(machine.GPUs) == 0 || f.Verdict == NoFit {
 		return
 	}
@@ -234,6 +236,9 @@ func fitLayers(f *Fit, m *Model, machine probe.Report, want int) {
 	if err != nil {
 		onCPU(err.Error())
 		return
+	}
+	if draftHead && f.Placement.DraftDevice == g.Name {
+		a.head -= headBytes(m.Llama)
 	}
 	avail := gpuAvail(g.VRAMFreeBytes, f.Budget)
 	most := layersAsked(m.Llama, want)
