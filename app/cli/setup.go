@@ -316,8 +316,12 @@ func printPrediction(w io.Writer, pr runner.Prediction, layers int) {
 // what went before the layers, less the layers, and why no more went.
 func printGPUPlan(w io.Writer, g runner.GPUPlan) {
 	h := runner.HumanBytes
-	fmt.Fprintf(w, "  gpu        %s free − %s reserve − %s draft − %s trainer − %s layers (%d, with the head %s and scratch %s) = %s left: %s\n",
-		h(g.FreeBytes), h(g.ReserveBytes), h(g.DraftBytes), h(g.TrainerBytes), h(g.LayersBytes), g.GPULayers, h(g.HeadBytes), h(g.ScratchBytes),
+	head := "the head " + h(g.HeadBytes)
+	if g.HeadLent {
+		head = "the final norm " + h(g.HeadBytes) + ", the LM head the draft's"
+	}
+	fmt.Fprintf(w, "  gpu        %s free − %s reserve − %s draft − %s trainer − %s layers (%d, with %s and scratch %s) = %s left: %s\n",
+		h(g.FreeBytes), h(g.ReserveBytes), h(g.DraftBytes), h(g.TrainerBytes), h(g.LayersBytes), g.GPULayers, head, h(g.ScratchBytes),
 		h(g.LeftBytes), g.Stop)
 }
 

@@ -239,6 +239,7 @@ func fitLayers(f *Fit, m *Model, machine probe.Report, want int, draftHead bool)
 	}
 	if draftHead && f.Placement.DraftDevice == g.Name {
 		a.head -= headBytes(m.Llama)
+		a.headLent = true
 	}
 	avail := gpuAvail(g.VRAMFreeBytes, f.Budget)
 	most := layersAsked(m.Llama, want)

@@ -23,6 +23,9 @@ type GPUPlan struct {
 	// layer.
 	HeadBytes    uint64 `json:"head_bytes"`
 	ScratchBytes uint64 `json:"scratch_bytes"`
+	// HeadLent says the layers use the draft's copy of the LM head on the
+	// card: HeadBytes is then the final norm only.
+	HeadLent bool `json:"head_lent,omitempty"`
 	// Layers are the layers placed, the last first (the head's end), then
 	// the next one, which did not go.
 	Layers    []LayerBytes `json:"layers"`
@@ -52,6 +55,7 @@ type LayerBytes struct {
 // the first layer, then each layer, the last first.
 type layerArith struct {
 	head, scratch uint64
+	headLent      bool // the LM head is the draft's: head is the final norm
 	layers        []LayerBytes
 }
 
@@ -122,7 +126,11 @@ func (a layerArith) stop(k int, avail uint64, most int) string {
 	what := fmt.Sprintf("layer %d (%s of weights, %s of KV cache)", next.Layer, HumanBytes(next.WeightsBytes), HumanBytes(next.KVBytes))
 	if k == 0 {
 		need += a.head + a.scratch
-		what += fmt.Sprintf(" with the head (%s) and scratch (%s)", HumanBytes(a.head), HumanBytes(a.scratch))
+		head := "the head"
+		if a.headLent {
+			head = "the final norm"
+		}
+		what += fmt.Sprintf(" with %s (%s) and scratch (%s)", head, HumanBytes(a.head), HumanBytes(a.scratch))
 	}
 	return fmt.Sprintf("%s needs %s; %s left", what, HumanBytes(need), HumanBytes(avail-a.bytes(k)))
 }
@@ -131,7 +139,7 @@ func (a layerArith) stop(k int, avail uint64, most int) string {
 // card had free beside the draft, its trainer and the reserve.
 func (a layerArith) plan(name string, free uint64, b Budget, k int, avail uint64, most int) *GPUPlan {
 	p := &GPUPlan{Device: name, FreeBytes: free, ReserveBytes: gpuReserve, DraftBytes: b.gpuPart("draft"), TrainerBytes: b.gpuPart("trainer"),
-		HeadBytes: a.head, ScratchBytes: a.scratch, GPULayers: k, LayersBytes: a.bytes(k), Stop: a.stop(k, avail, most)}
+		HeadBytes: a.head, ScratchBytes: a.scratch, HeadLent: a.headLent, GPULayers: k, LayersBytes: a.bytes(k), Stop: a.stop(k, avail, most)}
 	p.Layers = a.layers[:min(k+1, len(a.layers))]
 	p.LeftBytes = avail - p.LayersBytes
 	return p

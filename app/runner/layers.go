@@ -68,6 +68,7 @@ func gpuLayersFit(m *models.Llama, ctx, seqs, most int, avail uint64, sharedHead
 	}
 	if sharedHead {
 		a.head -= headBytes(m)
+		a.headLent = true
 	}
 	return a.fit(avail, most)
 }

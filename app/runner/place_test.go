@@ -123,6 +123,8 @@ func checkArithmetic(t *testing.T, s placeShape, card string, f Fit) {
 		t.Errorf("%s on %s: plan %+v, placement %+v", s.name, card, g, f.Placement)
 	case f.Placement.DraftDevice == card && g.DraftBytes != draftBytes:
 		t.Errorf("%s on %s: the plan's draft %d, the budget's %d", s.name, card, g.DraftBytes, draftBytes)
+	case g.HeadLent != (f.Placement.DraftDevice == card):
+		t.Errorf("%s on %s: head lent %v with the draft on %q", s.name, card, g.HeadLent, f.Placement.DraftDevice)
 	case f.Placement.DraftDevice == card && g.HeadBytes != uint64(4*H):
 		// The draft's copy of the LM head (Q6_K) serves the layers: only
 		// the final norm is theirs.
