@@ -8,6 +8,7 @@ import (
 	"dovetail/device"
 	"dovetail/device/cuda/cudatest"
 	"dovetail/dgf/dgftest"
+	"dovetail/internal/golden"
 )
 
 // int8Agreement is how often a draft frozen for drafting (its large
@@ -45,26 +46,16 @@ func int8Agreement(t *testing.T, dev device.Device) float64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		top := argmax(lf)
+		top := golden.Argmax(lf)
 		lq, _, err := sq.Forward(w.Features[i:i+1], w.Tokens[i+1:i+2])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if argmax(lq) == top {
+		if golden.Argmax(lq) == top {
 			same++
 		}
 	}
 	return float64(same) / T
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // The int8 draft proposes the float draft's token on most steps (the

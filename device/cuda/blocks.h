@@ -188,15 +188,22 @@ HD void scaleMinK4(const uint8_t *q, int j, int *sc, int *m) {
     }
 }
 
+// scalesK sets s's scales for sub-block j of a Q4_K or Q5_K block b:
+// d·sc and dmin·m.
+HD void scalesK(Sub *s, const uint8_t *b, int j) {
+    int sc, m;
+    scaleMinK4(b + 4, j, &sc, &m);
+    s->d1 = s->d2 = f16(ld16(b)) * (float)sc;
+    s->m = f16(ld16(b + 2)) * (float)m;
+}
+
 // Q4_K: d, dmin (f16), 12 bytes of scales, 128 bytes of nibbles: the 64
 // values of sub-blocks 2k and 2k+1 share 32 bytes, low nibbles first;
 // w = d·sc·q − dmin·m.
 HD void readQ4_K(Sub *s, const uint8_t *row, int sb) {
     const uint8_t *b = row + (sb / 8) * BYTES_Q4_K;
-    int j = sb % 8, sc, m;
-    scaleMinK4(b + 4, j, &sc, &m);
-    s->d1 = s->d2 = f16(ld16(b)) * (float)sc;
-    s->m = f16(ld16(b + 2)) * (float)m;
+    int j = sb % 8;
+    scalesK(s, b, j);
     const uint8_t *qs = b + 16 + 32 * (j / 2);
     int shift = 4 * (j % 2);
     for (int i = 0; i < 8; i++) s->q[i] = (ld32a(qs + 4 * i) >> shift) & 0x0f0f0f0f;
@@ -206,10 +213,8 @@ HD void readQ4_K(Sub *s, const uint8_t *row, int sb) {
 // sub-block j.
 HD void readQ5_K(Sub *s, const uint8_t *row, int sb) {
     const uint8_t *b = row + (sb / 8) * BYTES_Q5_K;
-    int j = sb % 8, sc, m;
-    scaleMinK4(b + 4, j, &sc, &m);
-    s->d1 = s->d2 = f16(ld16(b)) * (float)sc;
-    s->m = f16(ld16(b + 2)) * (float)m;
+    int j = sb % 8;
+    scalesK(s, b, j);
     const uint8_t *qh = b + 16, *qs = b + 48 + 32 * (j / 2);
     int shift = 4 * (j % 2);
     for (int i = 0; i < 8; i++) {
