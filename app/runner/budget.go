@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"dovetail/internal/sizes"
@@ -89,6 +90,21 @@ func (b *Budget) takeWeights(n uint64) {
 			b.Parts[i].Bytes -= min(n, p.Bytes)
 		}
 	}
+}
+
+// giveBack adds n bytes back to the CPU's part called name (weights, kv
+// cache): what a GPU took and gave back.
+func (b *Budget) giveBack(name string, n uint64) {
+	for i, p := range b.Parts {
+		if p.Name == name && p.Device == "cpu" {
+			b.Parts[i].Bytes += n
+		}
+	}
+}
+
+// drop removes the part called name on device.
+func (b *Budget) drop(name, device string) {
+	b.Parts = slices.DeleteFunc(b.Parts, func(p Part) bool { return p.Name == name && p.Device == device })
 }
 
 // takeKV takes n bytes off the CPU's KV cache: the layers a GPU took,

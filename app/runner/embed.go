@@ -17,5 +17,10 @@ func (m *Model) EmbedTokens(text string) []int { return m.Tok.Encode(text, true,
 // slot's whole context.
 func (s *Slot) Embed(ctx context.Context, tokens []int) ([]float32, error) {
 	defer s.r.generating()()
-	return engine.Embed(ctx, s.target, tokens)
+	var out []float32
+	err := s.onTarget(func() (err error) {
+		out, err = engine.Embed(ctx, s.target, tokens)
+		return err
+	}, func() bool { return true })
+	return out, err
 }

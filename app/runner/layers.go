@@ -149,6 +149,9 @@ func gpuAvail(free uint64, b Budget) uint64 {
 type gpuLayers struct {
 	dev    device.Device
 	layers *offload.Layers
+	// What placing them took off the CPU's budget (weights, keys and
+	// values), which a fallback to fewer layers gives back.
+	weights, kv uint64
 }
 
 func (o *gpuLayers) close() {
@@ -240,11 +243,12 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 				bytes -= headBytes(m) // the draft's, counted with it
 			}
 			r.budget.add("target layers", dev.Name(), bytes)
+			g := &gpuLayers{dev: dev, layers: layers}
 			if !device.OnHost(dev) {
-				r.leaveFile(L - k)
-				r.budget.takeKV(cpuKVBytes(m, r.ctx, seqs, k))
+				g.weights, g.kv = r.leaveFile(L-k), cpuKVBytes(m, r.ctx, seqs, k)
+				r.budget.takeKV(g.kv)
 			}
-			return &gpuLayers{dev: dev, layers: layers}, nil
+			return g, nil
 		}
 		var de *device.Error
 		if !errors.As(err, &de) {
@@ -281,15 +285,17 @@ func (r *Runner) layerDevice() (device.Device, error) {
 
 // leaveFile takes the matrices of layers [from, L) and the LM head, which
 // a GPU now holds, out of the CPU's weights: their pages of the file are
-// let go, and the budget no longer counts them.
-func (r *Runner) leaveFile(from int) {
+// let go, and the budget no longer counts them. It returns the bytes.
+func (r *Runner) leaveFile(from int) uint64 {
 	m := r.model.Llama
 	for _, t := range offloadedTensors(m, from) {
 		if m.File != nil {
 			m.File.Evict(t.Data)
 		}
 	}
-	r.budget.takeWeights(offloadedFileBytes(m, from))
+	n := offloadedFileBytes(m, from)
+	r.budget.takeWeights(n)
+	return n
 }
 
 // offloadedTensors are the matrices a GPU holds with layers [from, L):

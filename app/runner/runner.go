@@ -42,6 +42,9 @@ type Runner struct {
 	// export names the target layers an EAGLE-3 draft reads (nil: the
 	// final hidden state, as every other draft).
 	export *[3]int
+	// placement guards the slots' targets and r.off: generations read
+	// them, a fallback to fewer GPU layers replaces them (gpufault.go).
+	placement sync.RWMutex
 
 	// mu guards the slots' drafters and the draft's adaptation, which a
 	// draft starting in the background sets (dayzero.go).
@@ -281,7 +284,8 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 	if dr := s.Drafter(); req.Drafter == nil && dr != nil {
 		req.Drafter, req.Tree, req.Planner = dr, s.r.opts.Tree, s.r.plan
 	}
-	st, err := engine.Generate(ctx, s.target, req, emit)
+	var st engine.Stats
+	err := s.generate(ctx, req, emit, &st)
 	s.r.tally(st)
 	return st, s.r.modelError(err)
 }
@@ -291,7 +295,8 @@ func (s *Slot) Generate(ctx context.Context, req engine.Request, emit func(token
 func (s *Slot) Plain(ctx context.Context, req engine.Request, emit func(token int) error) (engine.Stats, error) {
 	defer s.r.generating()()
 	req.Drafter, req.Planner = nil, nil
-	st, err := engine.Generate(ctx, s.target, req, emit)
+	var st engine.Stats
+	err := s.generate(ctx, req, emit, &st)
 	return st, s.r.modelError(err)
 }
 
@@ -369,8 +374,11 @@ func (r *Runner) closeSlots() {
 // slot's sequence over one packed copy of the CPU's share. Where the GPU
 // runs out of memory for the sequences' caches, it says so and tries
 // again with half the layers there, down to none.
-func (r *Runner) openTarget(slots int) error {
-	most := -1
+func (r *Runner) openTarget(slots int) error { return r.openTargetAtMost(slots, -1) }
+
+// openTargetAtMost is openTarget with at most most layers on the GPU (-1:
+// as many as --gpu-layers and the memory say).
+func (r *Runner) openTargetAtMost(slots, most int) error {
 	for {
 		budget := r.budget
 		budget.Parts = slices.Clone(r.budget.Parts)
