@@ -39,6 +39,9 @@ func (s *Counter) hold(n int) {
 	}
 }
 
+// CopiesMatrices: a GPU's do (device.CopiesMatrices).
+func (s *Counter) CopiesMatrices() bool { return s.gpu }
+
 // KeepsFloat32: small matrices on the host; none on a GPU.
 func (s *Counter) KeepsFloat32(n int) bool { return !s.gpu && n <= s.small }
 

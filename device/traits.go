@@ -44,6 +44,27 @@ func GPUKeepsBlocks(t quant.Type) bool {
 	return false
 }
 
+// CopiesMatrices reports whether d copies a matrix it uploads into memory
+// of its own (a GPU, and a Counter of one), so that the tensor's bytes are
+// not needed once UploadMatrix returns; the host reads them in place.
+func CopiesMatrices(d Device) bool {
+	c, ok := d.(interface{ CopiesMatrices() bool })
+	return ok && c.CopiesMatrices()
+}
+
+// DownloadMatrix copies the bytes of m, as stored (its rows in their
+// format), into dst where d copies matrices (CopiesMatrices); it reports
+// false where d has no such method.
+func DownloadMatrix(d Device, m Matrix, dst []byte) (bool, error) {
+	c, ok := d.(interface {
+		DownloadMatrix(m Matrix, dst []byte) error
+	})
+	if !ok {
+		return false, nil
+	}
+	return true, c.DownloadMatrix(m, dst)
+}
+
 // UpdateMatrix puts t's values into m, which d made from a tensor of t's
 // type and shape, where d keeps matrices in memory of its own (a GPU):
 // re-freezing a draft's weights then reuses that memory. It reports false

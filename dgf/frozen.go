@@ -70,7 +70,7 @@ func (d *Draft) quantizes(p *Param) bool {
 }
 
 // Values is p's values in buf (grown as needed): W's, or its Q8_0 copy's
-// once W is dropped.
+// once W is dropped (read back from a GPU, which keeps the only copy).
 func (d *Draft) Values(buf []float32, p *Param) []float32 {
 	if device.Counting(d.Dev) {
 		return buf // a counting device holds no values
@@ -80,9 +80,16 @@ func (d *Draft) Values(buf []float32, p *Param) []float32 {
 		d.Dev.Download(buf, p.W)
 		return buf
 	}
+	rows := p.qt.Data
+	if rows == nil {
+		rows = make([]byte, p.Rows*p.qt.RowBytes)
+		if ok, err := device.DownloadMatrix(d.Dev, p.Q, rows); !ok || err != nil {
+			panic(&device.Error{Err: fmt.Errorf("draft %s: its Q8_0 copy cannot be read back: %v", p.Name, err)})
+		}
+	}
 	for r := range p.Rows {
 		// The row size was checked when the copy was made.
-		_ = quant.DequantizeRow(quant.Q8_0, buf[r*p.Cols:(r+1)*p.Cols], p.qt.Row(r))
+		_ = quant.DequantizeRow(quant.Q8_0, buf[r*p.Cols:(r+1)*p.Cols], rows[r*p.qt.RowBytes:(r+1)*p.qt.RowBytes])
 	}
 	return buf
 }
@@ -94,16 +101,24 @@ func (d *Draft) freeze(p *Param, vals []float32) error {
 
 // freezeRows sets p's Q8_0 copy to the rows row(0), row(1), ... in turn,
 // reusing the copy's memory; an error of row's ends it, the copy dropped.
+// A device that copies matrices (a GPU) keeps the only copy: the bytes it
+// is made in are let go once it is there.
 func (d *Draft) freezeRows(p *Param, row func(r int) ([]float32, error)) error {
 	rb, _ := quant.Q8_0.RowSize(p.Cols)
+	copies := device.CopiesMatrices(d.Dev)
 	t := p.qt
 	if t == nil {
 		t = &models.Tensor{Name: p.Name, Type: quant.Q8_0, Rows: p.Rows, Cols: p.Cols, RowBytes: rb}
-		if !device.Counting(d.Dev) {
-			t.Data = make([]byte, p.Rows*rb)
+		if !copies {
+			device.Hold(d.Dev, p.Rows*rb) // the Q8_0 copy is the host's, read in place
 		}
-		device.Hold(d.Dev, p.Rows*rb) // the Q8_0 copy is the device's own
 		p.qt = t
+	}
+	if t.Data == nil && !device.Counting(d.Dev) {
+		t.Data = make([]byte, p.Rows*rb)
+	}
+	if copies {
+		defer func() { t.Data = nil }()
 	}
 	if t.Data != nil {
 		for r := range p.Rows {
@@ -140,7 +155,7 @@ func (d *Draft) freezeRows(p *Param, row func(r int) ([]float32, error)) error {
 
 // dropQ forgets p's Q8_0 copy.
 func (d *Draft) dropQ(p *Param) {
-	if p.qt != nil {
+	if p.qt != nil && !device.CopiesMatrices(d.Dev) {
 		device.Hold(d.Dev, -p.Rows*p.qt.RowBytes)
 	}
 	device.FreeMatrix(d.Dev, p.Q)

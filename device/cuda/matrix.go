@@ -118,6 +118,22 @@ func (d *cudaDev) UpdateMatrix(mm device.Matrix, t *models.Tensor) error {
 	return nil
 }
 
+// CopiesMatrices: the GPU holds its own copy (device.CopiesMatrices).
+func (d *cudaDev) CopiesMatrices() bool { return true }
+
+// DownloadMatrix copies m's blocks into dst (device.DownloadMatrix).
+func (d *cudaDev) DownloadMatrix(mm device.Matrix, dst []byte) error {
+	m := d.mat(mm)
+	if m.raw == 0 || len(dst) < m.rows*m.rowBytes {
+		return fmt.Errorf("download of a %d×%d %v matrix into %d bytes", m.rows, m.cols, m.typ, len(dst))
+	}
+	d.enter()
+	defer d.leave()
+	d.download(unsafe.Pointer(&dst[0]), m.raw, m.rows*m.rowBytes)
+	runtime.KeepAlive(dst)
+	return nil
+}
+
 // FreeMatrix gives m's memory back (device.FreeMatrix).
 func (d *cudaDev) FreeMatrix(mm device.Matrix) {
 	m := d.mat(mm)
