@@ -131,6 +131,8 @@ type cudaDev struct {
 
 	scratch [5]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles
 	memo    argMemo    // small kernel arguments by their values
+	ops     int        // operations entered, for q8
+	q8      q8Memo     // the activations scratch slot 3 holds in 8 bits
 	stage   []byte     // pinned host memory that uploads go through
 	staged  int        // bytes of stage in use since the stream last synchronized
 	partial []float64
@@ -198,6 +200,7 @@ func (d *cudaDev) KeepsFloat32(int) bool { return false }
 // nest: what runs inside calls the unexported helpers.
 func (d *cudaDev) enter() {
 	d.op.Lock()
+	d.ops++
 	runtime.LockOSThread()
 	d.l.must("cuCtxSetCurrent", d.l.call(d.l.ctxSetCurrent, d.c.ctx))
 }

@@ -175,16 +175,44 @@ func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int) {
 		}
 		return
 	}
-	// 8-bit codes of x [n×K], then (scale, scale·Σ codes) per 32 values.
+	// 8-bit codes of x [n×K], then (scale, scale·Σ codes) per 32 values:
+	// made once for the products that read the same x in a row (a
+	// layer's Q, K and V; its gate and up).
 	subs := n * K / 32
-	xq := d.scratchBytes(3, n*K+8*subs)
-	ds := xq + uint64(n*K)
-	d.elems("quantize_q8", n*K, xq, ds, x, subs)
+	var xq uint64
+	if d.q8.holds(x, n, K, d.ops) {
+		xq = d.scratch[3].p
+	} else {
+		xq = d.scratchBytes(3, n*K+8*subs)
+		d.elems("quantize_q8", n*K, xq, ds0(xq, n, K), x, subs)
+	}
+	ds := ds0(xq, n, K)
+	d.q8 = q8Memo{x: x, n: n, k: K, ops: d.ops}
+	if o := out + 4*uint64(n*m.rows); !(o <= x || x+4*uint64(n*K) <= out) {
+		d.q8 = q8Memo{} // this product writes over x
+	}
 	for c0 := 0; c0 < n; c0 += mmvCols {
 		d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
 			i32(m.rows), i32(K), i32(m.rowBytes), i32(min(mmvCols, n-c0)), i32(m.rows))
 	}
 }
+
+// q8Memo is the float32 activations whose 8-bit form scratch slot 3
+// holds: x [n×k], quantized by operation ops or kept valid through it. It
+// holds them for the next operation only if that is the next one entered:
+// any other operation may have written x.
+type q8Memo struct {
+	x    uint64
+	n, k int
+	ops  int
+}
+
+func (q q8Memo) holds(x uint64, n, k, ops int) bool {
+	return q.x != 0 && q.x == x && q.n == n && q.k == k && q.ops == ops-1
+}
+
+// ds0 is where the scales of n×k activations follow their codes at xq.
+func ds0(xq uint64, n, k int) uint64 { return xq + uint64(n*k) }
 
 // blockProductBackward: dx[n×K] += dout[n×R] · W, a tile of W's rows at a
 // time.

@@ -152,3 +152,50 @@ func TestCUDAUpdateMatrix(t *testing.T) {
 		t.Errorf("free memory %d after FreeMatrix, %d before the matrices", free1, free0)
 	}
 }
+
+// Products that read the same activations in a row share one 8-bit form
+// of them (a layer's Q, K and V): the second reads it, and one after x
+// changed does not.
+func TestCUDAQuantizedOnce(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 16)
+	const rows, k, n = 300, 256, 3
+	a, wa := p.blockMatrix(quant.Q4_K, rows, k)
+	b, wb := p.blockMatrix(quant.Q6_K, rows, k)
+	xs := p.randf(n*k, 1)
+	x := p.upload(xs)
+	outA, outB := p.rand(n*rows, 1), p.rand(n*rows, 1)
+	p.dev.MatMulFrozen(outA.d, x.d, a.d, n)
+	p.dev.MatMulFrozen(outB.d, x.d, b.d, n) // the memo's
+	got := make([]float32, n*rows)
+	p.dev.Download(got, outA.d)
+	checkQ8Product(t, "the first product", got, wa, xs, rows, k, n)
+	p.dev.Download(got, outB.d)
+	checkQ8Product(t, "the second, on the same 8-bit activations", got, wb, xs, rows, k, n)
+	xs2 := p.randf(n*k, 1)
+	p.dev.Upload(x.d, xs2)
+	p.dev.MatMulFrozen(outB.d, x.d, b.d, n)
+	p.dev.Download(got, outB.d)
+	checkQ8Product(t, "a product after x changed", got, wb, xs2, rows, k, n)
+}
+
+// The memo holds activations for the operation right after the one that
+// made or kept them, and for the same x and shape only.
+func TestQ8MemoHolds(t *testing.T) {
+	q := q8Memo{x: 4096, n: 3, k: 256, ops: 7}
+	for _, c := range []struct {
+		x     uint64
+		n, k  int
+		ops   int
+		holds bool
+	}{
+		{4096, 3, 256, 8, true}, {4096, 3, 256, 9, false}, {4096, 3, 256, 7, false},
+		{8192, 3, 256, 8, false}, {4096, 2, 256, 8, false}, {4096, 3, 512, 8, false},
+	} {
+		if got := q.holds(c.x, c.n, c.k, c.ops); got != c.holds {
+			t.Errorf("holds(%d, %d, %d, %d) = %v", c.x, c.n, c.k, c.ops, got)
+		}
+	}
+	if (q8Memo{}).holds(0, 0, 0, 1) {
+		t.Error("an empty memo holds something")
+	}
+}
