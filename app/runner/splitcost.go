@@ -10,19 +10,20 @@ import (
 	"dovetail/models/draft"
 )
 
-// What setup assumes of a GPU's share of a forward. These are issue #38's
-// goals for the kernels, not measurements: where a card has measured
-// them, they belong here.
+// What setup assumes of a GPU's share of a forward: the last measured
+// figure where a card measured one, else issue #38's goal for the
+// kernels. A prediction should not promise what no card has shown.
 const (
 	// gpuEfficiency is the share of a card's peak memory bandwidth its
-	// layer kernels read weights at (issue #38: 0.7).
+	// layer kernels read weights at: issue #38's goal, 0.7, until the
+	// block kernels are measured (BenchmarkCUDABlockProduct).
 	gpuEfficiency = 0.7
 	// gpuLayerLaunch is what a layer on a GPU costs beside reading its
-	// weights: its kernels' launches and the waits between them. Issue
-	// #38's goal is 15 µs; the device path took about 95 µs a layer on an
-	// H200 (docs/measurements/gpu.md, "The CUDA tests and the target's
-	// layers on a GPU, measured on one").
-	gpuLayerLaunch = 15 * time.Microsecond
+	// weights: its kernels' launches and the waits between them. The
+	// device path took about 95 µs a layer on an H200
+	// (docs/measurements/gpu.md, "The CUDA tests and the target's layers
+	// on a GPU, measured on one"); issue #38's goal is 15 µs.
+	gpuLayerLaunch = 95 * time.Microsecond
 	// assumedPCIeGBs is the rate of copies between the host and a card
 	// whose copies no probe timed (a card planned for): what a PCIe 3.0
 	// x16 link moves in practice, GB/s.

@@ -71,7 +71,7 @@ func TestSplitPrediction(t *testing.T) {
 }
 
 // The split's costs by hand: every layer and the head on the card cost
-// their bytes at 70% of its bandwidth, 15 µs a layer, the hidden state up
+// their bytes at 70% of its bandwidth, 95 µs a layer, the hidden state up
 // and the hidden state and logits back; the CPU's share is its layers'
 // bytes over all.
 func TestSplitProfileByHand(t *testing.T) {
@@ -79,14 +79,14 @@ func TestSplitProfileByHand(t *testing.T) {
 	cpu := cal7B().Profile
 	g := gpuSpeed{bandwidth: 448e9, h2d: 12e9, d2h: 10e9}
 	all := float64(offloadedFileBytes(m, 0)) // the layers and the head
-	want := all/(0.7*448e9) + 32*15e-6 + 4096*4/12e9 + (4096+32000)*4/10e9
+	want := all/(0.7*448e9) + 32*95e-6 + 4096*4/12e9 + (4096+32000)*4/10e9
 	if got := splitProfile(cpu, m, 32, g).Decode.Seconds(); math.Abs(got-want) > 1e-8 {
 		t.Errorf("all 32 layers: T_T %.6f s, by hand %.6f", got, want)
 	}
 	layers := all - float64(tensorBytes(m.Output))
 	k := 10
 	share := (layers * 22 / 32) / all // the layers are alike
-	gpu := (layers*10/32+float64(tensorBytes(m.Output)))/(0.7*448e9) + 10*15e-6 + 16*4096*4/12e9 + 16*(4096+32000)*4/10e9
+	gpu := (layers*10/32+float64(tensorBytes(m.Output)))/(0.7*448e9) + 10*95e-6 + 16*4096*4/12e9 + 16*(4096+32000)*4/10e9
 	if got, want := splitProfile(cpu, m, k, g).Verify[16].Seconds(), share*cpu.Verify[16].Seconds()+gpu; math.Abs(got-want) > 1e-8 {
 		t.Errorf("10 layers: T_V(16) %.6f s, by hand %.6f", got, want)
 	}
@@ -95,7 +95,7 @@ func TestSplitProfileByHand(t *testing.T) {
 	}
 	// 65 rows take two passes over the card's weights.
 	one, two := gpuForward(m, 32, g, 64), gpuForward(m, 32, g, 65)
-	if more := all/(0.7*448e9) + 32*15e-6 + 4096*4/12e9 + (4096+32000)*4/10e9; math.Abs(two-one-more) > 1e-8 {
+	if more := all/(0.7*448e9) + 32*95e-6 + 4096*4/12e9 + (4096+32000)*4/10e9; math.Abs(two-one-more) > 1e-8 {
 		t.Errorf("65 rows cost %.6f s more than 64, want a pass's and a row's %.6f", two-one, more)
 	}
 }
@@ -107,7 +107,7 @@ func TestPlannedDraftAtTau(t *testing.T) {
 	m := shapeModel(t, "llama-2-7b.Q4_K_M.gguf", 4096, 32, 32, 32, 11008, 32000, 4096, q4km)
 	cfg := autoDraftOf(m, store.At(t.TempDir())).cfg
 	g := gpuSpeed{bandwidth: 448e9, h2d: 12e9, d2h: 12e9}
-	want := (float64(cfg.Params())*34/32+float64(tensorBytes(m.Llama.Output)))/(0.7*448e9) + float64(cfg.Blocks+1)*15e-6
+	want := (float64(cfg.Params())*34/32+float64(tensorBytes(m.Llama.Output)))/(0.7*448e9) + float64(cfg.Blocks+1)*95e-6
 	if got := gpuDraftStep(cfg, m.Llama, g).Seconds(); cfg.Kind != draft.DGF || math.Abs(got-want) > 1e-8 {
 		t.Errorf("a %v draft's step %.6f s, by hand %.6f", cfg.Kind, got, want)
 	}
