@@ -1,14 +1,11 @@
 package safetensors
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 )
 
 // Hugging Face's file names for a model's weights in a directory.
@@ -66,71 +63,42 @@ func missing(dir string) error {
 // openShards opens the files an index names and checks that they hold
 // exactly the index's tensors, each once.
 func openShards(dir, index string) (*Dir, error) {
-	b, err := os.ReadFile(index)
+	idx, err := ReadIndex(index, "a safetensors index")
 	if err != nil {
 		return nil, err
 	}
-	var idx struct {
-		WeightMap map[string]string `json:"weight_map"`
-	}
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%s: not a safetensors index: %v", index, err)
-	}
-	if len(idx.WeightMap) == 0 {
-		return nil, fmt.Errorf("%s: weight_map names no tensors", index)
-	}
 	d := &Dir{Path: dir, Tensors: map[string]*Tensor{}}
-	if err := d.openAll(index, idx.WeightMap); err != nil {
+	if err := d.openAll(idx); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *Dir) openAll(index string, weightMap map[string]string) error {
-	files := map[string]*File{}
-	for _, name := range shardNames(weightMap) {
-		if name != filepath.Base(name) || strings.HasPrefix(name, ".") {
-			return fmt.Errorf("%s: shard %q is not a file name in the directory", index, name)
-		}
+func (d *Dir) openAll(idx Index) error {
+	shards, err := idx.Shards()
+	if err != nil {
+		return err
+	}
+	for _, name := range shards {
 		f, err := Open(filepath.Join(d.Path, name))
 		if err != nil {
 			return err
 		}
 		d.Files = append(d.Files, f)
-		files[name] = f
 	}
 	for _, f := range d.Files {
 		for _, k := range f.Names() {
 			if prev, ok := d.Tensors[k]; ok {
 				return fmt.Errorf("%s: tensor %q is also in %s", f.Path, k, prev.File)
 			}
-			if weightMap[k] != filepath.Base(f.Path) {
-				return fmt.Errorf("%s: tensor %q is not the index's (%s names %q)", f.Path, k, IndexFile, weightMap[k])
+			if err := idx.Place(f.Path, k); err != nil {
+				return err
 			}
 			d.Tensors[k] = f.Tensors[k]
 		}
 	}
-	for k, name := range weightMap {
-		if _, ok := d.Tensors[k]; !ok {
-			return fmt.Errorf("%s: tensor %q, which %s places there, is missing", files[name].Path, k, IndexFile)
-		}
-	}
-	return nil
-}
-
-// shardNames lists the distinct files of a weight map in name order.
-func shardNames(weightMap map[string]string) []string {
-	seen := map[string]bool{}
-	var s []string
-	for _, f := range weightMap {
-		if !seen[f] {
-			seen[f] = true
-			s = append(s, f)
-		}
-	}
-	sort.Strings(s)
-	return s
+	return idx.Missing(func(k string) bool { return d.Tensors[k] != nil })
 }
 
 // Names lists the tensors in name order.

@@ -113,3 +113,43 @@ func TestRefuses(t *testing.T) {
 		t.Fatalf("a tensor larger than its storage: %v", err)
 	}
 }
+
+// A checkpoint in shards is read through its index: each tensor from the
+// shard the index places it in; one elsewhere, or missing, is refused
+// naming the file.
+func TestReadDirShards(t *testing.T) {
+	f32 := func(name string) *safetensors.Tensor {
+		return &safetensors.Tensor{Name: name, DType: "F32", Shape: []int{1}, Data: []byte{0, 0, 128, 63}}
+	}
+	dir := t.TempDir()
+	for shard, names := range map[string][]string{"a.bin": {"x", "y"}, "b.bin": {"z"}} {
+		var ts []*safetensors.Tensor
+		for _, n := range names {
+			ts = append(ts, f32(n))
+		}
+		if err := Write(filepath.Join(dir, shard), ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	index := filepath.Join(dir, IndexName)
+	for _, c := range []struct{ weightMap, err string }{
+		{`{"x": "a.bin", "y": "a.bin", "z": "b.bin"}`, ""},
+		{`{"x": "a.bin", "y": "b.bin", "z": "b.bin"}`, `a.bin: tensor "y" is not the index's`},
+		{`{"x": "a.bin", "y": "a.bin", "z": "b.bin", "w": "b.bin"}`, `b.bin: tensor "w", which ` + IndexName + ` places there, is missing`},
+		{`{"x": "../a.bin"}`, `shard "../a.bin" is not a file name`},
+		{`{}`, "weight_map names no tensors"},
+	} {
+		if err := os.WriteFile(index, []byte(`{"weight_map": `+c.weightMap+`}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := ReadDir(dir, true)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.weightMap, err)
+		case c.err == "" && (len(d.Tensors) != 3 || d.Tensors["z"] == nil || !strings.HasSuffix(d.Tensors["z"].File, "b.bin")):
+			t.Errorf("%s: read %v", c.weightMap, d.Tensors)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want %q", c.weightMap, err, c.err)
+		}
+	}
+}

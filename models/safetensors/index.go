@@ -1,0 +1,79 @@
+package safetensors
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Index is a checkpoint's index of shards, Hugging Face's *.index.json
+// (model.safetensors.index.json, pytorch_model.bin.index.json): the file
+// each tensor is in.
+type Index struct {
+	Path      string
+	WeightMap map[string]string
+}
+
+// ReadIndex reads the index at path, which names at least one tensor;
+// what says what kind of index it should be, for the error.
+func ReadIndex(path, what string) (Index, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Index{}, err
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return Index{}, fmt.Errorf("%s: not %s: %v", path, what, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return Index{}, fmt.Errorf("%s: weight_map names no tensors", path)
+	}
+	return Index{Path: path, WeightMap: idx.WeightMap}, nil
+}
+
+// Shards lists the distinct files the index names, in name order: each a
+// file beside the index.
+func (x Index) Shards() ([]string, error) {
+	var s []string
+	for _, name := range x.WeightMap {
+		if name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+			return nil, fmt.Errorf("%s: shard %q is not a file name in the directory", x.Path, name)
+		}
+		if !slices.Contains(s, name) {
+			s = append(s, name)
+		}
+	}
+	slices.Sort(s)
+	return s, nil
+}
+
+// Place reports an error where tensor name, read from file, is not where
+// the index places it.
+func (x Index) Place(file, name string) error {
+	if x.WeightMap[name] != filepath.Base(file) {
+		return fmt.Errorf("%s: tensor %q is not the index's (%s names %q)", file, name, filepath.Base(x.Path), x.WeightMap[name])
+	}
+	return nil
+}
+
+// Missing reports the first tensor (in name order) the index names that
+// has says was not read, naming the shard it should be in.
+func (x Index) Missing(has func(name string) bool) error {
+	names := make([]string, 0, len(x.WeightMap))
+	for k := range x.WeightMap {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if !has(k) {
+			return fmt.Errorf("%s: tensor %q, which %s places there, is missing",
+				filepath.Join(filepath.Dir(x.Path), x.WeightMap[k]), k, filepath.Base(x.Path))
+		}
+	}
+	return nil
+}
