@@ -88,7 +88,6 @@ func (s *Counter) AllocKV(n int) Buffer {
 	return &counterBuf{n: n, size: size}
 }
 
-func (s *Counter) StoreKV(Buffer, Buffer) {}
 
 // AllocMoment counts AdamW's moments as the device keeps them: bfloat16 on
 // the host, float32 on a GPU.

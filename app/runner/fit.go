@@ -238,8 +238,7 @@ func fitLayers(f *Fit, m *Model, machine probe.Report, want int, draftHead bool)
 		return
 	}
 	if draftHead && f.Placement.DraftDevice == g.Name {
-		a.head -= headBytes(m.Llama)
-		a.headLent = true
+		a.lendHead(m.Llama)
 	}
 	avail := gpuAvail(g.VRAMFreeBytes, f.Budget)
 	most := layersAsked(m.Llama, want)

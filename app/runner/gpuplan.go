@@ -59,6 +59,13 @@ type layerArith struct {
 	layers        []LayerBytes
 }
 
+// lendHead counts the layers with the draft's copy of m's LM head: only
+// the final norm is theirs.
+func (a *layerArith) lendHead(m *models.Llama) {
+	a.head -= headBytes(m)
+	a.headLent = true
+}
+
 // measureLayers counts m's layers on a GPU for seqs sequences of ctx
 // positions.
 func measureLayers(m *models.Llama, ctx, seqs int) (layerArith, error) {

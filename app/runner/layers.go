@@ -67,8 +67,7 @@ func gpuLayersFit(m *models.Llama, ctx, seqs, most int, avail uint64, sharedHead
 		return 0, 0
 	}
 	if sharedHead {
-		a.head -= headBytes(m)
-		a.headLent = true
+		a.lendHead(m)
 	}
 	return a.fit(avail, most)
 }

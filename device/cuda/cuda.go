@@ -188,11 +188,6 @@ func (d *cudaDev) SharesMemory(o device.Device) bool {
 	return ok && c.c == d.c
 }
 
-// KeepsFloat32: a CUDA device keeps no frozen matrix as float32 for its
-// size: the formats of device.GPUKeepsBlocks stay in their blocks, so a
-// draft's Q8_0 copies are what it drafts with (device.KeepsFloat32).
-func (d *cudaDev) KeepsFloat32(int) bool { return false }
-
 // enter starts an operation: it waits for the device's other users (a
 // learner publishing into the drafter's device, say), and makes the
 // context current on this goroutine's thread, which it stays on until
