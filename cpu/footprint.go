@@ -40,10 +40,15 @@ func MeasureTarget(m *models.Llama, ctx, threads int) Footprint {
 		fp.Weights += uint64(len(m.Output.Data))
 	}
 	fp.Tables = 2 * 4 * uint64(ctx) * uint64(c.RopeDim/2)
-	kvDim := uint64(c.KVHeads * c.HeadDim)
-	fp.KV = 2 * 2 * uint64(c.Layers) * uint64(ctx) * kvDim
+	fp.KV = KVBytes(c, ctx, c.Layers)
 	fp.Scratch = scratchBytes(c, ctx, threads)
 	return fp
+}
+
+// KVBytes is the KV cache of layers of c's layers for one sequence of ctx
+// positions: keys and values in float16.
+func KVBytes(c models.Config, ctx, layers int) uint64 {
+	return 2 * 2 * uint64(layers) * uint64(ctx) * uint64(c.KVHeads*c.HeadDim)
 }
 
 // scratchBytes follows Seq.grow for a batch of maxBatch rows among as

@@ -127,10 +127,9 @@ func (l *layerAsk) bytes(avail uint64) uint64 {
 }
 
 // cpuKVBytes is the CPU's KV cache of k layers for seqs sequences of ctx
-// positions (float16 keys and values, as cpu.MeasureTarget counts them).
+// positions.
 func cpuKVBytes(m *models.Llama, ctx, seqs, k int) uint64 {
-	c := m.Config
-	return 2 * 2 * uint64(k) * uint64(ctx) * uint64(c.KVHeads*c.HeadDim) * uint64(seqs)
+	return cpu.KVBytes(m.Config, ctx, k) * uint64(seqs)
 }
 
 // gpuAvail is what a GPU of free bytes has for the target's layers once
