@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"dovetail/device"
-	"dovetail/device/cuda"
+	"dovetail/device/cuda/cudatest"
 	"dovetail/internal/golden"
 	"dovetail/models"
 	"dovetail/offload"
@@ -19,11 +19,11 @@ type layerDevice struct {
 }
 
 // layerDevices are the host device's layer path, which tests the split on
-// a machine without a GPU, and CUDA device 0 where there is one: what
-// --gpu-layers runs on a user's machine.
+// a machine without a GPU, and CUDA device 0 where there is one (else the
+// CUDA emulator): what --gpu-layers runs on a user's machine.
 func layerDevices(t testing.TB) []layerDevice {
 	devs := []layerDevice{{"host", device.NewHost(2)}}
-	if d, err := cuda.Open(0); err == nil {
+	if d, err := cudatest.Open(); err == nil {
 		t.Cleanup(d.Close)
 		devs = append(devs, layerDevice{"cuda", d})
 	} else {
@@ -70,21 +70,40 @@ func offloaded(t testing.TB, dev device.Device, m *models.Llama, pool *Pool, k i
 func TestOffloadGolden(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
-	offBounds := func(name string) golden.Bounds {
-		b := golden.BoundsFor(name)
-		b.First = b.Logits
-		if b.Hidden >= 3e-2 {
-			b.Hidden = 4e-2
+	offBounds := func(gpu bool) func(string) golden.Bounds {
+		return func(name string) golden.Bounds {
+			b := golden.BoundsFor(name)
+			b.First = b.Logits
+			if b.Hidden >= 3e-2 {
+				b.Hidden = 4e-2
+			}
+			if gpu {
+				// The GPU's path: its keys and values in halves (its
+				// queries in float32, where llama.cpp's CPU rounds them
+				// too), and its products of quantized weights over
+				// activations in 8 bits per 32 values (llama.cpp's
+				// mmvq), whose roundings land elsewhere than the CPU's:
+				// on these 64-wide models a choice may flip where the
+				// two best are within twice the package's near tie.
+				b.First, b.Logits = max(b.First, 3e-3), max(b.Logits, 3e-3)
+				b.NearTie = 2 * golden.NearTie
+			}
+			return b
 		}
-		return b
 	}
 	for _, d := range layerDevices(t) {
-		for _, frac := range []string{"1", "L/2", "L"} {
+		fracs := []string{"1", "L/2", "L"}
+		if d.name == "cuda" && cudatest.Emulated() {
+			// Every layer and the head on the emulator's device; the
+			// hand-over at other layers is TestOffloadTreeAndCompaction's.
+			fracs = []string{"L"}
+		}
+		for _, frac := range fracs {
 			t.Run(d.name+"/"+frac, func(t *testing.T) {
 				golden.CheckBounds(t, func(m *models.Llama) golden.Runner {
 					k := map[string]int{"1": 1, "L/2": m.Config.Layers / 2, "L": m.Config.Layers}[frac]
 					return targetRunner(offloaded(t, d.dev, m, pool, k))
-				}, offBounds)
+				}, offBounds(d.name == "cuda"))
 			})
 		}
 	}
@@ -154,7 +173,13 @@ func TestOffloadTreeAndCompaction(t *testing.T) {
 						}
 						near(t, fmt.Sprintf("decode step %d", i), g, w)
 						if golden.Argmax(g) != golden.Argmax(w) {
-							t.Fatalf("decode step %d: token %d split, %d on the CPU", i, golden.Argmax(g), golden.Argmax(w))
+							// The GPU's roundings may order a near tie
+							// either way, as llama.cpp's CPU and GPU do.
+							gap := topGap(w)
+							if d.name != "cuda" || gap >= golden.NearTie {
+								t.Fatalf("decode step %d: token %d split, %d on the CPU (its two best %.3g apart)", i, golden.Argmax(g), golden.Argmax(w), gap)
+							}
+							t.Logf("decode step %d: token %d split, %d on the CPU: a near tie (%.3g)", i, golden.Argmax(g), golden.Argmax(w), gap)
 						}
 						tok = golden.Argmax(w)
 					}
@@ -165,6 +190,13 @@ func TestOffloadTreeAndCompaction(t *testing.T) {
 			}
 		}
 	}
+}
+
+// topGap is how far apart x's two largest values are.
+func topGap(x []float32) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return float64(s[len(s)-1] - s[len(s)-2])
 }
 
 // near holds split logits to the CPU's within what the two devices'

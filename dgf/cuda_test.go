@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"dovetail/device"
-	"dovetail/device/cuda"
 	"dovetail/device/cuda/cudatest"
 	"dovetail/dgf/dgftest"
 	"dovetail/models/draft"
@@ -86,7 +85,7 @@ func checkCUDADraft(t *testing.T, dev device.Device, ref *Draft) {
 // again, and drafts as the original does.
 func TestCUDACloneSharesFrozen(t *testing.T) {
 	dev := cudatest.Device(t)
-	other, err := cuda.Open(0)
+	other, err := cudatest.Open()
 	if err != nil {
 		t.Fatal(err)
 	}

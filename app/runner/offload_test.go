@@ -11,6 +11,7 @@ import (
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
+	"dovetail/device/cuda/cudatest"
 	"dovetail/engine/adapt"
 	"dovetail/engine/tree"
 	"dovetail/internal/golden"
@@ -25,12 +26,11 @@ func onHost(o *Options) {
 }
 
 // layerPlaces are where a test's offloaded layers go: the host device's
-// layer path, and where this machine has an NVIDIA GPU, the GPU that
-// --gpu-layers opens on a user's machine.
+// layer path, and the GPU that --gpu-layers opens on a user's machine
+// (where this machine has no NVIDIA GPU, the CUDA emulator).
 func layerPlaces(t *testing.T) map[string]func(*Options) {
 	places := map[string]func(*Options){"host": onHost}
-	if d, err := cuda.Open(0); err == nil {
-		d.Close()
+	if cudatest.Driver(t) {
 		places["cuda"] = func(o *Options) { o.Device = DeviceChoice{} }
 	}
 	return places

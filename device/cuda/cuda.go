@@ -32,8 +32,14 @@ type cudaCtx struct {
 
 var (
 	cudaCtxMu sync.Mutex
-	cudaCtxs  = map[int]*cudaCtx{}
+	cudaCtxs  = map[ctxKey]*cudaCtx{}
 )
+
+// ctxKey is a GPU: its driver library and its ordinal there.
+type ctxKey struct {
+	driver  string
+	ordinal int
+}
 
 // cudaKernels are the kernels' names in kernels.cu.
 var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
@@ -51,13 +57,21 @@ func quantKernels() []string {
 	return names
 }
 
-func openCtx(ordinal int) (*cudaCtx, error) {
+// KernelSources names this package's kernel sources and the kernels the
+// device looks up in each: what the emulator (cudaemu) compiles and
+// registers.
+func KernelSources() map[string][]string {
+	return map[string][]string{"kernels.cu": cudaKernels, "quant.cu": quantKernels()}
+}
+
+func openCtx(lib string, ordinal int) (*cudaCtx, error) {
 	cudaCtxMu.Lock()
 	defer cudaCtxMu.Unlock()
-	if c := cudaCtxs[ordinal]; c != nil {
+	key := ctxKey{lib, ordinal}
+	if c := cudaCtxs[key]; c != nil {
 		return c, nil
 	}
-	l, err := driver()
+	l, err := driver(lib)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +105,7 @@ func openCtx(ordinal int) (*cudaCtx, error) {
 		return nil, err
 	}
 	c.blas = loadBLAS()
-	cudaCtxs[ordinal] = c
+	cudaCtxs[key] = c
 	return c, nil
 }
 
@@ -149,8 +163,11 @@ type launchArgs struct {
 
 // Open opens GPU ordinal as a Device with a stream of its own. The error
 // wraps ErrNoDevice when there is no driver or no GPU.
-func Open(ordinal int) (device.Device, error) {
-	c, err := openCtx(ordinal)
+func Open(ordinal int) (device.Device, error) { return OpenDriver(DriverPath(), ordinal) }
+
+// OpenDriver is Open with the driver library at lib.
+func OpenDriver(lib string, ordinal int) (device.Device, error) {
+	c, err := openCtx(lib, ordinal)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"dovetail/device"
+	"dovetail/device/cuda/cudaemu"
 	"dovetail/dgf"
 	"dovetail/dgf/dgftest"
 	"dovetail/internal/topk"
@@ -46,16 +48,33 @@ func tolFor(inner int) float64 {
 // cudaShared is opened once per test binary: a CUDA context costs far more
 // to create than any test here takes.
 var cudaShared struct {
-	once sync.Once
-	dev  device.Device
-	err  error
+	once     sync.Once
+	dev      device.Device
+	err      error
+	lib      string // the driver library it was opened with
+	emulated bool
 }
 
-// cudaOrSkip is CUDA device 0, or a skip where there is none.
+// cudaOrSkip is CUDA device 0, or where there is none the emulator
+// (cudaemu), or a skip where that cannot be built either. Benchmarks skip
+// on the emulator: its timings mean nothing.
 func cudaOrSkip(t testing.TB) device.Device {
 	t.Helper()
 	cudaShared.once.Do(func() {
+		cudaShared.lib = DriverPath()
 		cudaShared.dev, cudaShared.err = Open(0)
+		if errors.Is(cudaShared.err, ErrNoDevice) && cudaemu.Enabled() {
+			lib, err := cudaemu.Build(KernelSources())
+			if err != nil {
+				cudaShared.err = fmt.Errorf("%w; %v", cudaShared.err, err)
+				return
+			}
+			// cuBLAS runs on a real driver only: the device's own gemm kernel
+			// multiplies here.
+			os.Setenv("DOVETAIL_CUBLAS", "off")
+			cudaShared.dev, cudaShared.err = OpenDriver(lib, 0)
+			cudaShared.lib, cudaShared.emulated = lib, true
+		}
 		if cudaShared.err == nil && cudaShared.dev == nil {
 			cudaShared.err = errors.New("Open returned neither a device nor an error")
 		}
@@ -66,7 +85,21 @@ func cudaOrSkip(t testing.TB) device.Device {
 	case cudaShared.err != nil:
 		t.Fatal(cudaShared.err)
 	}
+	if _, bench := t.(*testing.B); bench && cudaShared.emulated {
+		t.Skip("no CUDA device: benchmarks do not run on the emulator")
+	}
 	return cudaShared.dev
+}
+
+// openAnother opens another device of cudaOrSkip's GPU (or emulator).
+func openAnother(t testing.TB) device.Device {
+	t.Helper()
+	cudaOrSkip(t)
+	d, err := OpenDriver(cudaShared.lib, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func TestCUDABuffers(t *testing.T)    { testBuffers(newPair(t, cudaOrSkip(t), 1)) }

@@ -48,34 +48,49 @@ type blasLib struct {
 }
 
 var (
-	cudaOnce sync.Once
-	cudaDrv  *cuLib
-	cudaErr  error
+	driversMu sync.Mutex
+	drivers   = map[string]*cuLib{}
+	driverErr = map[string]error{}
 )
 
-// driver loads libcuda once and initializes it.
-func driver() (*cuLib, error) {
-	cudaOnce.Do(func() {
-		h, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			cudaErr = fmt.Errorf("%w: libcuda.so.1 not found (is NVIDIA's driver installed?): %v", ErrNoDevice, err)
-			return
+// DriverPath is the driver library Open loads: DOVETAIL_LIBCUDA when set
+// (a driver outside the loader's path, or the tests' emulator, see
+// cudaemu), else libcuda.so.1.
+func DriverPath() string {
+	if p := os.Getenv("DOVETAIL_LIBCUDA"); p != "" {
+		return p
+	}
+	return "libcuda.so.1"
+}
+
+// driver loads the driver library at path once and initializes it.
+func driver(path string) (*cuLib, error) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if l, err := drivers[path], driverErr[path]; l != nil || err != nil {
+		return l, err
+	}
+	l, err := loadDriver(path)
+	drivers[path], driverErr[path] = l, err
+	return l, err
+}
+
+func loadDriver(path string) (*cuLib, error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot load %s (is NVIDIA's driver installed?): %v", ErrNoDevice, path, err)
+	}
+	l := &cuLib{}
+	fields := unsafe.Slice((*uintptr)(unsafe.Pointer(l)), len(cuFn))
+	for i, name := range cuFn {
+		if fields[i], err = purego.Dlsym(h, name); err != nil {
+			return nil, fmt.Errorf("%w: %s lacks %s (driver too old?)", ErrNoDevice, path, name)
 		}
-		l := &cuLib{}
-		fields := unsafe.Slice((*uintptr)(unsafe.Pointer(l)), len(cuFn))
-		for i, name := range cuFn {
-			if fields[i], err = purego.Dlsym(h, name); err != nil {
-				cudaErr = fmt.Errorf("%w: libcuda.so.1 lacks %s (driver too old?)", ErrNoDevice, name)
-				return
-			}
-		}
-		if err := l.check("cuInit", l.call(l.init, 0)); err != nil {
-			cudaErr = fmt.Errorf("%w: %v", ErrNoDevice, err)
-			return
-		}
-		cudaDrv = l
-	})
-	return cudaDrv, cudaErr
+	}
+	if err := l.check("cuInit", l.call(l.init, 0)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDevice, err)
+	}
+	return l, nil
 }
 
 // call calls a driver function. Callers convert pointers to uintptr in

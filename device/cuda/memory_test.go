@@ -11,21 +11,14 @@ import (
 // its stream, handle and pinned memory: opening and closing many devices
 // leaves the GPU's free memory where it was.
 func TestCUDAClose(t *testing.T) {
-	cudaOrSkip(t)
-	d0, err := Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d0 := openAnother(t)
 	free0, total := d0.MemInfo()
 	d0.Close()
 	if free0 == 0 || free0 > total {
 		t.Fatalf("MemInfo: free %d of %d", free0, total)
 	}
 	for range 20 {
-		d, err := Open(0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := openAnother(t)
 		b := d.Alloc(1 << 24) // 64 MiB
 		if free, _ := d.MemInfo(); free > free0-(60<<20) {
 			t.Errorf("64 MiB allocated, free memory %d MiB of %d before", free>>20, free0>>20)
@@ -35,10 +28,7 @@ func TestCUDAClose(t *testing.T) {
 		d.Close()
 		d.Close()
 	}
-	d, err := Open(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := openAnother(t)
 	defer d.Close()
 	if free, _ := d.MemInfo(); free+(64<<20) < free0 {
 		t.Errorf("after 20 devices opened and closed: %d MiB free, %d before", free>>20, free0>>20)

@@ -38,7 +38,7 @@ const (
 // (1000·major + 10·minor). Without a driver or a GPU the error wraps
 // ErrNoDevice. measure also times copies between host and device.
 func Probe(measure bool) (driverVersion int, gpus []Info, err error) {
-	l, err := driver()
+	l, err := driver(DriverPath())
 	if err != nil {
 		return 0, nil, err
 	}
