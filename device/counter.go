@@ -88,7 +88,6 @@ func (s *Counter) AllocKV(n int) Buffer {
 	return &counterBuf{n: n, size: size}
 }
 
-
 // AllocMoment counts AdamW's moments as the device keeps them: bfloat16 on
 // the host, float32 on a GPU.
 func (s *Counter) AllocMoment(n int) Buffer {
