@@ -54,7 +54,8 @@ PTXAS   ?= ptxas
 PTXVER  := 7.0
 ptx: device/cuda/kernels.ptx device/cuda/quant.ptx
 
-device/cuda/quant.ptx: device/cuda/blocks.h
+device/cuda/quant.ptx: device/cuda/blocks.h device/cuda/reduce.h
+device/cuda/kernels.ptx: device/cuda/reduce.h
 
 device/cuda/%.ptx: device/cuda/%.cu
 	$(NVCC) -ptx -arch=compute_75 -o $@.tmp $<

@@ -154,17 +154,38 @@ func (p *Pass) Forward(i int, w *Weights, a *Acts, x device.Buffer) {
 	p.MatMul(a.Q, a.XN, w.Q, in, Q)
 	p.MatMul(a.K, a.XN, w.K, in, KV)
 	p.MatMul(a.V, a.XN, w.V, in, KV)
-	p.rope(a.Q, s.Heads, false)
-	p.rope(a.K, s.KVHeads, false)
+	if !device.RoPEQK(dev, a.Q, a.K, p.Pos, s.Heads, s.KVHeads, s.HeadDim, s.RopeTheta, p.RopeFreqs) {
+		p.rope(a.Q, s.Heads, false)
+		p.rope(a.K, s.KVHeads, false)
+	}
 	p.Attn.Attend(i, a)
-	p.MatMul(a.AO, a.Att, w.O, Q, H)
-	dev.Add(a.Mid, x, a.AO)
+	if !p.fused(w.O) || !device.MatMulFrozenAdd(dev, a.Mid, a.Att, x, w.O.Q, n) {
+		p.MatMul(a.AO, a.Att, w.O, Q, H)
+		dev.Add(a.Mid, x, a.AO)
+	}
 	dev.RMSNorm(a.XN2, a.Mid, w.FFNNorm.W, n, H, s.RMSEps)
-	p.MatMul(a.G, a.XN2, w.Gate, H, F)
-	p.MatMul(a.U, a.XN2, w.Up, H, F)
-	dev.SwiGLU(a.HH, a.G, a.U)
-	p.MatMul(a.DN, a.HH, w.Down, F, H)
-	dev.Add(a.Out, a.Mid, a.DN)
+	if !p.fused(w.Gate, w.Up) || !device.MatMulFrozenGLU(dev, a.HH, a.XN2, w.Gate.Q, w.Up.Q, n) {
+		p.MatMul(a.G, a.XN2, w.Gate, H, F)
+		p.MatMul(a.U, a.XN2, w.Up, H, F)
+		dev.SwiGLU(a.HH, a.G, a.U)
+	}
+	if !p.fused(w.Down) || !device.MatMulFrozenAdd(dev, a.Out, a.HH, a.Mid, w.Down.Q, n) {
+		p.MatMul(a.DN, a.HH, w.Down, F, H)
+		dev.Add(a.Out, a.Mid, a.DN)
+	}
+}
+
+// fused reports whether the pass may multiply by ws' frozen copies in
+// operations that fuse the product with what follows it: an inference
+// pass (Frozen), which keeps no activations for a backward pass (AO, G, U
+// and DN stay unwritten).
+func (p *Pass) fused(ws ...*Weight) bool {
+	for _, w := range ws {
+		if !p.Frozen || w.Q == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // MatMul multiplies the pass's rows of x [n×in] by w into out [n×o]: by

@@ -145,3 +145,48 @@ func AllocMoment(dev Device, n int) Buffer {
 	}
 	return dev.Alloc(n)
 }
+
+// MatMulFrozenAdd writes add + x·Wᵀ into out [n×R] (out may be add: a
+// residual stream updated in place) in one operation, and reports true,
+// where d fuses the two (a GPU, where each launch costs time of its own);
+// elsewhere it does nothing and reports false, and the caller multiplies
+// and adds.
+func MatMulFrozenAdd(d Device, out, x, add Buffer, w Matrix, n int) bool {
+	f, ok := d.(interface {
+		MatMulFrozenAdd(out, x, add Buffer, w Matrix, n int) bool
+	})
+	return ok && f.MatMulFrozenAdd(out, x, add, w, n)
+}
+
+// MatMulFrozenGLU writes SiLU(x·Gᵀ) ⊙ (x·Uᵀ) into out [n×R] in one
+// operation, and reports true, where d fuses the gate's and up's products
+// with the SwiGLU between them (a GPU, for matrices of one format and
+// rows few enough for its matrix-vector kernels); elsewhere it does
+// nothing and reports false.
+func MatMulFrozenGLU(d Device, out, x Buffer, gate, up Matrix, n int) bool {
+	f, ok := d.(interface {
+		MatMulFrozenGLU(out, x Buffer, gate, up Matrix, n int) bool
+	})
+	return ok && f.MatMulFrozenGLU(out, x, gate, up, n)
+}
+
+// RoPEQK rotates a pass's queries q [n × heads·hd] and keys k [n ×
+// kvHeads·hd] by positions pos (freqs: Llama 3's factors, or nil) in one
+// operation, and reports true, where d fuses the two; elsewhere it does
+// nothing and reports false.
+func RoPEQK(d Device, q, k Buffer, pos []int, heads, kvHeads, hd int, theta float32, freqs []float32) bool {
+	f, ok := d.(interface {
+		RoPEQK(q, k Buffer, pos []int, heads, kvHeads, hd int, theta float32, freqs []float32) bool
+	})
+	return ok && f.RoPEQK(q, k, pos, heads, kvHeads, hd, theta, freqs)
+}
+
+// StoreKVPair is StoreKV of a pass's keys and values (k into dk, v into
+// dv, of one length) in one operation where d fuses them; elsewhere two.
+func StoreKVPair(d Device, dk, k, dv, v Buffer) {
+	if s, ok := d.(interface{ StoreKVPair(dk, k, dv, v Buffer) bool }); ok && s.StoreKVPair(dk, k, dv, v) {
+		return
+	}
+	StoreKV(d, dk, k)
+	StoreKV(d, dv, v)
+}

@@ -234,8 +234,7 @@ func (c *cacheAttn) Attend(i int, a *block.Acts) {
 	kv := c.a.KVHeads * c.a.HeadDim
 	keys := c.a.Keys() * kv
 	dev := c.s.l.Dev
-	device.StoreKV(dev, dev.View(c.s.kc[i], c.slot*kv, a.K.Len()), a.K)
-	device.StoreKV(dev, dev.View(c.s.vc[i], c.slot*kv, a.V.Len()), a.V)
+	device.StoreKVPair(dev, dev.View(c.s.kc[i], c.slot*kv, a.K.Len()), a.K, dev.View(c.s.vc[i], c.slot*kv, a.V.Len()), a.V)
 	dev.Attention(a.Att, a.Probs, a.Q, dev.View(c.s.kc[i], 0, keys), dev.View(c.s.vc[i], 0, keys), c.a)
 }
 

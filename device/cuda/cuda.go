@@ -45,14 +45,19 @@ type ctxKey struct {
 var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "swiglu_backward", "add",
 	"concat", "gate", "gate_backward", "rope", "rmsnorm", "rmsnorm_backward_x", "rmsnorm_backward_w",
 	"smoothl1", "soft_cross_entropy", "attention", "attention_h", "attention_backward", "sum", "adamw", "topk",
-	"store_half"}
+	"store_half", "rope_qk", "store_half2"}
 
-// quantKernels are quant.cu's: quantize_q8, and per format of blocks.h
-// its product (mmvq_, or mmv_ for float formats) and its dequantization.
+// quantKernels are quant.cu's: quantize_q8 and rmsnorm_q8, and per
+// format of blocks.h its product (mmvq_, or mmv_ for float formats), its
+// dequantization, and (8-bit products) the gate's and up's product with
+// SwiGLU (mmvq_glu_).
 func quantKernels() []string {
-	names := []string{"quantize_q8"}
+	names := []string{"quantize_q8", "rmsnorm_q8"}
 	for _, f := range blockFormats {
 		names = append(names, f.mmv, "dequant_"+f.name)
+		if !f.float {
+			names = append(names, "mmvq_glu_"+f.name)
+		}
 	}
 	return names
 }
@@ -146,6 +151,7 @@ type cudaDev struct {
 	scratch [5]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles
 	memo    argMemo    // small kernel arguments by their values
 	ops     int        // operations entered, for q8
+	kernels int        // kernels launched, which tests count per decoder layer
 	q8      q8Memo     // the activations scratch slot 3 holds in 8 bits
 	stage   []byte     // pinned host memory that uploads go through
 	staged  int        // bytes of stage in use since the stream last synchronized
@@ -440,7 +446,16 @@ func (d *cudaDev) Copy(dst, src device.Buffer) {
 	}
 	d.enter()
 	defer d.leave()
-	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(db.p), uintptr(sb.p), uintptr(db.size()*uint64(db.n)), d.stream))
+	d.copyBytes(db.p, sb.p, int(db.size()*uint64(db.n)))
+}
+
+// copyBytes queues a copy of n bytes from src to dst on the device (none
+// where they are the same).
+func (d *cudaDev) copyBytes(dst, src uint64, n int) {
+	if dst == src || n == 0 {
+		return
+	}
+	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(dst), uintptr(src), uintptr(n), d.stream))
 }
 
 // scratchBytes returns scratch slot i with at least bytes of room. Work
@@ -500,6 +515,7 @@ type f32 float32
 
 func (d *cudaDev) launch(kernel string, grid, block [3]int, shared int, args ...any) {
 	fn := d.c.fn[kernel]
+	d.kernels++
 	a := d.args
 	for i, x := range args {
 		switch v := x.(type) {

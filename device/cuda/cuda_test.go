@@ -65,8 +65,12 @@ func cudaOrSkip(t testing.TB) device.Device {
 		cudaShared.dev, cudaShared.err = Open(0)
 		if errors.Is(cudaShared.err, ErrNoDevice) && cudaemu.Enabled() {
 			lib, err := cudaemu.Build(KernelSources())
-			if err != nil {
+			if errors.Is(err, cudaemu.ErrNoCompiler) {
 				cudaShared.err = fmt.Errorf("%w; %v", cudaShared.err, err)
+				return
+			}
+			if err != nil { // the kernels' sources do not build: a failure, not a skip
+				cudaShared.err = err
 				return
 			}
 			// cuBLAS runs on a real driver only: the device's own gemm kernel

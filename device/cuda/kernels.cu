@@ -4,71 +4,13 @@
 // use the names of device.Device. Compiled to PTX for compute 7.5 (make ptx),
 // so the driver JITs it for every newer card. Launches: 1-D grids over
 // elements use blocks of 256 threads; row kernels use one block of 256
-// threads per row (reductions assume that size).
+// threads per row (reduce.h's reductions assume that size).
 
 #include <cuda_fp16.h>
 
-#define BS 256
+#include "reduce.h"
 
 extern "C" {
-
-// ---- reductions within a block of BS threads --------------------------
-
-__device__ float blockSum(float v, float *sh) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        v = lane < BS / 32 ? sh[lane] : 0.f;
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
-__device__ float blockMax(float v, float *sh) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    if (w == 0) {
-        v = lane < BS / 32 ? sh[lane] : -INFINITY;
-        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
-        if (lane == 0) sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
-
-// blockArgMax is the first index holding the largest value (the host's
-// tie-break: the lowest index wins).
-__device__ int blockArgMax(float v, int i, float *shv, int *shi) {
-    for (int o = 16; o > 0; o >>= 1) {
-        float v2 = __shfl_down_sync(0xffffffff, v, o);
-        int i2 = __shfl_down_sync(0xffffffff, i, o);
-        if (v2 > v || (v2 == v && i2 < i)) { v = v2; i = i2; }
-    }
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) { shv[w] = v; shi[w] = i; }
-    __syncthreads();
-    if (w == 0) {
-        v = lane < BS / 32 ? shv[lane] : -INFINITY;
-        i = lane < BS / 32 ? shi[lane] : 0x7fffffff;
-        for (int o = 16; o > 0; o >>= 1) {
-            float v2 = __shfl_down_sync(0xffffffff, v, o);
-            int i2 = __shfl_down_sync(0xffffffff, i, o);
-            if (v2 > v || (v2 == v && i2 < i)) { v = v2; i = i2; }
-        }
-        if (lane == 0) shi[0] = i;
-    }
-    __syncthreads();
-    return shi[0];
-}
 
 // ---- matrix product fallback ------------------------------------------
 
@@ -176,11 +118,9 @@ __global__ void gate_backward(float *dzpre, float *dh1, float *dh2, const float 
 // sign·pos[r]·theta^(−2i/hd)/freqs[i] (freqs null: 1, plain RoPE; Llama
 // 3's long-context factors otherwise). The angle is taken in double:
 // positions in the thousands would lose a float's precision.
-__global__ void rope(float *x, const int *pos, const float *freqs, int n, int heads, int hd, float theta,
-                     float sign) {
-    long i = (long)blockIdx.x * BS + threadIdx.x;
+__device__ void ropePair(float *x, const int *pos, const float *freqs, long i, int heads, int hd, float theta,
+                         float sign) {
     int half = hd / 2;
-    if (i >= (long)n * heads * half) return;
     int p = i % half;
     long rh = i / half;
     int r = rh / heads;
@@ -192,6 +132,23 @@ __global__ void rope(float *x, const int *pos, const float *freqs, int n, int he
     float x0 = v[0], x1 = v[1];
     v[0] = (float)(x0 * c - x1 * s);
     v[1] = (float)(x0 * s + x1 * c);
+}
+
+__global__ void rope(float *x, const int *pos, const float *freqs, int n, int heads, int hd, float theta,
+                     float sign) {
+    long i = (long)blockIdx.x * BS + threadIdx.x;
+    if (i < (long)n * heads * (hd / 2)) ropePair(x, pos, freqs, i, heads, hd, theta, sign);
+}
+
+// rope_qk is rope over a pass's queries q [n × heads·hd] and keys k
+// [n × kvHeads·hd] in one launch: the threads past q's pairs take k's.
+__global__ void rope_qk(float *q, float *k, const int *pos, const float *freqs, int n, int heads, int kvHeads,
+                        int hd, float theta) {
+    long i = (long)blockIdx.x * BS + threadIdx.x, nq = (long)n * heads * (hd / 2);
+    if (i < nq)
+        ropePair(q, pos, freqs, i, heads, hd, theta, 1.f);
+    else if (i - nq < (long)n * kvHeads * (hd / 2))
+        ropePair(k, pos, freqs, i - nq, kvHeads, hd, theta, 1.f);
 }
 
 // ---- row kernels: one block per row ------------------------------------
@@ -406,6 +363,16 @@ __global__ void attention_h(float *out, float *probs, const float *q, const __ha
 __global__ void store_half(__half *dst, const float *src, long n) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (i < n) dst[i] = __float2half_rn(src[i]);
+}
+
+// store_half2 is store_half of a pass's keys and values, n each, in one
+// launch.
+__global__ void store_half2(__half *dk, const float *k, __half *dv, const float *v, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n)
+        dk[i] = __float2half_rn(k[i]);
+    else if (i < 2 * n)
+        dv[i - n] = __float2half_rn(v[i - n]);
 }
 
 // attention_backward, per (j, h) block, with P the weights and dS kept in

@@ -35,6 +35,23 @@ func (d *cudaDev) StoreKV(dst, src device.Buffer) {
 	d.elems("store_half", sb.n, db.p, sb.p, sb.n)
 }
 
+// StoreKVPair is StoreKV of keys and values in one launch
+// (device.StoreKVPair); false where the caches are not in halves.
+func (d *cudaDev) StoreKVPair(dk, k, dv, v device.Buffer) bool {
+	kb, vb := d.f32("StoreKVPair", k), d.f32("StoreKVPair", v)
+	dkb, dvb := d.b(dk), d.b(dv)
+	if !dkb.half || !dvb.half {
+		return false
+	}
+	if dkb.n != kb.n || dvb.n != vb.n || kb.n != vb.n {
+		panic(fmt.Sprintf("cuda: StoreKVPair of %d and %d values into %d and %d", kb.n, vb.n, dkb.n, dvb.n))
+	}
+	d.enter()
+	defer d.leave()
+	d.elems("store_half2", 2*kb.n, dkb.p, kb.p, dvb.p, vb.p, kb.n)
+	return true
+}
+
 // downloadHalf reads a cache's halves as float32 (tests look at them).
 func (d *cudaDev) downloadHalf(dst []float32, b *cudaBuf) {
 	if len(dst) > b.n {

@@ -156,45 +156,74 @@ func (d *cudaDev) mat(m device.Matrix) *cudaMat {
 	return cm
 }
 
-// blockProduct: out[n×R] = x[n×K] · Wᵀ for W in its blocks.
-func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int) {
+// blockProduct: out[n×R] = x[n×K] · Wᵀ for W in its blocks; with add
+// (a device address, else 0) add + that, add [n×R] (which may be out).
+func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int, add uint64) {
 	if n > mmvRows {
+		beta := float32(0)
+		if add != 0 {
+			d.copyBytes(out, add, 4*n*m.rows)
+			beta = 1
+		}
 		for r0 := 0; r0 < m.rows; r0 += d.tileRows(m) {
 			nr := min(d.tileRows(m), m.rows-r0)
 			tile := d.dequantTile(m, r0, nr)
-			d.gemm(out+4*uint64(r0), x, tile, n, nr, m.cols, m.cols, m.cols, m.rows, false, true, 0)
+			d.gemm(out+4*uint64(r0), x, tile, n, nr, m.cols, m.cols, m.cols, m.rows, false, true, beta)
 		}
 		return
 	}
 	f, K := blockFormats[m.typ], m.cols
 	grid, block := [3]int{(m.rows + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
+	addAt := func(c0 int) uint64 {
+		if add == 0 {
+			return 0
+		}
+		return add + 4*uint64(c0*m.rows)
+	}
 	if f.float {
 		for c0 := 0; c0 < n; c0 += mmvCols {
 			d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, x+4*uint64(c0*K),
-				i32(m.rows), i32(K), i32(min(mmvCols, n-c0)), i32(m.rows))
+				i32(m.rows), i32(K), i32(min(mmvCols, n-c0)), i32(m.rows), addAt(c0))
 		}
 		return
 	}
-	// 8-bit codes of x [n×K], then (scale, scale·Σ codes) per 32 values:
-	// made once for the products that read the same x in a row (a
-	// layer's Q, K and V; its gate and up).
+	xq, ds := d.quantized(x, n, K, out, m.rows)
+	for c0 := 0; c0 < n; c0 += mmvCols {
+		d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
+			i32(m.rows), i32(K), i32(m.rowBytes), i32(min(mmvCols, n-c0)), i32(m.rows), addAt(c0))
+	}
+}
+
+// gluProduct: out[n×R] = SiLU(x·Gᵀ) ⊙ (x·Uᵀ) for G and U in their blocks
+// of one 8-bit format, n ≤ mmvRows.
+func (d *cudaDev) gluProduct(out, x uint64, g, u *cudaMat, n int) {
+	K := g.cols
+	grid, block := [3]int{(g.rows + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
+	xq, ds := d.quantized(x, n, K, out, g.rows)
+	for c0 := 0; c0 < n; c0 += mmvCols {
+		d.launch("mmvq_glu_"+blockFormats[g.typ].name, grid, block, 0, out+4*uint64(c0*g.rows), g.raw, u.raw,
+			xq+uint64(c0*K), ds+8*uint64(c0*K/32), i32(g.rows), i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(g.rows))
+	}
+}
+
+// quantized is x [n×K] in 8-bit codes and (scale, scale·Σ codes) per 32
+// values, in scratch slot 3: made once for the products that read the
+// same x in a row (a layer's Q, K and V; its gate and up), or by the
+// RMSNorm that made x (rmsnormQ8). The memo ends where this product's
+// output [n×R] at out overlaps x.
+func (d *cudaDev) quantized(x uint64, n, K int, out uint64, R int) (xq, ds uint64) {
 	subs := n * K / 32
-	var xq uint64
 	if d.q8.holds(x, n, K, d.ops) {
 		xq = d.scratch[3].p
 	} else {
 		xq = d.scratchBytes(3, n*K+8*subs)
 		d.elems("quantize_q8", n*K, xq, ds0(xq, n, K), x, subs)
 	}
-	ds := ds0(xq, n, K)
 	d.q8 = q8Memo{x: x, n: n, k: K, ops: d.ops}
-	if o := out + 4*uint64(n*m.rows); !(o <= x || x+4*uint64(n*K) <= out) {
+	if o := out + 4*uint64(n*R); !(o <= x || x+4*uint64(n*K) <= out) {
 		d.q8 = q8Memo{} // this product writes over x
 	}
-	for c0 := 0; c0 < n; c0 += mmvCols {
-		d.launch(f.mmv, grid, block, 0, out+4*uint64(c0*m.rows), m.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
-			i32(m.rows), i32(K), i32(m.rowBytes), i32(min(mmvCols, n-c0)), i32(m.rows))
-	}
+	return xq, ds0(xq, n, K)
 }
 
 // q8Memo is the float32 activations whose 8-bit form scratch slot 3

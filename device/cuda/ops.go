@@ -94,10 +94,44 @@ func (d *cudaDev) MatMulFrozen(out, x device.Buffer, w device.Matrix, n int) {
 	d.enter()
 	defer d.leave()
 	if m.raw != 0 {
-		d.blockProduct(d.ptr(out), d.ptr(x), m, n)
+		d.blockProduct(d.ptr(out), d.ptr(x), m, n, 0)
 		return
 	}
 	d.gemm(d.ptr(out), d.ptr(x), m.buf.p, n, m.rows, m.cols, m.cols, m.cols, m.rows, false, true, 0)
+}
+
+// MatMulFrozenAdd: out = add + x·Wᵀ in one launch where W is in its blocks
+// (device.MatMulFrozenAdd); float matrices go to gemm with add as its C.
+func (d *cudaDev) MatMulFrozenAdd(out, x, add device.Buffer, w device.Matrix, n int) bool {
+	m := d.mat(w)
+	d.need("MatMulFrozenAdd", n*m.rows, out, add)
+	d.need("MatMulFrozenAdd", n*m.cols, x)
+	d.enter()
+	defer d.leave()
+	if m.raw != 0 {
+		d.blockProduct(d.ptr(out), d.ptr(x), m, n, d.ptr(add))
+		return true
+	}
+	d.copyBytes(d.ptr(out), d.ptr(add), 4*n*m.rows)
+	d.gemm(d.ptr(out), d.ptr(x), m.buf.p, n, m.rows, m.cols, m.cols, m.cols, m.rows, false, true, 1)
+	return true
+}
+
+// MatMulFrozenGLU: out = SiLU(x·Gᵀ) ⊙ (x·Uᵀ) in one launch (per 8 rows)
+// where G and U are in their blocks of one 8-bit format and the rows are
+// few enough for mmvq (device.MatMulFrozenGLU); false elsewhere.
+func (d *cudaDev) MatMulFrozenGLU(out, x device.Buffer, gate, up device.Matrix, n int) bool {
+	g, u := d.mat(gate), d.mat(up)
+	if g.raw == 0 || u.raw == 0 || g.typ != u.typ || blockFormats[g.typ].float || g.rows != u.rows ||
+		g.cols != u.cols || n > mmvRows {
+		return false
+	}
+	d.need("MatMulFrozenGLU", n*g.rows, out)
+	d.need("MatMulFrozenGLU", n*g.cols, x)
+	d.enter()
+	defer d.leave()
+	d.gluProduct(d.ptr(out), d.ptr(x), g, u, n)
+	return true
 }
 
 func (d *cudaDev) MatMulFrozenBackward(dx, dout device.Buffer, w device.Matrix, n int) {
@@ -136,7 +170,17 @@ func (d *cudaDev) RMSNorm(out, x, w device.Buffer, n, c int, eps float32) {
 	d.need("RMSNorm", c, w)
 	d.enter()
 	defer d.leave()
-	d.rows("rmsnorm", n, 0, d.ptr(out), d.ptr(x), d.ptr(w), i32(c), f32(eps))
+	if c%32 != 0 || n > mmvRows {
+		d.rows("rmsnorm", n, 0, d.ptr(out), d.ptr(x), d.ptr(w), i32(c), f32(eps))
+		return
+	}
+	// The products that read out next (a layer's Q, K and V; its gate
+	// and up) would quantize it to 8 bits first: that is made here in the
+	// same launch (d.quantized finds it).
+	o := d.ptr(out)
+	xq := d.scratchBytes(3, n*c+8*(n*c/32))
+	d.rows("rmsnorm_q8", n, 0, o, xq, ds0(xq, n, c), d.ptr(x), d.ptr(w), i32(c), f32(eps))
+	d.q8 = q8Memo{x: o, n: n, k: c, ops: d.ops}
 }
 
 func (d *cudaDev) RMSNormBackward(dx, dw, dout, x, w device.Buffer, n, c int, eps float32) {
@@ -223,6 +267,28 @@ func (d *cudaDev) rope(op string, x device.Buffer, pos []int, heads, hd int, the
 var _ device.FreqRoPE = (*cudaDev)(nil)
 
 // RoPEFreqs: device.FreqRoPE.
+// RoPEQK rotates queries and keys in one launch (device.RoPEQK).
+func (d *cudaDev) RoPEQK(q, k device.Buffer, pos []int, heads, kvHeads, hd int, theta float32, freqs []float32) bool {
+	d.need("RoPEQK", len(pos)*heads*hd, q)
+	d.need("RoPEQK", len(pos)*kvHeads*hd, k)
+	if hd%2 != 0 {
+		panic(fmt.Sprintf("cuda: RoPEQK: odd head dimension %d", hd))
+	}
+	if freqs != nil && len(freqs) < hd/2 {
+		panic(fmt.Sprintf("cuda: RoPEQK: %d frequency factors for %d pairs", len(freqs), hd/2))
+	}
+	d.enter()
+	defer d.leave()
+	p := hostArgs(d, int32s(pos))
+	var f uint64
+	if freqs != nil {
+		f = hostArgs(d, freqs[:hd/2])
+	}
+	d.elems("rope_qk", len(pos)*(heads+kvHeads)*hd/2, d.ptr(q), d.ptr(k), p, f, i32(len(pos)), i32(heads),
+		i32(kvHeads), i32(hd), f32(theta))
+	return true
+}
+
 func (d *cudaDev) RoPEFreqs(x device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
 	d.rope("RoPEFreqs", x, pos, heads, hd, theta, freqs, 1)
 }

@@ -13,6 +13,7 @@
 // (dequant) for cuBLAS.
 
 #include "blocks.h"
+#include "reduce.h"
 
 #define MMV_WARPS 4 // rows a block: blocks are 32 × MMV_WARPS threads
 #define MMV_COLS 8  // activation rows a launch
@@ -24,10 +25,12 @@ __device__ __forceinline__ float warpSum(float v) {
 }
 
 // mmvq: out[c·ldo + r] = W[r,:] · x[c,:] for c < ncols ≤ MMV_COLS, with
-// x as quantize_q8 left it: xq[c×K] and (dx, sx) per 32 values in ds.
-// The switch on fmt folds away: each kernel below passes a constant.
+// x as quantize_q8 left it: xq[c×K] and (dx, sx) per 32 values in ds;
+// with add set, add[c·ldo + r] + that (add may be out: a residual stream
+// updated in place, each value read and written by one lane). The switch
+// on fmt folds away: each kernel below passes a constant.
 __device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,
-                                     int rows, int K, int rowBytes, int ncols, int ldo) {
+                                     int rows, int K, int rowBytes, int ncols, int ldo, const float *add) {
     int r = blockIdx.x * MMV_WARPS + threadIdx.y;
     if (r >= rows) return;
     int subs = K / 32;
@@ -48,14 +51,52 @@ __device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, cons
     for (int c = 0; c < MMV_COLS; c++) {
         if (c < ncols) {
             float v = warpSum(acc[c]);
-            if (threadIdx.x == 0) out[(long)c * ldo + r] = v;
+            long o = (long)c * ldo + r;
+            if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
+        }
+    }
+}
+
+// silu is x·σ(x), as kernels.cu's swiglu makes it.
+__device__ __forceinline__ float silu(float x) { return x * (1.f / (1.f + __expf(-x))); }
+
+// mmvqGLU is mmvq over two matrices of one format, the gate G and up U:
+// out[c·ldo + r] = silu(G[r,:]·x[c,:]) · (U[r,:]·x[c,:]). Each lane reads
+// one sub-block of both rows, so the activations are read once for two.
+__device__ __forceinline__ void mmvqGLU(int fmt, float *out, const uint8_t *g, const uint8_t *u,
+                                        const int8_t *xq, const float2 *ds, int rows, int K, int rowBytes,
+                                        int ncols, int ldo) {
+    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
+    if (r >= rows) return;
+    int subs = K / 32;
+    const uint8_t *grow = g + (long)r * rowBytes, *urow = u + (long)r * rowBytes;
+    float ag[MMV_COLS] = {0}, au[MMV_COLS] = {0};
+    for (int sb = threadIdx.x; sb < subs; sb += 32) {
+        Sub sg, su;
+        readSub(&sg, fmt, grow, sb);
+        readSub(&su, fmt, urow, sb);
+#pragma unroll
+        for (int c = 0; c < MMV_COLS; c++) {
+            if (c < ncols) {
+                float2 d = ds[c * subs + sb];
+                const int *xc = (const int *)(xq + (long)c * K + 32 * sb);
+                ag[c] += subDot(&sg, xc, d.x, d.y);
+                au[c] += subDot(&su, xc, d.x, d.y);
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < MMV_COLS; c++) {
+        if (c < ncols) {
+            float vg = warpSum(ag[c]), vu = warpSum(au[c]);
+            if (threadIdx.x == 0) out[(long)c * ldo + r] = silu(vg) * vu;
         }
     }
 }
 
 // mmvf is mmvq for F16 and BF16 rows, with float activations x[c×K].
 __device__ __forceinline__ void mmvf(int fmt, float *out, const uint8_t *w, const float *x, int rows, int K,
-                                     int ncols, int ldo) {
+                                     int ncols, int ldo, const float *add) {
     int r = blockIdx.x * MMV_WARPS + threadIdx.y;
     if (r >= rows) return;
     const uint8_t *row = w + (long)r * 2 * K;
@@ -70,7 +111,8 @@ __device__ __forceinline__ void mmvf(int fmt, float *out, const uint8_t *w, cons
     for (int c = 0; c < MMV_COLS; c++) {
         if (c < ncols) {
             float v = warpSum(acc[c]);
-            if (threadIdx.x == 0) out[(long)c * ldo + r] = v;
+            long o = (long)c * ldo + r;
+            if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
         }
     }
 }
@@ -117,10 +159,41 @@ __global__ void quantize_q8(int8_t *xq, float2 *ds, const float *x, long subs) {
     if ((threadIdx.x & 31) == 0) ds[i / 32] = make_float2(d, d * (float)sum);
 }
 
+// rmsnorm_q8: a block of BS threads per row of c values (c a multiple of
+// 32): out[r] = x[r]·rstd(x[r])⊙w, as kernels.cu's rmsnorm
+// makes it, and beside it out[r] as quantize_q8 would leave it (xq, ds),
+// for the products that read it next: one launch for two. Each warp's 32
+// consecutive values are one sub-block of the codes.
+__global__ void rmsnorm_q8(float *out, int8_t *xq, float2 *ds, const float *x, const float *w, int c, float eps) {
+    __shared__ float sh[32];
+    long off = (long)blockIdx.x * c;
+    const float *xr = x + off;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < c; i += BS) ss += xr[i] * xr[i];
+    float rstd = rsqrtf(blockSum(ss, sh) / c + eps);
+    for (int i = threadIdx.x; i < c; i += BS) {
+        float v = xr[i] * rstd * w[i];
+        out[off + i] = v;
+        float amax = fabsf(v);
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, o));
+        float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+        int8_t q = quantRound(v, id);
+        int sum = q;
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+        xq[off + i] = q;
+        if ((threadIdx.x & 31) == 0) ds[(off + i) / 32] = make_float2(d, d * (float)sum);
+    }
+}
+
 #define MMVQ(name, fmt)                                                                                  \
     __global__ void mmvq_##name(float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,     \
-                                int rows, int K, int rowBytes, int ncols, int ldo) {                    \
-        mmvq(fmt, out, w, xq, ds, rows, K, rowBytes, ncols, ldo);                                      \
+                                int rows, int K, int rowBytes, int ncols, int ldo, const float *add) {  \
+        mmvq(fmt, out, w, xq, ds, rows, K, rowBytes, ncols, ldo, add);                                 \
+    }                                                                                                  \
+    __global__ void mmvq_glu_##name(float *out, const uint8_t *g, const uint8_t *u, const int8_t *xq, \
+                                    const float2 *ds, int rows, int K, int rowBytes, int ncols,         \
+                                    int ldo) {                                                          \
+        mmvqGLU(fmt, out, g, u, xq, ds, rows, K, rowBytes, ncols, ldo);                                \
     }                                                                                                  \
     __global__ void dequant_##name(float *out, const uint8_t *w, const int *rowIdx, int row0, int n,  \
                                    int K, int rowBytes) {                                               \
@@ -136,8 +209,8 @@ MMVQ(iq4_xs, FMT_IQ4_XS)
 
 #define MMVF(name, fmt)                                                                                  \
     __global__ void mmv_##name(float *out, const uint8_t *w, const float *x, int rows, int K, int ncols, \
-                               int ldo) {                                                               \
-        mmvf(fmt, out, w, x, rows, K, ncols, ldo);                                                     \
+                               int ldo, const float *add) {                                             \
+        mmvf(fmt, out, w, x, rows, K, ncols, ldo, add);                                                \
     }                                                                                                  \
     __global__ void dequant_##name(float *out, const uint8_t *w, const int *rowIdx, int row0, int n,  \
                                    int K, int rowBytes) {                                               \

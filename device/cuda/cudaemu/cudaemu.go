@@ -13,6 +13,7 @@ package cudaemu
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -24,6 +25,11 @@ import (
 	"strings"
 	"time"
 )
+
+// ErrNoCompiler says that the emulator cannot be built here: there is no
+// C++ compiler. Any other error of Build is the emulator's or the
+// kernels' own, which a test should not skip past.
+var ErrNoCompiler = errors.New("cuda emulator: no C++ compiler")
 
 // emuFiles are the library's own sources, in csrc (a directory without Go
 // files: Go refuses C++ beside Go files without cgo).
@@ -88,8 +94,12 @@ func sources(emuDir, srcDir string, srcs map[string][]string) (units map[string]
 		}
 		h.Write(b)
 	}
-	if b, err := os.ReadFile(filepath.Join(srcDir, "blocks.h")); err == nil {
-		h.Write(b)
+	headers, _ := filepath.Glob(filepath.Join(srcDir, "*.h"))
+	for _, f := range headers { // what the kernel sources include
+		if b, err := os.ReadFile(f); err == nil {
+			h.Write([]byte(filepath.Base(f)))
+			h.Write(b)
+		}
 	}
 	units = map[string]string{}
 	names := make([]string, 0, len(srcs))
@@ -128,7 +138,7 @@ func compile(lib, emuDir, srcDir string, units map[string]string) error {
 		cxx = "c++"
 	}
 	if _, err := exec.LookPath(cxx); err != nil {
-		return fmt.Errorf("cuda emulator: no C++ compiler (%s): %w", cxx, err)
+		return fmt.Errorf("%w (%s): %v", ErrNoCompiler, cxx, err)
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(lib), "build-")
 	if err != nil {

@@ -1,6 +1,7 @@
 package cudaemu
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -31,7 +32,10 @@ func newEmu(t *testing.T) *emu {
 	}
 	lib, err := Build(map[string][]string{abs: probes})
 	if err != nil {
-		t.Skip(err) // no C++ compiler
+		if errors.Is(err, ErrNoCompiler) {
+			t.Skip(err)
+		}
+		t.Fatal(err)
 	}
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {

@@ -35,8 +35,12 @@ func open() {
 			return
 		}
 		lib, err := cudaemu.Build(cuda.KernelSources())
-		if err != nil {
+		if errors.Is(err, cudaemu.ErrNoCompiler) {
 			s.err = fmt.Errorf("%w; %v", s.err, err)
+			return
+		}
+		if err != nil { // the kernels' sources do not build: a failure, not a skip
+			s.err = err
 			return
 		}
 		// cuBLAS runs on a real driver only: the device's own gemm kernel

@@ -1,0 +1,147 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"dovetail/device"
+	"dovetail/internal/golden"
+	"dovetail/models"
+	"dovetail/offload"
+)
+
+// The fused products of a decoder layer (block.Pass.Forward on a GPU)
+// give what their parts give: add + x·Wᵀ into a separate buffer and in
+// place, through mmvq and (past mmvRows rows) through tiles;
+// SiLU(x·Gᵀ)⊙(x·Uᵀ) in one launch; an RMSNorm whose 8-bit codes the next
+// product reads are quantize_q8's of its output.
+func TestCUDAFusedProducts(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 16)
+	dev := p.dev
+	const rows = 131
+	get := func(b device.Buffer) []float32 {
+		v := make([]float32, b.Len())
+		dev.Download(v, b)
+		return v
+	}
+	put := func(v []float32) device.Buffer {
+		b := dev.Alloc(len(v))
+		dev.Upload(b, v)
+		return b
+	}
+	for _, bt := range blockTypes {
+		g, gw := p.blockMatrix(bt.t, rows, bt.k)
+		u, _ := p.blockMatrix(bt.t, rows, bt.k)
+		name := fmt.Sprintf("%v %d×%d", bt.t, rows, bt.k)
+		for _, n := range []int{1, 5, 9, 64, 65} {
+			x, add := put(p.randf(n*bt.k, 1)), p.randf(n*rows, 1)
+			plain, sep, inPlace := dev.Alloc(n*rows), dev.Alloc(n*rows), put(add)
+			dev.MatMulFrozen(plain, x, g.d, n)
+			if !device.MatMulFrozenAdd(dev, sep, x, put(add), g.d, n) || !device.MatMulFrozenAdd(dev, inPlace, x, inPlace, g.d, n) {
+				t.Fatalf("%s: MatMulFrozenAdd not fused", name)
+			}
+			want := get(plain)
+			for i := range want {
+				want[i] += add[i]
+			}
+			for what, b := range map[string]device.Buffer{"into another buffer": sep, "in place": inPlace} {
+				if i, ok := within(get(b), want, 1e-6); !ok {
+					t.Errorf("%s, %d rows, add %s: value %d is %g, want %g", name, n, what, i, get(b)[i], want[i])
+				}
+			}
+			glu := dev.Alloc(n * rows)
+			fused := device.MatMulFrozenGLU(dev, glu, x, g.d, u.d, n)
+			if wantFused := !blockFormats[bt.t].float && n <= mmvRows; fused != wantFused {
+				t.Fatalf("%s, %d rows: MatMulFrozenGLU fused %v, want %v", name, n, fused, wantFused)
+			}
+			if fused {
+				up := dev.Alloc(n * rows)
+				dev.MatMulFrozen(up, x, u.d, n)
+				gv, uv := get(plain), get(up)
+				for i := range gv {
+					gv[i] = gv[i] * float32(1/(1+math.Exp(-float64(gv[i])))) * uv[i]
+				}
+				if i, ok := within(get(glu), gv, 1e-5); !ok {
+					t.Errorf("%s, %d rows: GLU value %d is %g, want %g", name, n, i, get(glu)[i], gv[i])
+				}
+			}
+		}
+		// An RMSNorm's output read by a product: the codes it left beside
+		// it are what quantize_q8 makes of that output.
+		for _, n := range []int{1, 7} {
+			xs, ws := p.randf(n*bt.k, 2), p.randf(bt.k, 1)
+			xn, y := dev.Alloc(n*bt.k), dev.Alloc(n*rows)
+			dev.RMSNorm(xn, put(xs), put(ws), n, bt.k, 1e-5)
+			dev.MatMulFrozen(y, xn, g.d, n)
+			if blockFormats[bt.t].float {
+				continue
+			}
+			checkQ8Product(t, fmt.Sprintf("%s after RMSNorm, %d rows", name, n), get(y), gw, get(xn), rows, bt.k, n)
+		}
+	}
+}
+
+// within reports the first index where got and want differ by more than
+// tol relative to want's largest magnitude.
+func within(got, want []float32, tol float64) (int, bool) {
+	var scale float64
+	for _, v := range want {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	for i := range want {
+		if math.Abs(float64(got[i]-want[i])) > tol*scale {
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+// A decoder layer of the target's offloaded layers costs, in a decode
+// step, one launch for its attention's RMSNorm with the 8-bit codes its
+// Q, K and V read; three products; the RoPE of the queries and keys; the
+// store of the keys and values into the cache in halves; the attention;
+// the quantization of its output; the output product with the residual
+// add; the FFN's RMSNorm; gate and up with SwiGLU; the quantization of
+// that; the down product with the residual add: 13, where each operation
+// on its own took 21.
+func TestCUDALayerLaunches(t *testing.T) {
+	dev := cudaOrSkip(t).(*cudaDev)
+	m, err := models.LoadLlama(golden.ModelPath("tinystories656K-Q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c := m.Config
+	count := func(from int) int {
+		l, err := offload.New(dev, m, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Free()
+		s, err := l.NewSeq(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Free()
+		x, hidden, logits := make([]float32, c.Hidden), make([]float32, c.Hidden), make([]float32, c.Vocab)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		// The first step sizes the scratch; the second is counted.
+		if err := s.Forward(x, 1, []int{0}, 0, 0, nil, 0, hidden, logits); err != nil {
+			t.Fatal(err)
+		}
+		before := dev.kernels
+		if err := s.Forward(x, 1, []int{1}, 1, 0, nil, 0, hidden, logits); err != nil {
+			t.Fatal(err)
+		}
+		return dev.kernels - before
+	}
+	all, last := count(0), count(c.Layers-1)
+	perLayer := float64(all-last) / float64(c.Layers-1)
+	t.Logf("%s: %d launches with %d layers on the device, %d with 1: %.1f a layer", dev.Name(), all, c.Layers, last, perLayer)
+	if perLayer > 13 {
+		t.Errorf("%.1f launches a decoder layer, want at most 13", perLayer)
+	}
+}
