@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"dovetail/device"
+	"dovetail/internal/golden"
 	"dovetail/models"
+	"dovetail/offload"
 	"dovetail/quant"
 )
 
@@ -85,4 +88,57 @@ func BenchmarkCUDACopy(b *testing.B) {
 		dev.Copy(dst, src)
 	}
 	dev.Download(make([]float32, 1), dst)
+}
+
+// BenchmarkCUDALayerStep times a decode step (n = 1) and a tree's
+// verification (n = 16) through the target's offloaded layers of a model
+// whose weights are a few hundred kilobytes (tinystories656K): its
+// layers' time is the device path's own cost, launches and waits, not
+// memory traffic. µs/layer is a step with every layer on the device less
+// one with the last only, over the layers between: what a layer adds.
+func BenchmarkCUDALayerStep(b *testing.B) {
+	dev := cudaOrSkip(b)
+	m, err := models.LoadLlama(golden.ModelPath("tinystories656K-Q8_0.gguf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	c := m.Config
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			step := func(from int) time.Duration {
+				l, err := offload.New(dev, m, from)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Free()
+				const ctx = 512
+				s, err := l.NewSeq(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Free()
+				x, pos := make([]float32, n*c.Hidden), make([]int, n)
+				hidden, logits := make([]float32, n*c.Hidden), make([]float32, c.Vocab)
+				run := func(i int) {
+					past := (i * n) % (ctx - n)
+					for j := range pos {
+						pos[j] = past + j
+					}
+					if err := s.Forward(x, n, pos, past, 0, nil, n-1, hidden, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				run(0)
+				start := time.Now()
+				for i := range b.N {
+					run(i + 1)
+				}
+				return time.Since(start) / time.Duration(b.N)
+			}
+			one, all := step(c.Layers-1), step(0)
+			b.ReportMetric(float64(all.Microseconds()), "µs/step")
+			b.ReportMetric(float64(all-one)/float64(c.Layers-1)/1e3, "µs/layer")
+		})
+	}
 }
