@@ -3,12 +3,14 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"testing"
 
 	"dovetail/device"
-	"dovetail/internal/golden"
 	"dovetail/models"
+	"dovetail/models/synth"
 	"dovetail/offload"
+	"dovetail/quant"
 )
 
 // The fused products of a decoder layer (block.Pass.Forward on a GPU)
@@ -82,6 +84,28 @@ func TestCUDAFusedProducts(t *testing.T) {
 	}
 }
 
+// An attention's output read by a product: where a head is a whole
+// number of sub-blocks, the codes it left beside it are quantize_q8's of
+// that output.
+func TestCUDAAttentionCodes(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 17)
+	dev := p.dev
+	const heads, kvHeads, hd, rows = 4, 2, 64, 37
+	m, mw := p.blockMatrix(quant.Q8_0, rows, heads*hd)
+	for _, n := range []int{1, 5} {
+		a := device.Attn{Heads: heads, KVHeads: kvHeads, HeadDim: hd, Past: 6, Pend: n, Rows: n}
+		keys := a.Keys()
+		q, k, v := p.rand(n*heads*hd, 1), p.rand(keys*kvHeads*hd, 1), p.rand(keys*kvHeads*hd, 1)
+		out, probs, y := dev.Alloc(n*heads*hd), dev.Alloc(n*heads*keys), dev.Alloc(n*rows)
+		dev.Attention(out, probs, q.d, k.d, v.d, a)
+		dev.MatMulFrozen(y, out, m.d, n)
+		got, xs := make([]float32, n*rows), make([]float32, n*heads*hd)
+		dev.Download(got, y)
+		dev.Download(xs, out)
+		checkQ8Product(t, fmt.Sprintf("the product after attention, %d rows", n), got, mw, xs, rows, heads*hd, n)
+	}
+}
+
 // within reports the first index where got and want differ by more than
 // tol relative to want's largest magnitude.
 func within(got, want []float32, tol float64) (int, bool) {
@@ -104,14 +128,41 @@ func within(got, want []float32, tol float64) (int, bool) {
 // the quantization of its output; the output product with the residual
 // add; the FFN's RMSNorm; gate and up with SwiGLU; the quantization of
 // that; the down product with the residual add: 13, where each operation
-// on its own took 21.
+// on its own took 21. The attention leaves the 8-bit codes of its output
+// too where a head's dimension is a whole number of 32-value sub-blocks
+// (every Llama's): 12.
 func TestCUDALayerLaunches(t *testing.T) {
 	dev := cudaOrSkip(t).(*cudaDev)
-	m, err := models.LoadLlama(golden.ModelPath("tinystories656K-Q8_0.gguf"))
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		shape string // synth's
+		want  int
+	}{{"dim=64,layers=3,heads=4,kv=2,ffn=128,vocab=300", 13}, {"dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", 12}} {
+		sh, err := synth.ParseShape(c.shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := synth.Build(sh, synth.Options{Type: quant.Q4_K, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		m, err := models.LoadLlama(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if got := layerLaunches(t, dev, m); got > float64(c.want) {
+			t.Errorf("%s: %.1f launches a decoder layer, want at most %d", c.shape, got, c.want)
+		}
 	}
-	defer m.Close()
+}
+
+// layerLaunches is how many kernels a decoder layer of m launches in a
+// decode step on dev.
+func layerLaunches(t *testing.T, dev *cudaDev, m *models.Llama) float64 {
 	c := m.Config
 	count := func(from int) int {
 		l, err := offload.New(dev, m, from)
@@ -140,8 +191,7 @@ func TestCUDALayerLaunches(t *testing.T) {
 	}
 	all, last := count(0), count(c.Layers-1)
 	perLayer := float64(all-last) / float64(c.Layers-1)
-	t.Logf("%s: %d launches with %d layers on the device, %d with 1: %.1f a layer", dev.Name(), all, c.Layers, last, perLayer)
-	if perLayer > 13 {
-		t.Errorf("%.1f launches a decoder layer, want at most 13", perLayer)
-	}
+	t.Logf("%s, head dimension %d: %d launches with %d layers on the device, %d with 1: %.1f a layer",
+		dev.Name(), c.HeadDim, all, c.Layers, last, perLayer)
+	return perLayer
 }

@@ -301,10 +301,13 @@ __device__ __forceinline__ float kvLoad(const __half *p) { return __half2float(*
 // weights, out[j][h] = Σ_t probs·v. Dynamic shared memory: hd floats. The
 // keys and values are float32 (a draft's) or halves (a target's layers'
 // cache on the GPU).
+// With xq set (hd a multiple of 32), the output is also left in 8 bits
+// as quantize_q8 leaves it (xq, and ds per 32 values), for the product
+// that reads it next: each warp writes 32 consecutive values of a head.
 template <typename KV>
 __device__ void attend(float *out, float *probs, const float *q, const KV *k, const KV *v,
                        const unsigned char *mask, int heads, int kvheads, int hd, int past, int pend,
-                       int rows) {
+                       int rows, int8_t *xq, float2 *ds) {
     extern __shared__ float qs[];
     __shared__ float sh[32];
     int j = blockIdx.x, h = blockIdx.y, g = h / (heads / kvheads);
@@ -336,11 +339,12 @@ __device__ void attend(float *out, float *probs, const float *q, const KV *k, co
     float inv = 1.f / blockSum(sum, sh);
     for (int t = threadIdx.x; t < keys; t += BS) p[t] *= inv;
     __syncthreads();
-    float *orow = out + (long)j * qd + h * hd;
+    long o = (long)j * qd + h * hd;
     for (int d = threadIdx.x; d < hd; d += BS) {
         float acc = 0.f;
         for (int t = 0; t < keys; t++) acc += p[t] * kvLoad(v + (long)t * kvd + g * hd + d);
-        orow[d] = acc;
+        out[o + d] = acc;
+        if (xq) quantizeLane(xq, ds, o + d, acc);
     }
 }
 
@@ -348,15 +352,15 @@ extern "C" {
 
 __global__ void attention(float *out, float *probs, const float *q, const float *k, const float *v,
                           const unsigned char *mask, int heads, int kvheads, int hd, int past,
-                          int pend, int rows) {
-    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows);
+                          int pend, int rows, int8_t *xq, float2 *ds) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows, xq, ds);
 }
 
 // attention_h is attention over a cache of halves.
 __global__ void attention_h(float *out, float *probs, const float *q, const __half *k, const __half *v,
                             const unsigned char *mask, int heads, int kvheads, int hd, int past,
-                            int pend, int rows) {
-    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows);
+                            int pend, int rows, int8_t *xq, float2 *ds) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows, xq, ds);
 }
 
 // store_half: dst[i] = src[i] rounded to half (nearest, even), i < n.

@@ -330,9 +330,19 @@ func (d *cudaDev) Attention(out, probs, q, k, v device.Buffer, a device.Attn) {
 	d.f32("Attention", q)
 	d.enter()
 	defer d.leave()
+	// The output product reads out next: its 8-bit codes are made here
+	// (d.quantized finds them) where each warp's 32 values are a sub-block.
+	var xq, ds uint64
+	if a.HeadDim%32 == 0 && a.Rows <= mmvRows {
+		xq = d.scratchBytes(3, a.Rows*qd+8*(a.Rows*qd/32))
+		ds = ds0(xq, a.Rows, qd)
+	}
 	d.launch(kernel, [3]int{a.Rows, a.Heads}, [3]int{cudaBS}, 4*a.HeadDim,
 		d.ptr(out), d.ptr(probs), d.ptr(q), d.ptr(k), d.ptr(v), d.mask(a),
-		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), i32(a.Past), i32(a.Pend), i32(a.Rows))
+		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), i32(a.Past), i32(a.Pend), i32(a.Rows), xq, ds)
+	if xq != 0 {
+		d.q8 = q8Memo{x: d.ptr(out), n: a.Rows, k: qd, ops: d.ops}
+	}
 }
 
 func (d *cudaDev) AttentionBackward(dq, dk, dv, dout, probs, q, k, v device.Buffer, a device.Attn) {

@@ -149,14 +149,7 @@ extern "C" {
 __global__ void quantize_q8(int8_t *xq, float2 *ds, const float *x, long subs) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (i / 32 >= subs) return; // whole warps: subs·32 values
-    float v = x[i], amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, o));
-    float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-    int8_t q = quantRound(v, id);
-    int sum = q;
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
-    xq[i] = q;
-    if ((threadIdx.x & 31) == 0) ds[i / 32] = make_float2(d, d * (float)sum);
+    quantizeLane(xq, ds, i, x[i]);
 }
 
 // rmsnorm_q8: a block of BS threads per row of c values (c a multiple of
@@ -174,14 +167,7 @@ __global__ void rmsnorm_q8(float *out, int8_t *xq, float2 *ds, const float *x, c
     for (int i = threadIdx.x; i < c; i += BS) {
         float v = xr[i] * rstd * w[i];
         out[off + i] = v;
-        float amax = fabsf(v);
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, o));
-        float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-        int8_t q = quantRound(v, id);
-        int sum = q;
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
-        xq[off + i] = q;
-        if ((threadIdx.x & 31) == 0) ds[(off + i) / 32] = make_float2(d, d * (float)sum);
+        quantizeLane(xq, ds, off + i, v);
     }
 }
 
