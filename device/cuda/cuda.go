@@ -195,10 +195,14 @@ func OpenDriver(lib string, ordinal int) (device.Device, error) {
 	}
 	d.stage = unsafe.Slice((*byte)(stage), stageBytes)
 	if b := c.blas; b != nil {
+		// A cuBLAS that will not start (a toolkit of another driver's
+		// age, say) leaves the GPU to the built-in gemm, which the
+		// device's name then says, rather than no GPU at all.
 		if r := d.l.call(b.create, uintptr(unsafe.Pointer(&d.handle))); r != 0 {
-			return nil, fmt.Errorf("cublasCreate (%s): status %d", b.path, r)
+			d.handle = 0
+		} else {
+			d.l.call(b.setStream, d.handle, d.stream)
 		}
-		d.l.call(b.setStream, d.handle, d.stream)
 	}
 	runtime.SetFinalizer(d, func(d *cudaDev) { d.pin.Unpin() })
 	return d, nil
