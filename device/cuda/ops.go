@@ -248,47 +248,47 @@ func (d *cudaDev) ConcatBackward(da, db, dout device.Buffer, n, ca, cb int) {
 
 func (d *cudaDev) rope(op string, x device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32, sign float32) {
 	d.need(op, len(pos)*heads*hd, x)
+	checkRoPE(op, hd, freqs)
+	d.enter()
+	defer d.leave()
+	p, f := d.ropeArgs(pos, hd, freqs)
+	d.elems("rope", len(pos)*heads*hd/2, d.ptr(x), p, f, i32(len(pos)), i32(heads), i32(hd), f32(theta), f32(sign))
+}
+
+// RoPEQK rotates queries and keys in one launch (device.RoPEQK).
+func (d *cudaDev) RoPEQK(q, k device.Buffer, pos []int, heads, kvHeads, hd int, theta float32, freqs []float32) bool {
+	d.need("RoPEQK", len(pos)*heads*hd, q)
+	d.need("RoPEQK", len(pos)*kvHeads*hd, k)
+	checkRoPE("RoPEQK", hd, freqs)
+	d.enter()
+	defer d.leave()
+	p, f := d.ropeArgs(pos, hd, freqs)
+	d.elems("rope_qk", len(pos)*(heads+kvHeads)*hd/2, d.ptr(q), d.ptr(k), p, f, i32(len(pos)), i32(heads),
+		i32(kvHeads), i32(hd), f32(theta))
+	return true
+}
+
+func checkRoPE(op string, hd int, freqs []float32) {
 	if hd%2 != 0 {
 		panic(fmt.Sprintf("cuda: %s: odd head dimension %d", op, hd))
 	}
 	if freqs != nil && len(freqs) < hd/2 {
 		panic(fmt.Sprintf("cuda: %s: %d frequency factors for %d pairs", op, len(freqs), hd/2))
 	}
-	d.enter()
-	defer d.leave()
-	p := hostArgs(d, int32s(pos))
-	var f uint64
+}
+
+// ropeArgs uploads a RoPE's positions and frequency factors (0: none).
+func (d *cudaDev) ropeArgs(pos []int, hd int, freqs []float32) (p, f uint64) {
+	p = hostArgs(d, int32s(pos))
 	if freqs != nil {
 		f = hostArgs(d, freqs[:hd/2])
 	}
-	d.elems("rope", len(pos)*heads*hd/2, d.ptr(x), p, f, i32(len(pos)), i32(heads), i32(hd), f32(theta), f32(sign))
+	return p, f
 }
 
 var _ device.FreqRoPE = (*cudaDev)(nil)
 
 // RoPEFreqs: device.FreqRoPE.
-// RoPEQK rotates queries and keys in one launch (device.RoPEQK).
-func (d *cudaDev) RoPEQK(q, k device.Buffer, pos []int, heads, kvHeads, hd int, theta float32, freqs []float32) bool {
-	d.need("RoPEQK", len(pos)*heads*hd, q)
-	d.need("RoPEQK", len(pos)*kvHeads*hd, k)
-	if hd%2 != 0 {
-		panic(fmt.Sprintf("cuda: RoPEQK: odd head dimension %d", hd))
-	}
-	if freqs != nil && len(freqs) < hd/2 {
-		panic(fmt.Sprintf("cuda: RoPEQK: %d frequency factors for %d pairs", len(freqs), hd/2))
-	}
-	d.enter()
-	defer d.leave()
-	p := hostArgs(d, int32s(pos))
-	var f uint64
-	if freqs != nil {
-		f = hostArgs(d, freqs[:hd/2])
-	}
-	d.elems("rope_qk", len(pos)*(heads+kvHeads)*hd/2, d.ptr(q), d.ptr(k), p, f, i32(len(pos)), i32(heads),
-		i32(kvHeads), i32(hd), f32(theta))
-	return true
-}
-
 func (d *cudaDev) RoPEFreqs(x device.Buffer, pos []int, heads, hd int, theta float32, freqs []float32) {
 	d.rope("RoPEFreqs", x, pos, heads, hd, theta, freqs, 1)
 }
