@@ -2,9 +2,14 @@ package cudaemu
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -23,7 +28,7 @@ type emu struct {
 	launchK func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra uintptr) int32
 }
 
-var probes = []string{"warp_sums", "reverse", "reverse_dynamic", "write_past", "diverge"}
+var probes = []string{"warp_sums", "reverse", "reverse_dynamic", "write_past", "read_at", "diverge"}
 
 func newEmu(t *testing.T) *emu {
 	abs, err := filepath.Abs("testdata/probes.cu")
@@ -205,5 +210,36 @@ func TestFaults(t *testing.T) {
 	x := make([]float32, 65)
 	if r := e.htod(out, unsafe.Pointer(&x[0]), 4*65, 0); r != 1 {
 		t.Errorf("a copy of 65 values into 64: %d, want 1 (CUDA_ERROR_INVALID_VALUE)", r)
+	}
+}
+
+// A kernel that reads past an allocation's canary stops the process at
+// that read (here a child test process, which must die of SIGSEGV); a
+// read within the allocation does not.
+func TestReadPastTheEnd(t *testing.T) {
+	if os.Getenv("DOVETAIL_CUDAEMU_READ_PAST") != "" {
+		e := newEmu(t)
+		var p uint64
+		if r := e.alloc(&p, 4*256); r != 0 {
+			t.Fatal(r)
+		}
+		out := e.upload(make([]float32, 1))
+		i, _ := strconv.Atoi(os.Getenv("DOVETAIL_CUDAEMU_READ_PAST"))
+		if r := e.launch("read_at", 1, 1, 0, out, p, int32(i)); r != 0 {
+			t.Fatalf("launch: %d", r)
+		}
+		return
+	}
+	newEmu(t) // builds the library once, here
+	for _, c := range []struct {
+		i     int
+		fault bool
+	}{{255, false}, {256 + 64, true}} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestReadPastTheEnd$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("DOVETAIL_CUDAEMU_READ_PAST=%d", c.i))
+		out, err := cmd.CombinedOutput()
+		if faulted := err != nil && strings.Contains(string(out), "SIGSEGV"); faulted != c.fault {
+			t.Errorf("reading value %d of 256: fault %v, want %v (%v)\n%s", c.i, faulted, c.fault, err, out)
+		}
 	}
 }

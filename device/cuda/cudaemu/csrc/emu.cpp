@@ -3,8 +3,9 @@
 // for the host (cuda_emu.h): a CPU stand-in for libcuda.so.1 that tests
 // load where no GPU is (device/cuda/cudaemu). It checks what a GPU would
 // refuse or corrupt: launch shapes past the hardware's limits, copies
-// outside an allocation, writes past an allocation's end (on free), and
-// reads of memory never written (allocations start as NaN).
+// outside an allocation, writes just past an allocation's end (on free),
+// reads and writes further past it (a fault), and reads of memory never
+// written (allocations start as NaN).
 //
 // A launch runs its blocks one after another on the calling OS thread,
 // each block's threads as fibers that switch at barriers: a
@@ -14,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <map>
 #include <mutex>
@@ -255,11 +258,22 @@ static CUresult run(Launch &l) {
 
 // ---- memory -------------------------------------------------------------------
 
+// Each allocation is mapped on its own, 256-byte aligned as CUDA's are,
+// with a canary of at least 64 bytes after it (a write there is reported
+// on free) and then an inaccessible page: a read or write past the
+// canary stops the process at the kernel's instruction, where a GPU would
+// report an illegal address or read a neighbour's memory unnoticed.
 static const size_t canaryBytes = 64;
 static const uint8_t canary = 0xa5;
 
+struct Mapping {
+    size_t n;     // bytes asked for
+    uint8_t *map; // the mapping, guard page included
+    size_t bytes; // its length
+};
+
 static std::mutex memMu;
-static std::map<uintptr_t, size_t> allocs; // address → bytes asked for
+static std::map<uintptr_t, Mapping> allocs; // address → its mapping
 static size_t used;
 
 static size_t totalMemory() {
@@ -273,7 +287,7 @@ static bool inside(uintptr_t p, size_t n) {
     auto it = allocs.upper_bound(p);
     if (it == allocs.begin()) return false;
     --it;
-    return p >= it->first && p + n <= it->first + it->second;
+    return p >= it->first && p + n <= it->first + it->second.n;
 }
 
 extern "C" {
@@ -282,12 +296,16 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
     std::lock_guard<std::mutex> g(memMu);
     if (n == 0) return INVALID_VALUE;
     if (used + n > totalMemory()) return OUT_OF_MEMORY;
-    size_t size = (n + canaryBytes + 255) / 256 * 256;
-    uint8_t *m = (uint8_t *)aligned_alloc(256, size);
-    if (!m) return OUT_OF_MEMORY;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t tail = (n + canaryBytes + 255) / 256 * 256; // the values and the canary
+    size_t body = (tail + page - 1) / page * page;
+    uint8_t *map = (uint8_t *)mmap(NULL, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return OUT_OF_MEMORY;
+    mprotect(map + body, page, PROT_NONE);
+    uint8_t *m = map + body - tail;
     memset(m, 0xff, n); // NaN, as no kernel writes it
-    memset(m + n, canary, size - n);
-    allocs[(uintptr_t)m] = n;
+    memset(m + n, canary, tail - n);
+    allocs[(uintptr_t)m] = Mapping{n, map, body + page};
     used += n;
     *p = (CUdeviceptr)m;
     return OK;
@@ -298,16 +316,16 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) return INVALID_VALUE;
     uint8_t *m = (uint8_t *)p;
-    size_t n = it->second;
+    Mapping a = it->second;
     for (size_t i = 0; i < canaryBytes; i++) {
-        if (m[n + i] != canary) {
-            fprintf(stderr, "cuda emulator: a kernel wrote past the end of a %zu-byte allocation\n", n);
+        if (m[a.n + i] != canary) {
+            fprintf(stderr, "cuda emulator: a kernel wrote past the end of a %zu-byte allocation\n", a.n);
             return ILLEGAL_ADDRESS;
         }
     }
-    used -= n;
+    used -= a.n;
     allocs.erase(it);
-    free(m);
+    munmap(a.map, a.bytes);
     return OK;
 }
 

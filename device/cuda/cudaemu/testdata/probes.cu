@@ -40,6 +40,9 @@ __global__ void write_past(float *p, int n) {
     if (i <= n) p[i] = 1.f;
 }
 
+// read_at: out[0] = p[i].
+__global__ void read_at(float *out, const float *p, int i) { out[0] = p[i]; }
+
 // diverge: odd lanes wait at the block's barrier while even lanes shuffle.
 __global__ void diverge(float *out) {
     if (threadIdx.x & 1) {
