@@ -50,13 +50,13 @@ var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "
 // quantKernels are quant.cu's: quantize_q8 and rmsnorm_q8, and per
 // format of blocks.h its product (mmvq_, or mmv_ for float formats), its
 // dequantization, and (8-bit products) the gate's and up's product with
-// SwiGLU (mmvq_glu_).
+// SwiGLU (mmvq_glu_; mmvq_gluq_ also leaves its output's 8-bit codes).
 func quantKernels() []string {
 	names := []string{"quantize_q8", "rmsnorm_q8"}
 	for _, f := range blockFormats {
 		names = append(names, f.mmv, "dequant_"+f.name)
 		if !f.float {
-			names = append(names, "mmvq_glu_"+f.name)
+			names = append(names, "mmvq_glu_"+f.name, "mmvq_gluq_"+f.name)
 		}
 	}
 	return names
@@ -148,7 +148,7 @@ type cudaDev struct {
 	args *launchArgs
 	pin  runtime.Pinner
 
-	scratch [5]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles
+	scratch [6]cudaBuf // kernel arguments from the host; float work; partial sums; 8-bit activations; dequantized tiles; the 8-bit output of a GLU (its input's are in 3)
 	memo    argMemo    // small kernel arguments by their values
 	ops     int        // operations entered, for q8
 	kernels int        // kernels launched, which tests count per decoder layer

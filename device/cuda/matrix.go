@@ -45,6 +45,7 @@ var blockFormats = map[quant.Type]blockFormat{
 // a tree's verification) take mmv launches, which read the weights once
 // per mmvCols rows; larger ones (prefill) dequantize tiles for cuBLAS.
 const (
+	gluWarps = 8 // quant.cu's GLU_WARPS: a block of mmvq_gluq_ makes 32 rows
 	mmvWarps = 4
 	mmvCols  = 8
 	mmvRows  = 64
@@ -195,15 +196,28 @@ func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int, add uint64) {
 }
 
 // gluProduct: out[n×R] = SiLU(x·Gᵀ) ⊙ (x·Uᵀ) for G and U in their blocks
-// of one 8-bit format, n ≤ mmvRows.
+// of one 8-bit format, n ≤ mmvRows. Where R is whole 32s the launch also
+// leaves out's 8-bit codes, for the down product that reads it next (in
+// scratch slot 5: the codes of x it reads are in 3).
 func (d *cudaDev) gluProduct(out, x uint64, g, u *cudaMat, n int) {
-	K := g.cols
-	grid, block := [3]int{(g.rows + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
-	xq, ds := d.quantized(x, n, K, out, g.rows)
-	for c0 := 0; c0 < n; c0 += mmvCols {
-		d.launch("mmvq_glu_"+blockFormats[g.typ].name, grid, block, 0, out+4*uint64(c0*g.rows), g.raw, u.raw,
-			xq+uint64(c0*K), ds+8*uint64(c0*K/32), i32(g.rows), i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(g.rows))
+	K, R, name := g.cols, g.rows, blockFormats[g.typ].name
+	xq, ds := d.quantized(x, n, K, out, R)
+	if R%32 != 0 {
+		grid, block := [3]int{(R + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
+		for c0 := 0; c0 < n; c0 += mmvCols {
+			d.launch("mmvq_glu_"+name, grid, block, 0, out+4*uint64(c0*R), g.raw, u.raw,
+				xq+uint64(c0*K), ds+8*uint64(c0*K/32), i32(R), i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(R))
+		}
+		return
 	}
+	oq := d.scratchBytes(5, n*R+8*(n*R/32))
+	ods := ds0(oq, n, R)
+	for c0 := 0; c0 < n; c0 += mmvCols {
+		d.launch("mmvq_gluq_"+name, [3]int{R / 32}, [3]int{32, gluWarps}, 0, out+4*uint64(c0*R),
+			oq+uint64(c0*R), ods+8*uint64(c0*R/32), g.raw, u.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
+			i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(R))
+	}
+	d.q8 = q8Memo{x: out, n: n, k: R, ops: d.ops, codes: oq}
 }
 
 // quantized is x [n×K] in 8-bit codes and (scale, scale·Σ codes) per 32
@@ -214,26 +228,27 @@ func (d *cudaDev) gluProduct(out, x uint64, g, u *cudaMat, n int) {
 func (d *cudaDev) quantized(x uint64, n, K int, out uint64, R int) (xq, ds uint64) {
 	subs := n * K / 32
 	if d.q8.holds(x, n, K, d.ops) {
-		xq = d.scratch[3].p
+		xq = d.q8.codes
 	} else {
 		xq = d.scratchBytes(3, n*K+8*subs)
 		d.elems("quantize_q8", n*K, xq, ds0(xq, n, K), x, subs)
 	}
-	d.q8 = q8Memo{x: x, n: n, k: K, ops: d.ops}
+	d.q8 = q8Memo{x: x, n: n, k: K, ops: d.ops, codes: xq}
 	if o := out + 4*uint64(n*R); !(o <= x || x+4*uint64(n*K) <= out) {
 		d.q8 = q8Memo{} // this product writes over x
 	}
 	return xq, ds0(xq, n, K)
 }
 
-// q8Memo is the float32 activations whose 8-bit form scratch slot 3
-// holds: x [n×k], quantized by operation ops or kept valid through it. It
+// q8Memo is the float32 activations whose 8-bit form scratch holds (at
+// codes): x [n×k], quantized by operation ops or kept valid through it. It
 // holds them for the next operation only if that is the next one entered:
 // any other operation may have written x.
 type q8Memo struct {
-	x    uint64
-	n, k int
-	ops  int
+	x     uint64
+	n, k  int
+	ops   int
+	codes uint64 // where they are: scratch slot 3, or 5 (a GLU's output)
 }
 
 func (q q8Memo) holds(x uint64, n, k, ops int) bool {

@@ -180,7 +180,7 @@ func (d *cudaDev) RMSNorm(out, x, w device.Buffer, n, c int, eps float32) {
 	o := d.ptr(out)
 	xq := d.scratchBytes(3, n*c+8*(n*c/32))
 	d.rows("rmsnorm_q8", n, 0, o, xq, ds0(xq, n, c), d.ptr(x), d.ptr(w), i32(c), f32(eps))
-	d.q8 = q8Memo{x: o, n: n, k: c, ops: d.ops}
+	d.q8 = q8Memo{x: o, n: n, k: c, ops: d.ops, codes: xq}
 }
 
 func (d *cudaDev) RMSNormBackward(dx, dw, dout, x, w device.Buffer, n, c int, eps float32) {
@@ -341,7 +341,7 @@ func (d *cudaDev) Attention(out, probs, q, k, v device.Buffer, a device.Attn) {
 		d.ptr(out), d.ptr(probs), d.ptr(q), d.ptr(k), d.ptr(v), d.mask(a),
 		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), i32(a.Past), i32(a.Pend), i32(a.Rows), xq, ds)
 	if xq != 0 {
-		d.q8 = q8Memo{x: d.ptr(out), n: a.Rows, k: qd, ops: d.ops}
+		d.q8 = q8Memo{x: d.ptr(out), n: a.Rows, k: qd, ops: d.ops, codes: xq}
 	}
 }
 

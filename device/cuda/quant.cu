@@ -152,6 +152,55 @@ __global__ void quantize_q8(int8_t *xq, float2 *ds, const float *x, long subs) {
     quantizeLane(xq, ds, i, x[i]);
 }
 
+// mmvqGLUQ8 is mmvqGLU whose output the down product reads next: a block
+// of GLU_WARPS warps makes 32 consecutive rows (each warp GLU_ROWS_WARP of
+// them, one after another) for up to MMV_COLS activation rows, then
+// writes them with their 8-bit codes as quantize_q8 leaves them (qout,
+// dsOut, laid out as out is: row c of the output at c·ldo), a warp per
+// activation row. rows must be whole 32s.
+#define GLU_WARPS 8
+#define GLU_ROWS_WARP (32 / GLU_WARPS)
+__device__ __forceinline__ void mmvqGLUQ8(int fmt, float *out, int8_t *qout, float2 *dsOut, const uint8_t *g,
+                                          const uint8_t *u, const int8_t *xq, const float2 *ds, int K,
+                                          int rowBytes, int ncols, int ldo) {
+    __shared__ float sh[MMV_COLS][32];
+    int r0 = blockIdx.x * 32, subs = K / 32;
+    for (int i = 0; i < GLU_ROWS_WARP; i++) {
+        int rr = threadIdx.y * GLU_ROWS_WARP + i, r = r0 + rr;
+        const uint8_t *grow = g + (long)r * rowBytes, *urow = u + (long)r * rowBytes;
+        float ag[MMV_COLS] = {0}, au[MMV_COLS] = {0};
+        for (int sb = threadIdx.x; sb < subs; sb += 32) {
+            Sub sg, su;
+            readSub(&sg, fmt, grow, sb);
+            readSub(&su, fmt, urow, sb);
+#pragma unroll
+            for (int c = 0; c < MMV_COLS; c++) {
+                if (c < ncols) {
+                    float2 d = ds[c * subs + sb];
+                    const int *xc = (const int *)(xq + (long)c * K + 32 * sb);
+                    ag[c] += subDot(&sg, xc, d.x, d.y);
+                    au[c] += subDot(&su, xc, d.x, d.y);
+                }
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < MMV_COLS; c++) {
+            if (c < ncols) {
+                float vg = warpSum(ag[c]), vu = warpSum(au[c]);
+                if (threadIdx.x == 0) sh[c][rr] = silu(vg) * vu;
+            }
+        }
+    }
+    __syncthreads();
+    int c = threadIdx.y;
+    if (c < ncols) {
+        long o = (long)c * ldo + r0 + threadIdx.x;
+        float v = sh[c][threadIdx.x];
+        out[o] = v;
+        quantizeLane(qout, dsOut, o, v);
+    }
+}
+
 // rmsnorm_q8: a block of BS threads per row of c values (c a multiple of
 // 32): out[r] = x[r]·rstd(x[r])⊙w, as kernels.cu's rmsnorm
 // makes it, and beside it out[r] as quantize_q8 would leave it (xq, ds),
@@ -180,6 +229,11 @@ __global__ void rmsnorm_q8(float *out, int8_t *xq, float2 *ds, const float *x, c
                                     const float2 *ds, int rows, int K, int rowBytes, int ncols,         \
                                     int ldo) {                                                          \
         mmvqGLU(fmt, out, g, u, xq, ds, rows, K, rowBytes, ncols, ldo);                                \
+    }                                                                                                  \
+    __global__ void mmvq_gluq_##name(float *out, int8_t *qout, float2 *dsOut, const uint8_t *g,         \
+                                     const uint8_t *u, const int8_t *xq, const float2 *ds, int K,       \
+                                     int rowBytes, int ncols, int ldo) {                                \
+        mmvqGLUQ8(fmt, out, qout, dsOut, g, u, xq, ds, K, rowBytes, ncols, ldo);                       \
     }                                                                                                  \
     __global__ void dequant_##name(float *out, const uint8_t *w, const int *rowIdx, int row0, int n,  \
                                    int K, int rowBytes) {                                               \
