@@ -151,9 +151,12 @@ func (p *Pass) Forward(i int, w *Weights, a *Acts, x device.Buffer) {
 	if w.AttnNorm != nil {
 		dev.RMSNorm(a.XN, x, w.AttnNorm.W, n, H, s.RMSEps)
 	}
-	p.MatMul(a.Q, a.XN, w.Q, in, Q)
-	p.MatMul(a.K, a.XN, w.K, in, KV)
-	p.MatMul(a.V, a.XN, w.V, in, KV)
+	if !p.fused(w.Q, w.K, w.V) || !device.MatMulFrozen3(dev, [3]device.Buffer{a.Q, a.K, a.V}, a.XN,
+		[3]device.Matrix{w.Q.Q, w.K.Q, w.V.Q}, n) {
+		p.MatMul(a.Q, a.XN, w.Q, in, Q)
+		p.MatMul(a.K, a.XN, w.K, in, KV)
+		p.MatMul(a.V, a.XN, w.V, in, KV)
+	}
 	if !device.RoPEQK(dev, a.Q, a.K, p.Pos, s.Heads, s.KVHeads, s.HeadDim, s.RopeTheta, p.RopeFreqs) {
 		p.rope(a.Q, s.Heads, false)
 		p.rope(a.K, s.KVHeads, false)

@@ -192,3 +192,15 @@ func StoreKVPair(d Device, dk, k, dv, v Buffer) {
 	StoreKV(d, dk, k)
 	StoreKV(d, dv, v)
 }
+
+// MatMulFrozen3 writes x·Wᵢᵀ into outs[i] [n×Rᵢ] for three matrices that
+// read the same x (a layer's Q, K and V) in one operation, and reports
+// true, where d fuses them (a GPU, for matrices of 8-bit formats and rows
+// few enough for its matrix-vector kernels); elsewhere it does nothing
+// and reports false.
+func MatMulFrozen3(d Device, outs [3]Buffer, x Buffer, ws [3]Matrix, n int) bool {
+	f, ok := d.(interface {
+		MatMulFrozen3(outs [3]Buffer, x Buffer, ws [3]Matrix, n int) bool
+	})
+	return ok && f.MatMulFrozen3(outs, x, ws, n)
+}

@@ -47,12 +47,12 @@ var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "
 	"smoothl1", "soft_cross_entropy", "attention", "attention_h", "attention_backward", "sum", "adamw", "topk",
 	"store_half", "rope_qk", "store_half2"}
 
-// quantKernels are quant.cu's: quantize_q8 and rmsnorm_q8, and per
+// quantKernels are quant.cu's: quantize_q8, rmsnorm_q8 and mmvq3, and per
 // format of blocks.h its product (mmvq_, or mmv_ for float formats), its
 // dequantization, and (8-bit products) the gate's and up's product with
 // SwiGLU (mmvq_glu_; mmvq_gluq_ also leaves its output's 8-bit codes).
 func quantKernels() []string {
-	names := []string{"quantize_q8", "rmsnorm_q8"}
+	names := []string{"quantize_q8", "rmsnorm_q8", "mmvq3"}
 	for _, f := range blockFormats {
 		names = append(names, f.mmv, "dequant_"+f.name)
 		if !f.float {
@@ -162,8 +162,8 @@ type cudaDev struct {
 // launchArgs is cuLaunchKernel's argument array: ptr[i] points at val[i].
 // It is pinned, so the driver may read the Go memory.
 type launchArgs struct {
-	val [16]uint64
-	ptr [16]unsafe.Pointer
+	val [24]uint64
+	ptr [24]unsafe.Pointer
 	one [2]float32 // 1 and 0: cuBLAS's alpha and beta
 }
 

@@ -133,6 +133,49 @@ func TestCUDAAttentionCodes(t *testing.T) {
 	}
 }
 
+// Three products of one x in one launch (a layer's Q, K and V) equal the
+// three on their own, each matrix in its own format: the blocks' formats
+// of this package, and Q4_K_M's Q4_K, Q4_K and Q6_K.
+func TestCUDAProducts3(t *testing.T) {
+	p := newPair(t, cudaOrSkip(t), 18)
+	dev := p.dev
+	sets := [][3]quant.Type{{quant.Q4_K, quant.Q4_K, quant.Q6_K}, {quant.IQ4_XS, quant.Q8_0, quant.Q5_K}}
+	for _, bt := range blockTypes {
+		if !blockFormats[bt.t].float {
+			sets = append(sets, [3]quant.Type{bt.t, bt.t, bt.t})
+		}
+	}
+	k := 256
+	for _, set := range sets {
+		rows := [3]int{131, 37, 64}
+		var ms [3]device.Matrix
+		for i, typ := range set {
+			m, _ := p.blockMatrix(typ, rows[i], k)
+			ms[i] = m.d
+		}
+		for _, n := range []int{1, 8, 13} {
+			x := dev.Alloc(n * k)
+			dev.Upload(x, p.randf(n*k, 1))
+			var fused, alone [3]device.Buffer
+			for i := range ms {
+				fused[i], alone[i] = dev.Alloc(n*rows[i]), dev.Alloc(n*rows[i])
+				dev.MatMulFrozen(alone[i], x, ms[i], n)
+			}
+			if !device.MatMulFrozen3(dev, fused, x, ms, n) {
+				t.Fatalf("%v: not fused", set)
+			}
+			for i := range ms {
+				got, want := make([]float32, n*rows[i]), make([]float32, n*rows[i])
+				dev.Download(got, fused[i])
+				dev.Download(want, alone[i])
+				if j, ok := within(got, want, 0); !ok {
+					t.Errorf("%v, %d rows, matrix %d: value %d is %g, alone %g", set, n, i, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}
+
 // within reports the first index where got and want differ by more than
 // tol relative to want's largest magnitude.
 func within(got, want []float32, tol float64) (int, bool) {
@@ -149,20 +192,20 @@ func within(got, want []float32, tol float64) (int, bool) {
 }
 
 // A decoder layer of the target's offloaded layers costs, in a decode
-// step, 11 launches, where each operation on its own took 21: its
-// attention's RMSNorm with the 8-bit codes its Q, K and V read; three
-// products; the RoPE of the queries and keys; the store of the keys and
-// values into the cache in halves; the attention with its output's codes;
-// the output product with the residual add; the FFN's RMSNorm with its
-// codes; gate and up with SwiGLU and its output's codes; the down product
-// with the residual add. Where a head is not whole 32-value sub-blocks,
-// the attention's output is quantized on its own: 12.
+// step, 9 launches, where each operation on its own took 21: its
+// attention's RMSNorm with the 8-bit codes its Q, K and V read; the three
+// products in one; the RoPE of the queries and keys; the store of the
+// keys and values into the cache in halves; the attention with its
+// output's codes; the output product with the residual add; the FFN's
+// RMSNorm with its codes; gate and up with SwiGLU and its output's codes;
+// the down product with the residual add. Where a head is not whole
+// 32-value sub-blocks, the attention's output is quantized on its own: 10.
 func TestCUDALayerLaunches(t *testing.T) {
 	dev := cudaOrSkip(t).(*cudaDev)
 	for _, c := range []struct {
 		shape string // synth's
 		want  int
-	}{{"dim=64,layers=3,heads=4,kv=2,ffn=128,vocab=300", 12}, {"dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", 11}} {
+	}{{"dim=64,layers=3,heads=4,kv=2,ffn=128,vocab=300", 10}, {"dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", 9}} {
 		sh, err := synth.ParseShape(c.shape)
 		if err != nil {
 			t.Fatal(err)

@@ -195,6 +195,32 @@ func (d *cudaDev) blockProduct(out, x uint64, m *cudaMat, n int, add uint64) {
 	}
 }
 
+// product3: outs[i][n×Rᵢ] = x[n×K] · Wᵢᵀ for three matrices in their blocks
+// of 8-bit formats, in one launch per mmvCols rows (mmvq3).
+func (d *cudaDev) product3(outs [3]uint64, x uint64, ms [3]*cudaMat, n int) {
+	K := ms[0].cols
+	xq, ds := d.quantized(x, n, K, outs[0], ms[0].rows)
+	blocks := 0
+	for i, m := range ms {
+		blocks += (m.rows + mmvWarps - 1) / mmvWarps
+		if i > 0 && overlaps(outs[i], n*m.rows, x, n*K) {
+			d.q8 = q8Memo{}
+		}
+	}
+	for c0 := 0; c0 < n; c0 += mmvCols {
+		args := []any{xq + uint64(c0*K), ds + 8*uint64(c0*K/32), i32(K), i32(min(mmvCols, n-c0))}
+		for i, m := range ms {
+			args = append(args, outs[i]+4*uint64(c0*m.rows), m.raw, i32(m.typ), i32(m.rows), i32(m.rowBytes))
+		}
+		d.launch("mmvq3", [3]int{blocks}, [3]int{32, mmvWarps}, 0, args...)
+	}
+}
+
+// overlaps reports whether a floats at a and b floats at b share memory.
+func overlaps(a uint64, na int, b uint64, nb int) bool {
+	return a < b+4*uint64(nb) && b < a+4*uint64(na)
+}
+
 // gluProduct: out[n×R] = SiLU(x·Gᵀ) ⊙ (x·Uᵀ) for G and U in their blocks
 // of one 8-bit format, n ≤ mmvRows. Where R is whole 32s the launch also
 // leaves out's 8-bit codes, for the down product that reads it next (in
@@ -234,7 +260,7 @@ func (d *cudaDev) quantized(x uint64, n, K int, out uint64, R int) (xq, ds uint6
 		d.elems("quantize_q8", n*K, xq, ds0(xq, n, K), x, subs)
 	}
 	d.q8 = q8Memo{x: x, n: n, k: K, ops: d.ops, codes: xq}
-	if o := out + 4*uint64(n*R); !(o <= x || x+4*uint64(n*K) <= out) {
+	if overlaps(out, n*R, x, n*K) {
 		d.q8 = q8Memo{} // this product writes over x
 	}
 	return xq, ds0(xq, n, K)

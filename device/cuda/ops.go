@@ -117,6 +117,30 @@ func (d *cudaDev) MatMulFrozenAdd(out, x, add device.Buffer, w device.Matrix, n 
 	return true
 }
 
+// MatMulFrozen3: three products of the same x in one launch (per 8 rows)
+// where the matrices are in their blocks of 8-bit formats and the rows
+// few enough for mmvq (device.MatMulFrozen3); false elsewhere.
+func (d *cudaDev) MatMulFrozen3(outs [3]device.Buffer, x device.Buffer, ws [3]device.Matrix, n int) bool {
+	var ms [3]*cudaMat
+	for i, w := range ws {
+		ms[i] = d.mat(w)
+		if m := ms[i]; m.raw == 0 || blockFormats[m.typ].float || m.cols != ms[0].cols || n > mmvRows {
+			return false
+		}
+		d.need("MatMulFrozen3", n*ms[i].rows, outs[i])
+	}
+	K := ms[0].cols
+	d.need("MatMulFrozen3", n*K, x)
+	d.enter()
+	defer d.leave()
+	var o [3]uint64
+	for i := range o {
+		o[i] = d.ptr(outs[i])
+	}
+	d.product3(o, d.ptr(x), ms, n)
+	return true
+}
+
 // MatMulFrozenGLU: out = SiLU(x·Gᵀ) ⊙ (x·Uᵀ) in one launch (per 8 rows)
 // where G and U are in their blocks of one 8-bit format and the rows are
 // few enough for mmvq (device.MatMulFrozenGLU); false elsewhere.

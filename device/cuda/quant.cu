@@ -30,8 +30,9 @@ __device__ __forceinline__ float warpSum(float v) {
 // updated in place, each value read and written by one lane). The switch
 // on fmt folds away: each kernel below passes a constant.
 __device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,
-                                     int rows, int K, int rowBytes, int ncols, int ldo, const float *add) {
-    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
+                                     int rows, int K, int rowBytes, int ncols, int ldo, const float *add,
+                                     int blk) {
+    int r = blk * MMV_WARPS + threadIdx.y;
     if (r >= rows) return;
     int subs = K / 32;
     const uint8_t *row = w + (long)r * rowBytes;
@@ -54,6 +55,20 @@ __device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, cons
             long o = (long)c * ldo + r;
             if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
         }
+    }
+}
+
+// mmvqAny is mmvq for a format known only at run time: a switch to the
+// kernel of each, so that each loop is still folded for its format.
+__device__ __forceinline__ void mmvqAny(int fmt, float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,
+                                        int rows, int K, int rowBytes, int ncols, int blk) {
+    switch (fmt) {
+    case FMT_Q4_0: mmvq(FMT_Q4_0, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
+    case FMT_Q8_0: mmvq(FMT_Q8_0, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
+    case FMT_Q4_K: mmvq(FMT_Q4_K, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
+    case FMT_Q5_K: mmvq(FMT_Q5_K, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
+    case FMT_Q6_K: mmvq(FMT_Q6_K, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
+    default: mmvq(FMT_IQ4_XS, out, w, xq, ds, rows, K, rowBytes, ncols, rows, 0, blk); break;
     }
 }
 
@@ -220,10 +235,26 @@ __global__ void rmsnorm_q8(float *out, int8_t *xq, float2 *ds, const float *x, c
     }
 }
 
+// mmvq3: the products of three matrices that read the same activations
+// (a layer's Q, K and V, each in its own 8-bit format) in one launch: the
+// first blocks take matrix 0's rows, the next matrix 1's, the rest matrix
+// 2's; out_i is [ncols × rows_i].
+__global__ void mmvq3(const int8_t *xq, const float2 *ds, int K, int ncols, float *o0, const uint8_t *w0, int f0,
+                      int r0, int rb0, float *o1, const uint8_t *w1, int f1, int r1, int rb1, float *o2,
+                      const uint8_t *w2, int f2, int r2, int rb2) {
+    int b1 = (r0 + MMV_WARPS - 1) / MMV_WARPS, b2 = b1 + (r1 + MMV_WARPS - 1) / MMV_WARPS, b = blockIdx.x;
+    if (b < b1)
+        mmvqAny(f0, o0, w0, xq, ds, r0, K, rb0, ncols, b);
+    else if (b < b2)
+        mmvqAny(f1, o1, w1, xq, ds, r1, K, rb1, ncols, b - b1);
+    else
+        mmvqAny(f2, o2, w2, xq, ds, r2, K, rb2, ncols, b - b2);
+}
+
 #define MMVQ(name, fmt)                                                                                  \
     __global__ void mmvq_##name(float *out, const uint8_t *w, const int8_t *xq, const float2 *ds,     \
                                 int rows, int K, int rowBytes, int ncols, int ldo, const float *add) {  \
-        mmvq(fmt, out, w, xq, ds, rows, K, rowBytes, ncols, ldo, add);                                 \
+        mmvq(fmt, out, w, xq, ds, rows, K, rowBytes, ncols, ldo, add, blockIdx.x);                     \
     }                                                                                                  \
     __global__ void mmvq_glu_##name(float *out, const uint8_t *g, const uint8_t *u, const int8_t *xq, \
                                     const float2 *ds, int rows, int K, int rowBytes, int ncols,         \
