@@ -75,17 +75,16 @@ __device__ __forceinline__ void mmvqAny(int fmt, float *out, const uint8_t *w, c
 // silu is x·σ(x), as kernels.cu's swiglu makes it.
 __device__ __forceinline__ float silu(float x) { return x * (1.f / (1.f + __expf(-x))); }
 
-// mmvqGLU is mmvq over two matrices of one format, the gate G and up U:
-// out[c·ldo + r] = silu(G[r,:]·x[c,:]) · (U[r,:]·x[c,:]). Each lane reads
-// one sub-block of both rows, so the activations are read once for two.
-__device__ __forceinline__ void mmvqGLU(int fmt, float *out, const uint8_t *g, const uint8_t *u,
-                                        const int8_t *xq, const float2 *ds, int rows, int K, int rowBytes,
-                                        int ncols, int ldo) {
-    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
-    if (r >= rows) return;
+// gluRow computes, for row r of the gate G and up U, the warp's lane
+// sums of both products with each of ncols activation rows (ag, au: one
+// sub-block a lane at a time). Each lane reads one sub-block of both rows,
+// so the activations are read once for two.
+__device__ __forceinline__ void gluRow(int fmt, float *ag, float *au, const uint8_t *g, const uint8_t *u, int r,
+                                       const int8_t *xq, const float2 *ds, int K, int rowBytes, int ncols) {
     int subs = K / 32;
     const uint8_t *grow = g + (long)r * rowBytes, *urow = u + (long)r * rowBytes;
-    float ag[MMV_COLS] = {0}, au[MMV_COLS] = {0};
+#pragma unroll
+    for (int c = 0; c < MMV_COLS; c++) ag[c] = au[c] = 0.f;
     for (int sb = threadIdx.x; sb < subs; sb += 32) {
         Sub sg, su;
         readSub(&sg, fmt, grow, sb);
@@ -100,6 +99,17 @@ __device__ __forceinline__ void mmvqGLU(int fmt, float *out, const uint8_t *g, c
             }
         }
     }
+}
+
+// mmvqGLU is mmvq over two matrices of one format, the gate G and up U:
+// out[c·ldo + r] = silu(G[r,:]·x[c,:]) · (U[r,:]·x[c,:]).
+__device__ __forceinline__ void mmvqGLU(int fmt, float *out, const uint8_t *g, const uint8_t *u,
+                                        const int8_t *xq, const float2 *ds, int rows, int K, int rowBytes,
+                                        int ncols, int ldo) {
+    int r = blockIdx.x * MMV_WARPS + threadIdx.y;
+    if (r >= rows) return;
+    float ag[MMV_COLS], au[MMV_COLS];
+    gluRow(fmt, ag, au, g, u, r, xq, ds, K, rowBytes, ncols);
 #pragma unroll
     for (int c = 0; c < MMV_COLS; c++) {
         if (c < ncols) {
@@ -179,25 +189,11 @@ __device__ __forceinline__ void mmvqGLUQ8(int fmt, float *out, int8_t *qout, flo
                                           const uint8_t *u, const int8_t *xq, const float2 *ds, int K,
                                           int rowBytes, int ncols, int ldo) {
     __shared__ float sh[MMV_COLS][32];
-    int r0 = blockIdx.x * 32, subs = K / 32;
+    int r0 = blockIdx.x * 32;
     for (int i = 0; i < GLU_ROWS_WARP; i++) {
-        int rr = threadIdx.y * GLU_ROWS_WARP + i, r = r0 + rr;
-        const uint8_t *grow = g + (long)r * rowBytes, *urow = u + (long)r * rowBytes;
-        float ag[MMV_COLS] = {0}, au[MMV_COLS] = {0};
-        for (int sb = threadIdx.x; sb < subs; sb += 32) {
-            Sub sg, su;
-            readSub(&sg, fmt, grow, sb);
-            readSub(&su, fmt, urow, sb);
-#pragma unroll
-            for (int c = 0; c < MMV_COLS; c++) {
-                if (c < ncols) {
-                    float2 d = ds[c * subs + sb];
-                    const int *xc = (const int *)(xq + (long)c * K + 32 * sb);
-                    ag[c] += subDot(&sg, xc, d.x, d.y);
-                    au[c] += subDot(&su, xc, d.x, d.y);
-                }
-            }
-        }
+        int rr = threadIdx.y * GLU_ROWS_WARP + i;
+        float ag[MMV_COLS], au[MMV_COLS];
+        gluRow(fmt, ag, au, g, u, r0 + rr, xq, ds, K, rowBytes, ncols);
 #pragma unroll
         for (int c = 0; c < MMV_COLS; c++) {
             if (c < ncols) {
