@@ -147,35 +147,58 @@ func (p *Pass) rope(x device.Buffer, heads int, backward bool) {
 // set it [n×In]: x itself, or (EAGLE-3) a wider input beside it.
 func (p *Pass) Forward(i int, w *Weights, a *Acts, x device.Buffer) {
 	dev, s, n := p.Dev, p.Shape, p.N
-	H, Q, KV, F, in := s.Hidden, s.QDim(), s.KVDim(), s.FFN, s.In()
+	H, Q, F := s.Hidden, s.QDim(), s.FFN
 	if w.AttnNorm != nil {
 		dev.RMSNorm(a.XN, x, w.AttnNorm.W, n, H, s.RMSEps)
 	}
-	if !p.fused(w.Q, w.K, w.V) || !device.MatMulFrozen3(dev, [3]device.Buffer{a.Q, a.K, a.V}, a.XN,
-		[3]device.Matrix{w.Q.Q, w.K.Q, w.V.Q}, n) {
-		p.MatMul(a.Q, a.XN, w.Q, in, Q)
-		p.MatMul(a.K, a.XN, w.K, in, KV)
-		p.MatMul(a.V, a.XN, w.V, in, KV)
-	}
+	p.qkv(w, a)
 	if !device.RoPEQK(dev, a.Q, a.K, p.Pos, s.Heads, s.KVHeads, s.HeadDim, s.RopeTheta, p.RopeFreqs) {
 		p.rope(a.Q, s.Heads, false)
 		p.rope(a.K, s.KVHeads, false)
 	}
 	p.Attn.Attend(i, a)
-	if !p.fused(w.O) || !device.MatMulFrozenAdd(dev, a.Mid, a.Att, x, w.O.Q, n) {
-		p.MatMul(a.AO, a.Att, w.O, Q, H)
-		dev.Add(a.Mid, x, a.AO)
-	}
+	p.residual(a.Mid, x, a.Att, a.AO, w.O, Q, H)
 	dev.RMSNorm(a.XN2, a.Mid, w.FFNNorm.W, n, H, s.RMSEps)
-	if !p.fused(w.Gate, w.Up) || !device.MatMulFrozenGLU(dev, a.HH, a.XN2, w.Gate.Q, w.Up.Q, n) {
-		p.MatMul(a.G, a.XN2, w.Gate, H, F)
-		p.MatMul(a.U, a.XN2, w.Up, H, F)
-		dev.SwiGLU(a.HH, a.G, a.U)
+	p.glu(w, a)
+	p.residual(a.Out, a.Mid, a.HH, a.DN, w.Down, F, H)
+}
+
+// Each step below runs as one fused operation where the device has it
+// (a GPU: see device.MatMulFrozen3 and the rest) and the pass may fuse
+// (fused), else as its parts.
+
+// qkv: q, k, v = xn·Wqᵀ, xn·Wkᵀ, xn·Wvᵀ.
+func (p *Pass) qkv(w *Weights, a *Acts) {
+	s := p.Shape
+	if p.fused(w.Q, w.K, w.V) &&
+		device.MatMulFrozen3(p.Dev, [3]device.Buffer{a.Q, a.K, a.V}, a.XN, [3]device.Matrix{w.Q.Q, w.K.Q, w.V.Q}, p.N) {
+		return
 	}
-	if !p.fused(w.Down) || !device.MatMulFrozenAdd(dev, a.Out, a.HH, a.Mid, w.Down.Q, n) {
-		p.MatMul(a.DN, a.HH, w.Down, F, H)
-		dev.Add(a.Out, a.Mid, a.DN)
+	p.MatMul(a.Q, a.XN, w.Q, s.In(), s.QDim())
+	p.MatMul(a.K, a.XN, w.K, s.In(), s.KVDim())
+	p.MatMul(a.V, a.XN, w.V, s.In(), s.KVDim())
+}
+
+// residual: out = x + h·wᵀ, the product in prod [n×o] where it is not
+// fused (a backward pass reads it).
+func (p *Pass) residual(out, x, h, prod device.Buffer, w *Weight, in, o int) {
+	if p.fused(w) && device.MatMulFrozenAdd(p.Dev, out, h, x, w.Q, p.N) {
+		return
 	}
+	p.MatMul(prod, h, w, in, o)
+	p.Dev.Add(out, x, prod)
+}
+
+// glu: hh = SiLU(xn2·Wgᵀ) ⊙ (xn2·Wuᵀ), with g and u kept where it is not
+// fused.
+func (p *Pass) glu(w *Weights, a *Acts) {
+	H, F := p.Shape.Hidden, p.Shape.FFN
+	if p.fused(w.Gate, w.Up) && device.MatMulFrozenGLU(p.Dev, a.HH, a.XN2, w.Gate.Q, w.Up.Q, p.N) {
+		return
+	}
+	p.MatMul(a.G, a.XN2, w.Gate, H, F)
+	p.MatMul(a.U, a.XN2, w.Up, H, F)
+	p.Dev.SwiGLU(a.HH, a.G, a.U)
 }
 
 // fused reports whether the pass may multiply by ws' frozen copies in
