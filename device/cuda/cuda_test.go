@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -61,24 +60,9 @@ var cudaShared struct {
 func cudaOrSkip(t testing.TB) device.Device {
 	t.Helper()
 	cudaShared.once.Do(func() {
-		cudaShared.lib = DriverPath()
-		cudaShared.dev, cudaShared.err = Open(0)
-		if errors.Is(cudaShared.err, ErrNoDevice) && cudaemu.Enabled() {
-			lib, err := cudaemu.Build(KernelSources())
-			if errors.Is(err, cudaemu.ErrNoCompiler) {
-				cudaShared.err = fmt.Errorf("%w; %v", cudaShared.err, err)
-				return
-			}
-			if err != nil { // the kernels' sources do not build: a failure, not a skip
-				cudaShared.err = err
-				return
-			}
-			// cuBLAS runs on a real driver only: the device's own gemm kernel
-			// multiplies here.
-			os.Setenv("DOVETAIL_CUBLAS", "off")
-			cudaShared.dev, cudaShared.err = OpenDriver(lib, 0)
-			cudaShared.lib, cudaShared.emulated = lib, true
-		}
+		s := &cudaShared
+		s.dev, s.lib, s.emulated, s.err = cudaemu.Open(DriverPath(), KernelSources(), ErrNoDevice,
+			func(lib string) (device.Device, error) { return OpenDriver(lib, 0) })
 		if cudaShared.err == nil && cudaShared.dev == nil {
 			cudaShared.err = errors.New("Open returned neither a device nor an error")
 		}

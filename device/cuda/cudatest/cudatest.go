@@ -6,8 +6,6 @@ package cudatest
 
 import (
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -29,25 +27,8 @@ var cudaShared struct {
 func open() {
 	cudaShared.once.Do(func() {
 		s := &cudaShared
-		s.lib = cuda.DriverPath()
-		s.dev, s.err = cuda.Open(0)
-		if !errors.Is(s.err, cuda.ErrNoDevice) || !cudaemu.Enabled() {
-			return
-		}
-		lib, err := cudaemu.Build(cuda.KernelSources())
-		if errors.Is(err, cudaemu.ErrNoCompiler) {
-			s.err = fmt.Errorf("%w; %v", s.err, err)
-			return
-		}
-		if err != nil { // the kernels' sources do not build: a failure, not a skip
-			s.err = err
-			return
-		}
-		// cuBLAS runs on a real driver only: the device's own gemm kernel
-		// multiplies here.
-		os.Setenv("DOVETAIL_CUBLAS", "off")
-		s.dev, s.err = cuda.OpenDriver(lib, 0)
-		s.lib, s.emulated = lib, true
+		s.dev, s.lib, s.emulated, s.err = cudaemu.Open(cuda.DriverPath(), cuda.KernelSources(), cuda.ErrNoDevice,
+			func(lib string) (device.Device, error) { return cuda.OpenDriver(lib, 0) })
 	})
 }
 
