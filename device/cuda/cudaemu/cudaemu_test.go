@@ -28,7 +28,7 @@ type emu struct {
 	launchK func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra uintptr) int32
 }
 
-var probes = []string{"warp_sums", "reverse", "reverse_dynamic", "write_past", "read_at", "diverge"}
+var probes = []string{"warp_sums", "reverse", "reverse_dynamic", "write_past", "read_at", "diverge", "exited_shuffle"}
 
 func newEmu(t *testing.T) *emu {
 	abs, err := filepath.Abs("testdata/probes.cu")
@@ -177,7 +177,8 @@ func TestBlockBarrier(t *testing.T) {
 
 // What a GPU would refuse or corrupt, the emulator reports: a write past
 // an allocation (on free: CUDA_ERROR_ILLEGAL_ADDRESS), a warp whose lanes
-// wait at different barriers (CUDA_ERROR_LAUNCH_FAILED), a block of more
+// wait at different barriers or shuffle without all 32 of them
+// (CUDA_ERROR_LAUNCH_FAILED), a block of more
 // than 1024 threads or shared memory past 48 KiB (CUDA_ERROR_INVALID_VALUE),
 // a copy outside an allocation; memory no one wrote reads as NaN.
 func TestFaults(t *testing.T) {
@@ -200,6 +201,12 @@ func TestFaults(t *testing.T) {
 	out := e.upload(make([]float32, 64))
 	if r := e.launch("diverge", 1, 64, 0, out); r != 719 {
 		t.Errorf("diverging barriers: %d, want 719 (CUDA_ERROR_LAUNCH_FAILED)", r)
+	}
+	if r := e.launch("exited_shuffle", 1, 64, 0, out); r != 719 {
+		t.Errorf("a shuffle after half the lanes returned: %d, want 719 (CUDA_ERROR_LAUNCH_FAILED)", r)
+	}
+	if r := e.launch("warp_sums", 1, 48, 0, out, out); r != 719 {
+		t.Errorf("a shuffle in a block of 48 threads: %d, want 719 (CUDA_ERROR_LAUNCH_FAILED)", r)
 	}
 	if r := e.launch("reverse", 1, 1025, 0, out, out); r != 1 {
 		t.Errorf("1025 threads: %d, want 1 (CUDA_ERROR_INVALID_VALUE)", r)

@@ -187,13 +187,21 @@ static void fiberMain(void) {
 // release wakes the fibers a barrier holds: whole warps whose live lanes
 // all wait at a shuffle, else the block when every live thread waits at
 // __syncthreads. False: nothing could go on (a deadlock on a GPU too).
-static bool release(Launch &l) {
+// A shuffle takes the full mask in these kernels: every one of the
+// warp's 32 lanes must take part. One whose lanes have exited, or whose
+// block ends inside the warp, is undefined on a GPU: reported (false,
+// with *why set), as a deadlock is.
+static bool release(Launch &l, const char **why) {
     bool any = false;
     for (int w = 0; w < l.n; w += 32) {
         int live = 0, waiting = 0;
         for (int i = w; i < w + 32 && i < l.n; i++) {
             live += l.fibers[i].state != DONE;
             waiting += l.fibers[i].state == WAIT_WARP;
+        }
+        if (waiting > 0 && waiting == live && live < 32) {
+            *why = "a shuffle in a warp whose lanes are not all there";
+            return false;
         }
         if (live > 0 && waiting == live) {
             for (int i = w; i < w + 32 && i < l.n; i++)
@@ -202,6 +210,7 @@ static bool release(Launch &l) {
         }
     }
     if (any) return true;
+    *why = "a warp's lanes wait at different barriers";
     for (Fiber &f : l.fibers)
         if (f.state == WAIT_WARP) return false;
     for (Fiber &f : l.fibers)
@@ -209,8 +218,9 @@ static bool release(Launch &l) {
     return any;
 }
 
-// runBlock runs every thread of block l.bidx to its end.
-static bool runBlock(Launch &l) {
+// runBlock runs every thread of block l.bidx to its end; false (and why)
+// where they cannot go on.
+static bool runBlock(Launch &l, const char **why) {
     for (Fiber &f : l.fibers) f.state = RUN, f.exchanges = 0;
     for (;;) {
         for (Fiber &f : l.fibers) {
@@ -220,7 +230,7 @@ static bool runBlock(Launch &l) {
         bool done = true;
         for (Fiber &f : l.fibers) done = done && f.state == DONE;
         if (done) return true;
-        if (!release(l)) return false;
+        if (!release(l, why)) return false;
     }
 }
 
@@ -247,9 +257,9 @@ static CUresult run(Launch &l) {
         for (unsigned y = 0; y < l.grid.y && r == OK; y++)
             for (unsigned x = 0; x < l.grid.x && r == OK; x++) {
                 l.bidx = dim3{x, y, z};
-                if (!runBlock(l)) {
-                    fprintf(stderr, "cuda emulator: %s: block (%u,%u,%u) deadlocked: a warp's lanes wait at different barriers\n",
-                            l.k->name.c_str(), x, y, z);
+                const char *why = "";
+                if (!runBlock(l, &why)) {
+                    fprintf(stderr, "cuda emulator: %s: block (%u,%u,%u): %s\n", l.k->name.c_str(), x, y, z, why);
                     r = LAUNCH_FAILED;
                 }
             }

@@ -43,6 +43,13 @@ __global__ void write_past(float *p, int n) {
 // read_at: out[0] = p[i].
 __global__ void read_at(float *out, const float *p, int i) { out[0] = p[i]; }
 
+// exited_shuffle: odd lanes return, even lanes shuffle with the full
+// mask.
+__global__ void exited_shuffle(float *out) {
+    if (threadIdx.x & 1) return;
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffff, 1.f, 2);
+}
+
 // diverge: odd lanes wait at the block's barrier while even lanes shuffle.
 __global__ void diverge(float *out) {
     if (threadIdx.x & 1) {
