@@ -142,3 +142,31 @@ func BenchmarkCUDALayerStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCUDALaunch times 256 launches of a tiny kernel (an Add of 256
+// values) in a row: "host-µs/launch" until the last is queued, "µs/launch"
+// until the device has run them all. Where the two are close the host's
+// launches bound a layer's cost (what CUDA graphs would cut); where the
+// second is larger, the device's gaps between kernels do.
+func BenchmarkCUDALaunch(b *testing.B) {
+	dev := cudaOrSkip(b)
+	const launches, n = 256, 256
+	x, out := dev.Alloc(n), dev.Alloc(n)
+	defer dev.Free(x)
+	defer dev.Free(out)
+	wait := func() { dev.Download(make([]float32, 1), dev.View(out, 0, 1)) }
+	dev.Add(out, x, x)
+	wait()
+	var queued, done time.Duration
+	for range b.N {
+		start := time.Now()
+		for range launches {
+			dev.Add(out, x, out)
+		}
+		queued += time.Since(start)
+		wait()
+		done += time.Since(start)
+	}
+	b.ReportMetric(float64(queued.Microseconds())/float64(b.N*launches), "host-µs/launch")
+	b.ReportMetric(float64(done.Microseconds())/float64(b.N*launches), "µs/launch")
+}
