@@ -56,7 +56,7 @@ func quantKernels() []string {
 	for _, f := range blockFormats {
 		names = append(names, f.mmv, "dequant_"+f.name)
 		if !f.float {
-			names = append(names, "mmvq_glu_"+f.name, "mmvq_gluq_"+f.name)
+			names = append(names, f.glu, f.gluq)
 		}
 	}
 	return names

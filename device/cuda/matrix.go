@@ -27,17 +27,23 @@ func (m *cudaMat) Cols() int { return m.cols }
 
 // blockFormat is how quant.cu names a format's kernels.
 type blockFormat struct {
-	name  string // dequant_NAME
-	mmv   string // the product: mmvq_NAME over 8-bit activations, mmv_NAME over floats
-	float bool   // no sub-blocks (F16, BF16): the product reads float activations
+	name      string // dequant_NAME
+	mmv       string // the product: mmvq_NAME over 8-bit activations, mmv_NAME over floats
+	glu, gluq string // gate and up with SwiGLU (8-bit formats): mmvq_glu_NAME, mmvq_gluq_NAME
+	float     bool   // no sub-blocks (F16, BF16): the product reads float activations
 }
 
 // blockFormats are the formats device.GPUKeepsBlocks names.
 var blockFormats = map[quant.Type]blockFormat{
-	quant.Q4_0: {"q4_0", "mmvq_q4_0", false}, quant.Q8_0: {"q8_0", "mmvq_q8_0", false},
-	quant.Q4_K: {"q4_k", "mmvq_q4_k", false}, quant.Q5_K: {"q5_k", "mmvq_q5_k", false},
-	quant.Q6_K: {"q6_k", "mmvq_q6_k", false}, quant.IQ4_XS: {"iq4_xs", "mmvq_iq4_xs", false},
-	quant.F16: {"f16", "mmv_f16", true}, quant.BF16: {"bf16", "mmv_bf16", true},
+	quant.Q4_0: q8Format("q4_0"), quant.Q8_0: q8Format("q8_0"), quant.Q4_K: q8Format("q4_k"),
+	quant.Q5_K: q8Format("q5_k"), quant.Q6_K: q8Format("q6_k"), quant.IQ4_XS: q8Format("iq4_xs"),
+	quant.F16: {name: "f16", mmv: "mmv_f16", float: true}, quant.BF16: {name: "bf16", mmv: "mmv_bf16", float: true},
+}
+
+// q8Format names the kernels of a format whose products read 8-bit
+// activations.
+func q8Format(name string) blockFormat {
+	return blockFormat{name: name, mmv: "mmvq_" + name, glu: "mmvq_glu_" + name, gluq: "mmvq_gluq_" + name}
 }
 
 // quant.cu's launch shapes: a warp per weight row, mmvWarps rows a block,
@@ -226,12 +232,12 @@ func overlaps(a uint64, na int, b uint64, nb int) bool {
 // leaves out's 8-bit codes, for the down product that reads it next (in
 // scratch slot 5: the codes of x it reads are in 3).
 func (d *cudaDev) gluProduct(out, x uint64, g, u *cudaMat, n int) {
-	K, R, name := g.cols, g.rows, blockFormats[g.typ].name
+	K, R, f := g.cols, g.rows, blockFormats[g.typ]
 	xq, ds := d.quantized(x, n, K, out, R)
 	if R%32 != 0 {
 		grid, block := [3]int{(R + mmvWarps - 1) / mmvWarps}, [3]int{32, mmvWarps}
 		for c0 := 0; c0 < n; c0 += mmvCols {
-			d.launch("mmvq_glu_"+name, grid, block, 0, out+4*uint64(c0*R), g.raw, u.raw,
+			d.launch(f.glu, grid, block, 0, out+4*uint64(c0*R), g.raw, u.raw,
 				xq+uint64(c0*K), ds+8*uint64(c0*K/32), i32(R), i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(R))
 		}
 		return
@@ -239,7 +245,7 @@ func (d *cudaDev) gluProduct(out, x uint64, g, u *cudaMat, n int) {
 	oq := d.scratchBytes(5, n*R+8*(n*R/32))
 	ods := ds0(oq, n, R)
 	for c0 := 0; c0 < n; c0 += mmvCols {
-		d.launch("mmvq_gluq_"+name, [3]int{R / 32}, [3]int{32, gluWarps}, 0, out+4*uint64(c0*R),
+		d.launch(f.gluq, [3]int{R / 32}, [3]int{32, gluWarps}, 0, out+4*uint64(c0*R),
 			oq+uint64(c0*R), ods+8*uint64(c0*R/32), g.raw, u.raw, xq+uint64(c0*K), ds+8*uint64(c0*K/32),
 			i32(K), i32(g.rowBytes), i32(min(mmvCols, n-c0)), i32(R))
 	}

@@ -24,6 +24,19 @@ __device__ __forceinline__ float warpSum(float v) {
     return v;
 }
 
+// writeSums sums each lane's acc[c] over the warp into out[c·ldo + r]
+// (with add set, add[c·ldo + r] plus that), c < ncols.
+__device__ __forceinline__ void writeSums(float *out, const float *acc, int r, int ncols, int ldo, const float *add) {
+#pragma unroll
+    for (int c = 0; c < MMV_COLS; c++) {
+        if (c < ncols) {
+            float v = warpSum(acc[c]);
+            long o = (long)c * ldo + r;
+            if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
+        }
+    }
+}
+
 // mmvq: out[c·ldo + r] = W[r,:] · x[c,:] for c < ncols ≤ MMV_COLS, with
 // x as quantize_q8 left it: xq[c×K] and (dx, sx) per 32 values in ds;
 // with add set, add[c·ldo + r] + that (add may be out: a residual stream
@@ -48,14 +61,7 @@ __device__ __forceinline__ void mmvq(int fmt, float *out, const uint8_t *w, cons
             }
         }
     }
-#pragma unroll
-    for (int c = 0; c < MMV_COLS; c++) {
-        if (c < ncols) {
-            float v = warpSum(acc[c]);
-            long o = (long)c * ldo + r;
-            if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
-        }
-    }
+    writeSums(out, acc, r, ncols, ldo, add);
 }
 
 // mmvqAny is mmvq for a format known only at run time: a switch to the
@@ -132,14 +138,7 @@ __device__ __forceinline__ void mmvf(int fmt, float *out, const uint8_t *w, cons
         for (int c = 0; c < MMV_COLS; c++)
             if (c < ncols) acc[c] += wv * x[(long)c * K + k];
     }
-#pragma unroll
-    for (int c = 0; c < MMV_COLS; c++) {
-        if (c < ncols) {
-            float v = warpSum(acc[c]);
-            long o = (long)c * ldo + r;
-            if (threadIdx.x == 0) out[o] = add ? add[o] + v : v;
-        }
-    }
+    writeSums(out, acc, r, ncols, ldo, add);
 }
 
 // dequantSubs: a thread per 32 values: out[i×K …] = row rowIdx[i] of W

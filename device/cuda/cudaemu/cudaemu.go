@@ -166,8 +166,9 @@ func Enabled() bool { return os.Getenv("DOVETAIL_CUDAEMU") != "off" }
 
 // Open opens a device with open on the driver library at real; where
 // that finds no GPU (its error wraps noGPU) and Enabled, it builds the
-// emulator with kernels and opens that instead, cuBLAS turned off (it
-// runs on a real driver only; the device's own gemm kernel multiplies).
+// emulator with kernels and opens that instead (cuBLAS, which needs a
+// real GPU, does not start there: the device's own gemm kernel
+// multiplies).
 // Without a C++ compiler the error is the real driver's, wrapping noGPU
 // (a skip); a build that fails is an error of its own (a failure).
 func Open[D any](real string, kernels map[string][]string, noGPU error, open func(lib string) (D, error)) (dev D, lib string, emulated bool, err error) {
@@ -182,7 +183,6 @@ func Open[D any](real string, kernels map[string][]string, noGPU error, open fun
 	if berr != nil {
 		return dev, real, false, berr
 	}
-	os.Setenv("DOVETAIL_CUBLAS", "off")
 	dev, err = open(lib)
 	return dev, lib, true, err
 }
