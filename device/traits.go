@@ -204,3 +204,17 @@ func MatMulFrozen3(d Device, outs [3]Buffer, x Buffer, ws [3]Matrix, n int) bool
 	})
 	return ok && f.MatMulFrozen3(outs, x, ws, n)
 }
+
+// Graphed runs fn, a sequence of operations on d that the caller repeats
+// with the same shapes (key names them: a sequence's decode step of n
+// rows, say), where d may replay them as one unit: a GPU records fn's
+// kernel launches once and then launches them as a CUDA graph, one driver
+// call for the lot. fn's results are the same either way; elsewhere d
+// just runs fn.
+func Graphed(d Device, key any, fn func()) {
+	if g, ok := d.(interface{ Graphed(key any, fn func()) }); ok {
+		g.Graphed(key, fn)
+		return
+	}
+	fn()
+}

@@ -206,11 +206,15 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 		AO: v(s.ao, H), Mid: xb, XN2: v(s.xn, H), G: v(s.g, F), U: v(s.u, F), HH: v(s.hh, F), DN: v(s.dn, H), Out: xb,
 		K: v(s.k, KV), V: v(s.v, KV)}
 	p := block.Pass{Dev: dev, Shape: l.shape, N: n, Pos: pos[:n], Attn: at, Frozen: true, RopeFreqs: l.freqs}
-	for i := range l.w {
-		p.Forward(i, &l.w[i], &a, xb)
-	}
 	hid := v(s.hid, H)
-	dev.RMSNorm(hid, xb, l.norm, n, H, c.RMSEps)
+	// A step of n rows is the same launches every time but for a few
+	// values (positions, the cache slot): a GPU replays them as a graph.
+	device.Graphed(dev, graphKey{s, n, mask != nil}, func() {
+		for i := range l.w {
+			p.Forward(i, &l.w[i], &a, xb)
+		}
+		dev.RMSNorm(hid, xb, l.norm, n, H, c.RMSEps)
+	})
 	dev.Download(hidden[:n*H], hid)
 	if rows := n - logitsFrom; rows > 0 {
 		V := c.Vocab
@@ -219,6 +223,13 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 		dev.Download(logits[:rows*V], lg)
 	}
 	return nil
+}
+
+// graphKey names a sequence's passes of one shape, for device.Graphed.
+type graphKey struct {
+	s      *Seq
+	n      int
+	masked bool
 }
 
 // cacheAttn is a pass's attention: the pass's keys and values go to the

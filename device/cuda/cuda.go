@@ -157,6 +157,13 @@ type cudaDev struct {
 	staged  int        // bytes of stage in use since the stream last synchronized
 	partial []float64
 	topHost []uint32 // TopK's ids and log-probabilities, as downloaded
+
+	graphs        map[any]*graph // Graphed's, by key (graph.go)
+	run           *graphRun      // the Graphed call under way, or nil
+	graphClock    uint64
+	noGraphs      bool // the driver has none, or DOVETAIL_CUDA_GRAPHS=off
+	graphLaunches int  // graphs launched, and nodes updated: what tests count
+	nodeUpdates   int
 }
 
 // launchArgs is cuLaunchKernel's argument array: ptr[i] points at val[i].
@@ -177,7 +184,7 @@ func OpenDriver(lib string, ordinal int) (device.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &cudaDev{c: c, l: c.l, args: &launchArgs{}}
+	d := &cudaDev{c: c, l: c.l, args: &launchArgs{}, noGraphs: c.l.graph == nil || graphsOff()}
 	d.pin.Pin(d.args)
 	for i := range d.args.ptr {
 		d.args.ptr[i] = unsafe.Pointer(&d.args.val[i])
@@ -259,6 +266,9 @@ func (d *cudaDev) Close() {
 	d.enter()
 	defer d.leave()
 	d.sync()
+	for _, g := range d.graphs {
+		d.freeGraph(g)
+	}
 	if d.memo.base != 0 {
 		d.l.call(d.l.memFree, uintptr(d.memo.base))
 		d.memo = argMemo{}
@@ -359,6 +369,13 @@ func (d *cudaDev) View(x device.Buffer, off, n int) device.Buffer {
 }
 
 func (d *cudaDev) sync() {
+	d.streamWork()
+	d.wait()
+}
+
+// wait is sync for a scratch that grows (flushReplay).
+func (d *cudaDev) wait() {
+	d.flushReplay()
 	d.l.must("cuStreamSynchronize", d.l.call(d.l.streamSynchronize, d.stream))
 	d.staged = 0
 }
@@ -374,6 +391,13 @@ const stageBytes = 1 << 20
 // download does), when its copy has surely landed. Larger copies go from
 // pageable memory, which the driver stages before returning.
 func (d *cudaDev) upload(p uint64, src unsafe.Pointer, bytes int) {
+	d.streamWork()
+	d.stageUpload(p, src, bytes)
+}
+
+// stageUpload is upload without streamWork: a Graphed run's host
+// arguments, which its kernels read after them in any case.
+func (d *cudaDev) stageUpload(p uint64, src unsafe.Pointer, bytes int) {
 	if bytes == 0 {
 		return
 	}
@@ -408,6 +432,7 @@ func (d *cudaDev) download(dst unsafe.Pointer, p uint64, bytes int) {
 	if bytes == 0 {
 		return
 	}
+	d.streamWork()
 	d.l.must("cuMemcpyDtoHAsync", d.l.call(d.l.memcpyDtoH, uintptr(dst), uintptr(p), uintptr(bytes), d.stream))
 	d.sync()
 }
@@ -437,6 +462,7 @@ func (d *cudaDev) Zero(x device.Buffer) {
 	}
 	d.enter()
 	defer d.leave()
+	d.streamWork()
 	d.l.must("cuMemsetD32Async", d.l.call(d.l.memsetD32, uintptr(b.p), 0, uintptr(b.n), d.stream))
 }
 
@@ -459,6 +485,7 @@ func (d *cudaDev) copyBytes(dst, src uint64, n int) {
 	if dst == src || n == 0 {
 		return
 	}
+	d.streamWork()
 	d.l.must("cuMemcpyDtoDAsync", d.l.call(d.l.memcpyDtoD, uintptr(dst), uintptr(src), uintptr(n), d.stream))
 }
 
@@ -468,7 +495,7 @@ func (d *cudaDev) scratchBytes(i, bytes int) uint64 {
 	s := &d.scratch[i]
 	if s.n < bytes {
 		if s.p != 0 {
-			d.sync()
+			d.wait()
 			d.l.must("cuMemFree", d.l.call(d.l.memFree, uintptr(s.p)))
 		}
 		s.n = max(bytes, 2*s.n, 1024)
@@ -487,6 +514,14 @@ func hostArgs[T int32 | uint8 | float32](d *cudaDev, v []T) uint64 {
 	}
 	bytes := len(v) * int(unsafe.Sizeof(v[0]))
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), bytes)
+	if r := d.run; r != nil {
+		if p, ok := d.runArgs(r, b); ok {
+			return p
+		}
+		// The arena is full: the argument memo's slots may be the
+		// ones the run's collected launches read.
+		d.streamWork()
+	}
 	if p, ok := d.memo.find(b); ok {
 		return p
 	}
@@ -518,27 +553,39 @@ type i32 int32
 type f32 float32
 
 func (d *cudaDev) launch(kernel string, grid, block [3]int, shared int, args ...any) {
-	fn := d.c.fn[kernel]
+	rec := launchRec{name: kernel, fn: d.c.fn[kernel], shared: uint32(shared),
+		grid:  [3]uint32{uint32(grid[0]), uint32(max(1, grid[1])), uint32(max(1, grid[2]))},
+		block: [3]uint32{uint32(block[0]), uint32(max(1, block[1])), uint32(max(1, block[2]))}}
 	d.kernels++
-	a := d.args
 	for i, x := range args {
 		switch v := x.(type) {
 		case uint64:
-			a.val[i] = v
+			rec.val[i] = v
 		case int:
-			a.val[i] = uint64(v) // a long in the kernel
+			rec.val[i] = uint64(v) // a long in the kernel
 		case i32:
-			a.val[i] = uint64(uint32(v))
+			rec.val[i] = uint64(uint32(v))
 		case f32:
-			a.val[i] = uint64(math.Float32bits(float32(v)))
+			rec.val[i] = uint64(math.Float32bits(float32(v)))
 		default:
 			panic(fmt.Sprintf("cuda: launch %s: argument %d of type %T", kernel, i, x))
 		}
 	}
-	d.l.must("cuLaunchKernel "+kernel, d.l.call(d.l.launchKernel, fn,
-		uintptr(grid[0]), uintptr(max(1, grid[1])), uintptr(max(1, grid[2])),
-		uintptr(block[0]), uintptr(max(1, block[1])), uintptr(max(1, block[2])),
-		uintptr(shared), d.stream, uintptr(unsafe.Pointer(&a.ptr[0])), 0))
+	if r := d.run; r != nil && d.collect(r, &rec) {
+		return
+	}
+	d.launchNow(&rec)
+}
+
+// launchNow queues rec's kernel on the stream.
+func (d *cudaDev) launchNow(rec *launchRec) {
+	d.args.val = rec.val
+	if r := d.l.call(d.l.launchKernel, rec.fn,
+		uintptr(rec.grid[0]), uintptr(rec.grid[1]), uintptr(rec.grid[2]),
+		uintptr(rec.block[0]), uintptr(rec.block[1]), uintptr(rec.block[2]),
+		uintptr(rec.shared), d.stream, uintptr(unsafe.Pointer(&d.args.ptr[0])), 0); r != 0 {
+		d.l.must("cuLaunchKernel "+rec.name, r)
+	}
 }
 
 const cudaBS = 256

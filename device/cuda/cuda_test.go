@@ -826,9 +826,20 @@ func TestCUDAOutOfMemoryIsAnError(t *testing.T) {
 	}
 }
 
-// cuLib's fields are filled in cuFn's order: one name for each.
+// cuLib's function fields are filled in cuFn's order, graphLib's in
+// graphFn's: one name for each.
 func TestCUDADriverTable(t *testing.T) {
-	if n := reflect.TypeFor[cuLib]().NumField(); n != len(cuFn) {
-		t.Fatalf("cuLib has %d fields, cuFn names %d functions", n, len(cuFn))
+	funcs := func(typ reflect.Type) int {
+		n := 0
+		for n < typ.NumField() && typ.Field(n).Type == reflect.TypeFor[uintptr]() {
+			n++
+		}
+		return n
+	}
+	if n := funcs(reflect.TypeFor[cuLib]()); n != len(cuFn) {
+		t.Errorf("cuLib has %d functions, cuFn names %d", n, len(cuFn))
+	}
+	if n := reflect.TypeFor[graphLib]().NumField(); n != len(graphFn) || funcs(reflect.TypeFor[graphLib]()) != n {
+		t.Errorf("graphLib has %d fields, graphFn names %d functions", n, len(graphFn))
 	}
 }

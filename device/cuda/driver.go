@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -39,6 +40,18 @@ type cuLib struct {
 	moduleLoadData, moduleGetFunction, launchKernel, getErrorName, memGetInfo,
 	memAllocHost, memFreeHost, streamDestroy, deviceGetAttribute,
 	deviceGetPCIBusId, deviceTotalMem, driverGetVersion uintptr
+
+	graph *graphLib // nil where the driver has no graphs (before CUDA 11.4)
+}
+
+// graphFn names the driver's graph functions (graph.go), in the order of
+// graphLib's fields; each versioned name falls back to its first version,
+// which reads the same leading fields of a kernel node's parameters.
+var graphFn = []string{"cuGraphCreate", "cuGraphAddKernelNode_v2", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+	"cuGraphExecKernelNodeSetParams_v2", "cuGraphExecDestroy", "cuGraphDestroy"}
+
+type graphLib struct {
+	create, addKernelNode, instantiate, launch, setParams, execDestroy, destroy uintptr
 }
 
 // blasLib is cuBLAS.
@@ -87,10 +100,28 @@ func loadDriver(path string) (*cuLib, error) {
 			return nil, fmt.Errorf("%w: %s lacks %s (driver too old?)", ErrNoDevice, path, name)
 		}
 	}
+	l.graph = loadGraphs(h)
 	if err := l.check("cuInit", l.call(l.init, 0)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDevice, err)
 	}
 	return l, nil
+}
+
+// loadGraphs finds the driver's graph functions, or returns nil.
+func loadGraphs(h uintptr) *graphLib {
+	g := &graphLib{}
+	fields := unsafe.Slice((*uintptr)(unsafe.Pointer(g)), len(graphFn))
+	for i, name := range graphFn {
+		p, err := purego.Dlsym(h, name)
+		if v1, ok := strings.CutSuffix(name, "_v2"); ok && err != nil {
+			p, err = purego.Dlsym(h, v1)
+		}
+		if err != nil {
+			return nil
+		}
+		fields[i] = p
+	}
+	return g
 }
 
 // call calls a driver function. Callers convert pointers to uintptr in

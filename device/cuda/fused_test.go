@@ -206,27 +206,35 @@ func TestCUDALayerLaunches(t *testing.T) {
 		shape string // synth's
 		want  int
 	}{{"dim=64,layers=3,heads=4,kv=2,ffn=128,vocab=300", 10}, {"dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", 9}} {
-		sh, err := synth.ParseShape(c.shape)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := synth.Build(sh, synth.Options{Type: quant.Q4_K, Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "m.gguf")
-		if err := w.WriteFile(path); err != nil {
-			t.Fatal(err)
-		}
-		m, err := models.LoadLlama(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
+		m := synthModel(t, c.shape, quant.Q4_K)
 		if got := layerLaunches(t, dev, m); got > float64(c.want) {
 			t.Errorf("%s: %.1f launches a decoder layer, want at most %d", c.shape, got, c.want)
 		}
 	}
+}
+
+// synthModel is a model of synth's shape (its -shape syntax) with random
+// weights of type typ, closed at the test's end.
+func synthModel(t *testing.T, shape string, typ quant.Type) *models.Llama {
+	t.Helper()
+	sh, err := synth.ParseShape(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := synth.Build(sh, synth.Options{Type: typ, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := models.LoadLlama(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
 
 // layerLaunches is how many kernels a decoder layer of m launches in a

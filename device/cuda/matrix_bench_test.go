@@ -96,16 +96,25 @@ func BenchmarkCUDACopy(b *testing.B) {
 // layers' time is the device path's own cost, launches and waits, not
 // memory traffic. µs/layer is a step with every layer on the device less
 // one with the last only, over the layers between: what a layer adds.
+// Each shape runs with its launches replayed as a graph and without.
 func BenchmarkCUDALayerStep(b *testing.B) {
-	dev := cudaOrSkip(b)
+	dev := cudaOrSkip(b).(*cudaDev)
 	m, err := models.LoadLlama(golden.ModelPath("tinystories656K-Q8_0.gguf"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
 	c := m.Config
-	for _, n := range []int{1, 16} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+	// With graphs (a step's launches replayed as one, graph.go) and
+	// without, side by side.
+	defer func(off bool) { dev.noGraphs = off }(dev.noGraphs)
+	for _, tc := range []struct {
+		n      int
+		graphs bool
+	}{{1, true}, {1, false}, {16, true}, {16, false}} {
+		n := tc.n
+		dev.noGraphs = !tc.graphs || dev.l.graph == nil
+		b.Run(fmt.Sprintf("n=%d/graphs=%v", n, tc.graphs), func(b *testing.B) {
 			step := func(from int) time.Duration {
 				l, err := offload.New(dev, m, from)
 				if err != nil {

@@ -37,6 +37,7 @@ func (d *cudaDev) gemm(c, a, b uint64, m, n, k, lda, ldb, ldc int, ta, tb bool, 
 			}
 			return 0
 		}
+		d.streamWork()
 		betaP := &d.args.one[0] // 1
 		if beta == 0 {
 			betaP = &d.args.one[1]

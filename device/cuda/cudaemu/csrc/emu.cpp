@@ -48,6 +48,7 @@ struct Kernel {
     std::string name;
     void *fn;
     void (*thunk)(void *, void **);
+    std::vector<size_t> sizes; // each parameter's bytes
 };
 
 static std::map<std::string, Kernel> &registry() {
@@ -55,8 +56,9 @@ static std::map<std::string, Kernel> &registry() {
     return r;
 }
 
-extern "C" void emu_register(const char *name, void *fn, void (*thunk)(void *, void **)) {
-    registry()[name] = Kernel{name, fn, thunk};
+extern "C" void emu_register(const char *name, void *fn, void (*thunk)(void *, void **), const size_t *sizes,
+                             int nparams) {
+    registry()[name] = Kernel{name, fn, thunk, std::vector<size_t>(sizes, sizes + nparams)};
 }
 
 // ---- fibers -------------------------------------------------------------------
@@ -445,19 +447,119 @@ EXPORT CUresult cuModuleGetFunction(void **f, void *, const char *name) {
     return OK;
 }
 
+} // extern "C"
+
+// fits says whether a launch's shape is one a GPU of compute capability
+// 7.5 accepts.
+static bool fits(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared) {
+    return gx != 0 && gy != 0 && gz != 0 && bx != 0 && by != 0 && bz != 0 && gx <= 0x7fffffffu && gy <= 65535 &&
+           gz <= 65535 && bx <= 1024 && by <= 1024 && bz <= 64 && (size_t)bx * by * bz <= 1024 && shared <= 48 << 10;
+}
+
+static CUresult launch(const Kernel *k, dim3 grid, dim3 block, unsigned shared, void **params) {
+    Launch l;
+    l.k = k;
+    l.params = params;
+    l.grid = grid;
+    l.block = block;
+    l.shared.assign(shared, 0xff);
+    return run(l);
+}
+
+// ---- graphs -------------------------------------------------------------------
+
+// CUDA_KERNEL_NODE_PARAMS_v2 (the first fields are v1's).
+struct KernelNodeParams {
+    const Kernel *func;
+    unsigned gx, gy, gz, bx, by, bz, shared;
+    void **params, **extra;
+    void *kern, *ctx;
+};
+
+// A kernel node holds copies of its arguments' values, as a driver's
+// does: the caller's argument array may change after the call.
+struct Node {
+    const Kernel *k = NULL;
+    dim3 grid{}, block{};
+    unsigned shared = 0;
+    std::vector<std::vector<uint8_t>> vals;
+
+    CUresult set(const KernelNodeParams *p) {
+        if (!p->func || p->extra || !fits(p->gx, p->gy, p->gz, p->bx, p->by, p->bz, p->shared)) return INVALID_VALUE;
+        k = p->func;
+        grid = dim3{p->gx, p->gy, p->gz};
+        block = dim3{p->bx, p->by, p->bz};
+        shared = p->shared;
+        vals.assign(k->sizes.size(), {});
+        for (size_t i = 0; i < vals.size(); i++) {
+            const uint8_t *v = (const uint8_t *)p->params[i];
+            vals[i].assign(v, v + k->sizes[i]);
+        }
+        return OK;
+    }
+    CUresult run() const {
+        std::vector<void *> ptrs;
+        for (const auto &v : vals) ptrs.push_back((void *)v.data());
+        return launch(k, grid, block, shared, ptrs.data());
+    }
+};
+
+// A graph's nodes run in the order they were added: the device chains
+// each on the one before, and the emulator keeps no other dependencies.
+// A node's handle is its index + 1, in the graph and its instances.
+struct Graph {
+    std::vector<Node> nodes;
+};
+
+extern "C" {
+
 // cuLaunchKernel refuses what a GPU of compute capability 7.5 refuses.
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, void *, void **params, void **) {
-    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || gx > 0x7fffffffu || gy > 65535 ||
-        gz > 65535 || bx > 1024 || by > 1024 || bz > 64 || (size_t)bx * by * bz > 1024 || shared > 48 << 10)
-        return INVALID_VALUE;
-    Launch l;
-    l.k = (const Kernel *)f;
-    l.params = params;
-    l.grid = dim3{gx, gy, gz};
-    l.block = dim3{bx, by, bz};
-    l.shared.assign(shared, 0xff);
-    return run(l);
+    if (!fits(gx, gy, gz, bx, by, bz, shared)) return INVALID_VALUE;
+    return launch((const Kernel *)f, dim3{gx, gy, gz}, dim3{bx, by, bz}, shared, params);
+}
+
+EXPORT CUresult cuGraphCreate(Graph **g, unsigned flags) {
+    if (flags != 0) return INVALID_VALUE;
+    *g = new Graph;
+    return OK;
+}
+
+EXPORT CUresult cuGraphAddKernelNode_v2(void **node, Graph *g, void **, size_t deps, const KernelNodeParams *p) {
+    if (deps > 1) return INVALID_VALUE;
+    Node n;
+    if (CUresult r = n.set(p)) return r;
+    g->nodes.push_back(n);
+    *node = (void *)(uintptr_t)g->nodes.size();
+    return OK;
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(Graph **exec, Graph *g, unsigned long long) {
+    *exec = new Graph(*g);
+    return OK;
+}
+
+EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(Graph *exec, void *node, const KernelNodeParams *p) {
+    size_t i = (uintptr_t)node - 1;
+    if (i >= exec->nodes.size() || p->func != exec->nodes[i].k) return INVALID_VALUE;
+    return exec->nodes[i].set(p);
+}
+
+EXPORT CUresult cuGraphLaunch(Graph *exec, void *) {
+    for (const Node &n : exec->nodes)
+        if (CUresult r = n.run()) return r;
+    return OK;
+}
+
+EXPORT CUresult cuGraphExecDestroy(Graph *exec) {
+    delete exec;
+    return OK;
+}
+
+EXPORT CUresult cuGraphDestroy(Graph *g) {
+    delete g;
+    return OK;
 }
 
 static const struct {

@@ -1,0 +1,197 @@
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"dovetail/device"
+	"dovetail/offload"
+	"dovetail/quant"
+)
+
+// Decode steps and tree passes of the offloaded layers replayed as graphs
+// give, bit for bit, what the same steps give launched one by one (a
+// second device with graphs off): one graph launch a step after a key's
+// first, and only the nodes whose values a step changes updated (a
+// layer's cache store and attention), since positions and masks go to
+// the graph's arena at fixed addresses.
+func TestCUDAGraphedSteps(t *testing.T) {
+	dev := cudaOrSkip(t).(*cudaDev)
+	ref := openAnother(t).(*cudaDev)
+	defer ref.Close()
+	ref.noGraphs = true
+	m := synthModel(t, "dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", quant.Q4_K)
+	c := m.Config
+	type side struct {
+		d *cudaDev
+		s *offload.Seq
+	}
+	var sides []side
+	for _, d := range []*cudaDev{dev, ref} {
+		l, err := offload.New(d, m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Free()
+		s, err := l.NewSeq(64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Free()
+		sides = append(sides, side{d, s})
+	}
+	x := make([]float32, 8*c.Hidden)
+	step := func(what string, n int, pos []int, past int, mask []uint8) {
+		for i := range x[:n*c.Hidden] {
+			x[i] = float32((i*7+past*13)%19-9) / 4
+		}
+		var got [2][]float32
+		for k, sd := range sides {
+			hidden, logits := make([]float32, n*c.Hidden), make([]float32, n*c.Vocab)
+			if err := sd.s.Forward(x, n, pos, past, 0, mask, 0, hidden, logits); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			got[k] = append(hidden, logits...)
+		}
+		for j := range got[0] {
+			if got[0][j] != got[1][j] {
+				t.Fatalf("%s: value %d is %g with graphs, %g without", what, j, got[0][j], got[1][j])
+			}
+		}
+	}
+	launches, updates := dev.graphLaunches, dev.nodeUpdates
+	const steps = 6
+	for p := range steps {
+		step(fmt.Sprintf("decode step at %d", p), 1, []int{p}, p, nil)
+	}
+	if got := dev.graphLaunches - launches; got != steps-1 {
+		t.Errorf("%d decode steps launched %d graphs, want %d", steps, got, steps-1)
+	}
+	if got, most := dev.nodeUpdates-updates, 2*c.Layers*(steps-1); got > most {
+		t.Errorf("%d replays updated %d nodes, want at most %d (a layer's store and attention a step)", steps-1, got, most)
+	}
+	// A tree of 4 nodes (a root and three children) at two places, then
+	// decoding again: each shape its own graph.
+	mask := []uint8{1, 0, 0, 0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 1}
+	launches = dev.graphLaunches
+	for _, past := range []int{steps, steps + 5, steps + 9} {
+		p := []int{past, past + 1, past + 1, past + 1}
+		step(fmt.Sprintf("tree at %d", past), 4, p, past, mask)
+	}
+	step("decode after the trees", 1, []int{steps + 20}, steps+20, nil)
+	if got := dev.graphLaunches - launches; got != 3 {
+		t.Errorf("three trees of one shape and a decode step launched %d graphs, want 3", got)
+	}
+}
+
+// What a replay cannot launch as its graph it launches one by one, in
+// order: a run that downloads midway, one with another kernel, one with
+// one fewer, one that panics. A recording that downloads makes no graph.
+func TestCUDAGraphedFallbacks(t *testing.T) {
+	dev := cudaOrSkip(t).(*cudaDev)
+	const n = 300
+	x, y := dev.Alloc(n), dev.Alloc(n)
+	defer dev.Free(x)
+	defer dev.Free(y)
+	in := make([]float32, n)
+	mid, out := make([]float32, n), make([]float32, n)
+	// run: y = x+x, then (adds more times) y += x; mid is y after the
+	// first add where download is set.
+	run := func(key string, v float32, adds int, download bool) {
+		for i := range in {
+			in[i] = v + float32(i)
+		}
+		dev.Upload(x, in)
+		device.Graphed(dev, key, func() {
+			dev.Add(y, x, x)
+			if download {
+				dev.Download(mid, y)
+			}
+			for range adds {
+				dev.Add(y, y, x)
+			}
+		})
+		dev.Download(out, y)
+		for i := range out {
+			if want := float32(2+adds) * in[i]; out[i] != want {
+				t.Fatalf("%s, %d adds, download %v: value %d is %g, want %g", key, adds, download, i, out[i], want)
+			}
+			if download && mid[i] != 2*in[i] {
+				t.Fatalf("%s: midway value %d is %g, want %g", key, i, mid[i], 2*in[i])
+			}
+		}
+	}
+	graphs := func(what string, want int, do func()) {
+		t.Helper()
+		before := dev.graphLaunches
+		do()
+		if got := dev.graphLaunches - before; got != want {
+			t.Errorf("%s: %d graph launches, want %d", what, got, want)
+		}
+	}
+	graphs("record, then replay with new values", 2, func() {
+		run("a", 1, 1, false)
+		run("a", 2, 1, false)
+		run("a", 3, 1, false)
+	})
+	graphs("a replay that downloads midway, then a plain one", 1, func() {
+		run("a", 4, 1, true)
+		run("a", 5, 1, false)
+	})
+	graphs("a replay with another kernel, a recording, a replay", 1, func() {
+		run("a", 6, 2, false)
+		run("a", 7, 2, false)
+		run("a", 8, 2, false)
+	})
+	graphs("a replay with one kernel fewer, a recording, a replay", 1, func() {
+		run("a", 9, 1, false)
+		run("a", 10, 1, false)
+		run("a", 11, 1, false)
+	})
+	graphs("a replay whose first kernel is another, a recording, a replay", 1, func() {
+		// y = x, a concatenation of its halves, instead of x+x.
+		device.Graphed(dev, "a", func() {
+			dev.Concat(y, dev.View(x, 0, n/2), dev.View(x, n/2, n/2), 1, n/2, n/2)
+			dev.Add(y, y, x)
+		})
+		dev.Download(out, y)
+		for i := range out {
+			if want := 2 * in[i]; out[i] != want {
+				t.Fatalf("another first kernel: value %d is %g, want %g", i, out[i], want)
+			}
+		}
+		run("a", 12, 1, false)
+		run("a", 13, 1, false)
+	})
+	graphs("recordings that download", 0, func() {
+		for i := range maxImpure {
+			run("b", float32(i), 1, true)
+		}
+		run("b", 10, 1, false)
+		run("b", 11, 1, false)
+	})
+	graphs("a replay that panics", 0, func() {
+		run("c", 1, 0, false)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("the run's panic was lost")
+				}
+			}()
+			device.Graphed(dev, "c", func() {
+				dev.Add(y, x, x)
+				panic("stop")
+			})
+		}()
+		dev.Download(out, y)
+		for i := range out {
+			if out[i] != 2*in[i] {
+				t.Fatalf("after a replay that panicked: value %d is %g, want %g", i, out[i], 2*in[i])
+			}
+		}
+	})
+	graphs("after the panic, a recording, a replay", 1, func() {
+		run("c", 2, 0, false)
+		run("c", 3, 0, false)
+	})
+}
