@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"dovetail/device"
+	"dovetail/device/cuda"
 	"dovetail/device/cuda/cudatest"
 	"dovetail/dgf/dgftest"
 	"dovetail/models/draft"
@@ -116,4 +117,84 @@ func TestCUDACloneSharesFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	dgftest.CloseTo(t, "clone's logits", lgC, lg, 1e-6)
+}
+
+// An int8 draft's tree levels on CUDA replay as graphs after their first
+// round, and draft bit for bit what the same draft drafts launching each
+// kernel on its own (a device opened with DOVETAIL_CUDA_GRAPHS=off).
+func TestCUDADraftGraphs(t *testing.T) {
+	dev := cudatest.Device(t)
+	t.Setenv("DOVETAIL_CUDA_GRAPHS", "off")
+	plain, err := cudatest.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	c := freezeConfig
+	ref := newDraft32(t, c, 5)
+	var seqs [2]*Sequence
+	for i, dv := range []device.Device{dev, plain} {
+		d, err := ref.Clone(dv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Free()
+		if err := d.FreezeForDrafting(); err != nil {
+			t.Fatal(err)
+		}
+		seqs[i] = d.NewSequence(0)
+		defer seqs[i].Free()
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	w := dgftest.RandWindow(rng, 40, c.FeatureIn(), c.Vocab, 1)
+	before, _ := cuda.GraphLaunches(dev)
+	const rounds = 4
+	for r := range rounds {
+		// A round: one committed position, then two levels of a tree.
+		var pred, logits [2][]float32
+		for i, s := range seqs {
+			if err := s.Truncate(r); err != nil {
+				t.Fatal(err)
+			}
+			lg, pr, err := s.Forward(w.Features[r:r+1], w.Tokens[r+1:r+2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			logits[i], pred[i] = slices.Clone(lg), slices.Clone(pr)
+		}
+		if !slices.Equal(pred[0], pred[1]) || !slices.Equal(logits[0], logits[1]) {
+			t.Fatalf("round %d: the position's outputs differ with and without graphs", r)
+		}
+		for level, parents := range [][]int{{-1, -1}, {0, 0, 1}} {
+			feats := make([][]float32, len(parents))
+			toks := make([]int, len(parents))
+			for j := range parents {
+				feats[j], toks[j] = pred[0], (r*7+level*3+j)%c.Vocab
+			}
+			var got [2][][]float32
+			for i, s := range seqs {
+				lgs, _, err := s.Extend(feats, toks, parents)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range lgs {
+					got[i] = append(got[i], slices.Clone(l))
+				}
+			}
+			for j := range got[0] {
+				if !slices.Equal(got[0][j], got[1][j]) {
+					t.Fatalf("round %d, level %d, node %d: logits differ with and without graphs", r, level, j)
+				}
+			}
+		}
+	}
+	after, _ := cuda.GraphLaunches(dev)
+	// Three shapes a round (a position, a level of 2, one of 3), each
+	// recorded in the first round and replayed in the others.
+	if got, want := after-before, 3*(rounds-1); got < want {
+		t.Errorf("%d rounds launched %d graphs, want at least %d", rounds, got, want)
+	}
+	if n, _ := cuda.GraphLaunches(plain); n != 0 {
+		t.Errorf("the device with graphs off launched %d", n)
+	}
 }

@@ -155,8 +155,20 @@ func (s *Sequence) pass(features [][]float32, tokens, pos []int, slot int, at de
 	a.Predicted = len(features[0]) != c.FeatureIn()
 	dev.Upload(dev.View(a.F, 0, len(flat)), flat)
 	at.Heads, at.KVHeads, at.HeadDim = c.Heads, c.KVHeads, c.HeadDim
-	d.Forward(a, tokens, pos, &cacheAttn{s: s, a: at})
+	// A tree level of n nodes is the same launches every round but for
+	// its values: a GPU replays them as a graph where they are only
+	// kernels (an int8 draft's, with no cuBLAS product among them).
+	device.Graphed(dev, passKey{s, n, at.Mask != nil}, func() {
+		d.Forward(a, tokens, pos, &cacheAttn{s: s, a: at})
+	})
 	return a
+}
+
+// passKey names a sequence's passes of one shape, for device.Graphed.
+type passKey struct {
+	s      *Sequence
+	n      int
+	masked bool
 }
 
 // Forward commits positions: pair i is (features[i], tokens[i]) = (f_t,

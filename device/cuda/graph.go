@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"unsafe"
+
+	"dovetail/device"
 )
 
 // CUDA graphs. A decode step of the offloaded layers is nine kernels a
@@ -361,4 +363,17 @@ func (d *cudaDev) freeGraph(g *graph) {
 	d.sync()
 	d.l.call(d.l.memFree, uintptr(g.arena))
 	delete(d.graphs, g.key)
+}
+
+// GraphLaunches is how many graphs d (a CUDA device) has launched, and
+// how many of their nodes it updated: what a test or a benchmark reads
+// to see that replays happen. 0, 0 for other devices.
+func GraphLaunches(d device.Device) (launches, updates int) {
+	c, ok := d.(*cudaDev)
+	if !ok {
+		return 0, 0
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	return c.graphLaunches, c.nodeUpdates
 }
