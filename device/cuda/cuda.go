@@ -293,12 +293,21 @@ func (d *cudaDev) Close() {
 }
 
 // cudaBuf is n float32 values at device address p, or n halves (half: a
-// KV cache, see kv.go).
+// KV cache, see kv.go). A view's root is the allocation it is in.
 type cudaBuf struct {
 	p    uint64
 	n    int
 	view bool
 	half bool
+	root uint64
+}
+
+// at is b as an allocation and b's offset in it, in values.
+func (b *cudaBuf) at() (root uint64, off int) {
+	if !b.view {
+		return b.p, 0
+	}
+	return b.root, int((b.p - b.root) / b.size())
 }
 
 // size is the bytes of a value.
@@ -365,7 +374,8 @@ func (d *cudaDev) View(x device.Buffer, off, n int) device.Buffer {
 	if off < 0 || n < 0 || off+n > b.n {
 		panic(fmt.Sprintf("cuda: view [%d, %d) of a buffer of %d values", off, off+n, b.n))
 	}
-	return &cudaBuf{p: b.p + b.size()*uint64(off), n: n, view: true, half: b.half}
+	root, _ := b.at()
+	return &cudaBuf{p: b.p + b.size()*uint64(off), n: n, view: true, half: b.half, root: root}
 }
 
 func (d *cudaDev) sync() {

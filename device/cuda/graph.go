@@ -15,17 +15,20 @@ import (
 // repeats with the same shapes (a decode step of n rows); the next run of
 // the same key replays them: its launches are collected rather than made,
 // checked against the graph's nodes (the same kernels and shapes in the
-// same order), the nodes whose arguments changed (a step's cache slot,
-// its count of keys) are updated, and the graph is launched once.
+// same order), the nodes whose arguments changed are updated, and the
+// graph is launched once. In a decode step none change: what a step
+// changes (positions, a mask, the cache slot, the count of keys) the
+// kernels read from device memory, as host arguments.
 //
 // The stream sees the same work in the same order either way. Anything
 // else put on the stream during a replay (a copy, a download, a cuBLAS
 // product, a wait) first launches what the run collected, one by one, and
 // the run goes on without its graph; a recording that did such things
-// makes no graph. A run's small host arguments (positions, a mask) go to
-// an arena of the graph's own, at the same offsets every run and uploaded
+// makes no graph. A run's small host arguments go to an arena of the
+// graph's own, at the same offsets every run and uploaded
 // only where they changed, so the nodes that read them keep their
-// arguments.
+// arguments. A replay uploads what changed of them in one copy, before
+// the graph.
 
 // graphArenaBytes is the device memory a graph keeps for its runs' host
 // arguments: a 64-node tree's mask and positions fit many times over.
@@ -84,6 +87,7 @@ type graphRun struct {
 	impure bool     // recording: other work went on the stream
 	off    int      // arena bytes handed out this run
 	spans  [][2]int // this run's host arguments in the arena: offset, bytes
+	dirty  [2]int   // a replay's arena bytes not uploaded yet: [from, to)
 }
 
 // graphsOff reports whether DOVETAIL_CUDA_GRAPHS=off asks for every
@@ -188,6 +192,7 @@ func (d *cudaDev) streamWork() {
 func (d *cudaDev) flushReplay() {
 	if r := d.run; r != nil && r.mode == replaying {
 		r.mode = direct
+		d.uploadDirty(r)
 		for i := range r.recs {
 			d.launchNow(&r.recs[i])
 		}
@@ -218,6 +223,7 @@ func (d *cudaDev) finish(r *graphRun) {
 			return
 		}
 		d.run = nil
+		d.uploadDirty(r)
 		d.replay(g, r.recs)
 	default:
 		d.run = nil
@@ -337,9 +343,24 @@ func (d *cudaDev) runArgs(r *graphRun, b []byte) (uint64, bool) {
 	r.spans = append(r.spans, [2]int{off, len(b)})
 	if h := g.host[off : off+len(b)]; !bytes.Equal(h, b) {
 		copy(h, b)
-		d.stageUpload(g.arena+uint64(off), unsafe.Pointer(&b[0]), len(b))
+		if r.mode != replaying {
+			d.stageUpload(g.arena+uint64(off), unsafe.Pointer(&b[0]), len(b))
+		} else if r.dirty[1] == 0 {
+			r.dirty = [2]int{off, off + len(b)}
+		} else {
+			r.dirty[1] = off + len(b)
+		}
 	}
 	return g.arena + uint64(off), true
+}
+
+// uploadDirty uploads what a replay changed of its arena, in one copy,
+// before the launches that read it.
+func (d *cudaDev) uploadDirty(r *graphRun) {
+	if from, to := r.dirty[0], r.dirty[1]; to > from {
+		d.stageUpload(r.g.arena+uint64(from), unsafe.Pointer(&r.g.host[from]), to-from)
+	}
+	r.dirty = [2]int{}
 }
 
 // dropExec destroys g's graph and its instance, after the stream's work

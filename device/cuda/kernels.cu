@@ -300,16 +300,18 @@ __device__ __forceinline__ float kvLoad(const __half *p) { return __half2float(*
 // attend: one block per (query row j, head h). probs[j][h][t] gets the
 // weights, out[j][h] = Σ_t probs·v. Dynamic shared memory: hd floats. The
 // keys and values are float32 (a draft's) or halves (a target's layers'
-// cache on the GPU).
+// cache on the GPU). pp holds past and pend in device memory: a step's
+// graph (graph.go) keeps its arguments from step to step.
 // With xq set (hd a multiple of 32), the output is also left in 8 bits
 // as quantize_q8 leaves it (xq, and ds per 32 values), for the product
 // that reads it next: each warp writes 32 consecutive values of a head.
 template <typename KV>
 __device__ void attend(float *out, float *probs, const float *q, const KV *k, const KV *v,
-                       const unsigned char *mask, int heads, int kvheads, int hd, int past, int pend,
-                       int rows, int8_t *xq, float2 *ds) {
+                       const unsigned char *mask, int heads, int kvheads, int hd, const int *pp, int rows,
+                       int8_t *xq, float2 *ds) {
     extern __shared__ float qs[];
     __shared__ float sh[32];
+    int past = pp[0], pend = pp[1];
     int j = blockIdx.x, h = blockIdx.y, g = h / (heads / kvheads);
     int keys = past + pend, qd = heads * hd, kvd = kvheads * hd;
     float scale = rsqrtf((float)hd);
@@ -351,16 +353,16 @@ __device__ void attend(float *out, float *probs, const float *q, const KV *k, co
 extern "C" {
 
 __global__ void attention(float *out, float *probs, const float *q, const float *k, const float *v,
-                          const unsigned char *mask, int heads, int kvheads, int hd, int past,
-                          int pend, int rows, int8_t *xq, float2 *ds) {
-    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows, xq, ds);
+                          const unsigned char *mask, int heads, int kvheads, int hd, const int *pp, int rows,
+                          int8_t *xq, float2 *ds) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, pp, rows, xq, ds);
 }
 
 // attention_h is attention over a cache of halves.
 __global__ void attention_h(float *out, float *probs, const float *q, const __half *k, const __half *v,
-                            const unsigned char *mask, int heads, int kvheads, int hd, int past,
-                            int pend, int rows, int8_t *xq, float2 *ds) {
-    attend(out, probs, q, k, v, mask, heads, kvheads, hd, past, pend, rows, xq, ds);
+                            const unsigned char *mask, int heads, int kvheads, int hd, const int *pp, int rows,
+                            int8_t *xq, float2 *ds) {
+    attend(out, probs, q, k, v, mask, heads, kvheads, hd, pp, rows, xq, ds);
 }
 
 // store_half: dst[i] = src[i] rounded to half (nearest, even), i < n.
@@ -370,13 +372,14 @@ __global__ void store_half(__half *dst, const float *src, long n) {
 }
 
 // store_half2 is store_half of a pass's keys and values, n each, in one
-// launch.
-__global__ void store_half2(__half *dk, const float *k, __half *dv, const float *v, long n) {
+// launch, into the caches at dk and dv from offsets off[0] and off[1]:
+// in device memory, so that a step's graph keeps its arguments.
+__global__ void store_half2(__half *dk, const float *k, __half *dv, const float *v, long n, const int *off) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (i < n)
-        dk[i] = __float2half_rn(k[i]);
+        dk[off[0] + i] = __float2half_rn(k[i]);
     else if (i < 2 * n)
-        dv[i - n] = __float2half_rn(v[i - n]);
+        dv[off[1] + i - n] = __float2half_rn(v[i - n]);
 }
 
 // attention_backward, per (j, h) block, with P the weights and dS kept in

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"dovetail/device"
@@ -48,7 +49,15 @@ func (d *cudaDev) StoreKVPair(dk, k, dv, v device.Buffer) bool {
 	}
 	d.enter()
 	defer d.leave()
-	d.elems("store_half2", 2*kb.n, dkb.p, kb.p, dvb.p, vb.p, kb.n)
+	// The caches and the offsets into them, not the slots' addresses:
+	// a step's graph then keeps this launch's arguments (graph.go).
+	rk, offK := dkb.at()
+	rv, offV := dvb.at()
+	if offK > math.MaxInt32 || offV > math.MaxInt32 {
+		panic(fmt.Sprintf("cuda: StoreKVPair at offsets %d and %d", offK, offV))
+	}
+	offs := hostArgs(d, []int32{int32(offK), int32(offV)})
+	d.elems("store_half2", 2*kb.n, rk, kb.p, rv, vb.p, kb.n, offs)
 	return true
 }
 

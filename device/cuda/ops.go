@@ -362,9 +362,12 @@ func (d *cudaDev) Attention(out, probs, q, k, v device.Buffer, a device.Attn) {
 		xq = d.scratchBytes(3, a.Rows*qd+8*(a.Rows*qd/32))
 		ds = ds0(xq, a.Rows, qd)
 	}
+	// past and pend from device memory: a step's graph keeps the
+	// launch's arguments (graph.go).
+	pp := hostArgs(d, []int32{int32(a.Past), int32(a.Pend)})
 	d.launch(kernel, [3]int{a.Rows, a.Heads}, [3]int{cudaBS}, 4*a.HeadDim,
 		d.ptr(out), d.ptr(probs), d.ptr(q), d.ptr(k), d.ptr(v), d.mask(a),
-		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), i32(a.Past), i32(a.Pend), i32(a.Rows), xq, ds)
+		i32(a.Heads), i32(a.KVHeads), i32(a.HeadDim), pp, i32(a.Rows), xq, ds)
 	if xq != 0 {
 		d.q8 = q8Memo{x: d.ptr(out), n: a.Rows, k: qd, ops: d.ops, codes: xq}
 	}
