@@ -97,24 +97,11 @@ func graphsOff() bool { return os.Getenv("DOVETAIL_CUDA_GRAPHS") == "off" }
 // Graphed runs fn, operations on d, as a graph where one is recorded for
 // key (device.Graphed).
 func (d *cudaDev) Graphed(key any, fn func()) {
-	d.enter()
-	if d.noGraphs || d.run != nil {
-		d.leave()
+	r := d.startRun(key)
+	if r == nil {
 		fn()
 		return
 	}
-	g := d.graphFor(key)
-	if g.never {
-		d.leave()
-		fn()
-		return
-	}
-	r := &graphRun{g: g, mode: recording}
-	if g.exec != 0 {
-		r.mode = replaying
-	}
-	d.run = r
-	d.leave()
 	done := false
 	defer func() {
 		if !done {
@@ -128,7 +115,30 @@ func (d *cudaDev) Graphed(key any, fn func()) {
 	d.finish(r)
 }
 
-// graphFor is key's graph, made (with its arena) where there is none.
+// startRun begins a run of key's graph: a recording or a replay. nil
+// where fn is to run as it is: no graphs, a run under way (Graphed
+// inside Graphed), a key whose runs do more than launch, or no memory
+// for the arena.
+func (d *cudaDev) startRun(key any) *graphRun {
+	d.enter()
+	defer d.leave()
+	if d.noGraphs || d.run != nil {
+		return nil
+	}
+	g := d.graphFor(key)
+	if g == nil || g.never {
+		return nil
+	}
+	r := &graphRun{g: g, mode: recording}
+	if g.exec != 0 {
+		r.mode = replaying
+	}
+	d.run = r
+	return r
+}
+
+// graphFor is key's graph, made (with its arena) where there is none;
+// nil where the GPU has no memory for the arena.
 func (d *cudaDev) graphFor(key any) *graph {
 	g := d.graphs[key]
 	if g == nil {
@@ -141,7 +151,11 @@ func (d *cudaDev) graphFor(key any) *graph {
 			}
 			d.freeGraph(lru)
 		}
-		g = &graph{key: key, host: make([]byte, graphArenaBytes), arena: d.alloc(graphArenaBytes)}
+		var arena uint64
+		if d.l.call(d.l.memAlloc, uintptr(unsafe.Pointer(&arena)), graphArenaBytes) != 0 {
+			return nil
+		}
+		g = &graph{key: key, host: make([]byte, graphArenaBytes), arena: arena}
 		d.l.must("cuMemsetD32Async", d.l.call(d.l.memsetD32, uintptr(g.arena), 0, graphArenaBytes/4, d.stream))
 		if d.graphs == nil {
 			d.graphs = map[any]*graph{}
