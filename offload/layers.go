@@ -9,6 +9,7 @@ package offload
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"dovetail/block"
 	"dovetail/device"
@@ -30,6 +31,12 @@ type Layers struct {
 	w     []block.Weights
 	norm  device.Buffer // final norm
 	head  device.Matrix
+
+	// Its sequences' passes, and their making and freeing, go one at a
+	// time (parallel slots): they share the device's one stream anyway,
+	// and a pass replays as a graph only where no other work comes
+	// between its launches.
+	pass sync.Mutex
 }
 
 // layerRows is the most rows one pass runs (the CPU's batch).
@@ -153,6 +160,8 @@ type Seq struct {
 // NewSeq allocates a sequence of up to ctx positions and pending nodes.
 func (l *Layers) NewSeq(ctx int) (_ *Seq, err error) {
 	defer device.Catch(&err)
+	l.pass.Lock()
+	defer l.pass.Unlock()
 	dev, c := l.Dev, l.c
 	H, KV, F, Q := c.Hidden, c.KVHeads*c.HeadDim, c.FFN, c.Heads*c.HeadDim
 	s := &Seq{l: l, ctx: ctx}
@@ -171,6 +180,8 @@ func (l *Layers) NewSeq(ctx int) (_ *Seq, err error) {
 
 // Free releases the sequence's cache and scratch.
 func (s *Seq) Free() {
+	s.l.pass.Lock()
+	defer s.l.pass.Unlock()
 	for _, b := range append(append([]device.Buffer{s.x, s.xn, s.q, s.att, s.ao, s.g, s.u, s.hh, s.dn, s.k, s.v, s.hid, s.logits, s.probs}, s.kc...), s.vc...) {
 		s.l.Dev.Free(b)
 	}
@@ -185,6 +196,8 @@ func (s *Seq) Free() {
 func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint8, logitsFrom int, hidden, logits []float32) (err error) {
 	defer device.Catch(&err)
 	l, dev, c := s.l, s.l.Dev, s.l.c
+	l.pass.Lock()
+	defer l.pass.Unlock()
 	H, KV, Q, F := c.Hidden, c.KVHeads*c.HeadDim, c.Heads*c.HeadDim, c.FFN
 	m := base + n
 	switch {
@@ -264,6 +277,8 @@ func (s *Seq) Commit(past int, path []int) (err error) {
 		}
 	}
 	dev, c := s.l.Dev, s.l.c
+	s.l.pass.Lock()
+	defer s.l.pass.Unlock()
 	KV := c.KVHeads * c.HeadDim
 	pending.Moves(path, func(to, from int) {
 		for i := range s.kc {

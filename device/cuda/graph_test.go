@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"dovetail/device"
@@ -248,4 +250,75 @@ func TestCUDAGraphedFallbacks(t *testing.T) {
 		run("c", 2, 0, false)
 		run("c", 3, 0, false)
 	})
+}
+
+// Sequences of one set of layers decoding at once (parallel slots) each
+// replay their steps as graphs, and give what they give one after the
+// other on a device with graphs off.
+func TestCUDAGraphedParallelSequences(t *testing.T) {
+	dev := cudaOrSkip(t).(*cudaDev)
+	ref := openAnother(t).(*cudaDev)
+	defer ref.Close()
+	ref.noGraphs = true
+	m := synthModel(t, "dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", quant.Q4_K)
+	c := m.Config
+	const seqs, steps = 3, 6
+	// decode runs steps decode steps of sequence i on l, returning each
+	// step's hidden state and logits.
+	decode := func(l *offload.Layers, i int) ([][]float32, error) {
+		s, err := l.NewSeq(32)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Free()
+		var outs [][]float32
+		x := make([]float32, c.Hidden)
+		for p := range steps {
+			for j := range x {
+				x[j] = float32((j*5+p*11+i*3)%17-8) / 4
+			}
+			hidden, logits := make([]float32, c.Hidden), make([]float32, c.Vocab)
+			if err := s.Forward(x, 1, []int{p}, p, 0, nil, 0, hidden, logits); err != nil {
+				return nil, err
+			}
+			outs = append(outs, append(hidden, logits...))
+		}
+		return outs, nil
+	}
+	layers := func(d *cudaDev) *offload.Layers {
+		l, err := offload.New(d, m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Free)
+		return l
+	}
+	lg, lr := layers(dev), layers(ref)
+	var want, got [seqs][][]float32
+	for i := range seqs {
+		var err error
+		if want[i], err = decode(lr, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dev.graphLaunches
+	var wg sync.WaitGroup
+	errs := make([]error, seqs)
+	for i := range seqs {
+		wg.Go(func() { got[i], errs[i] = decode(lg, i) })
+	}
+	wg.Wait()
+	for i := range seqs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		for p := range steps {
+			if !slices.Equal(got[i][p], want[i][p]) {
+				t.Fatalf("sequence %d, step %d: outputs differ in parallel with graphs", i, p)
+			}
+		}
+	}
+	if n := dev.graphLaunches - before; n != seqs*(steps-1) {
+		t.Errorf("%d sequences of %d steps in parallel launched %d graphs, want %d", seqs, steps, n, seqs*(steps-1))
+	}
 }
