@@ -160,6 +160,8 @@ type cudaDev struct {
 
 	graphs        map[any]*graph // Graphed's, by key (graph.go)
 	run           *graphRun      // the Graphed call under way, or nil
+	runRecs       []launchRec    // the last run's slices, for the next
+	runSpans      [][2]int
 	graphClock    uint64
 	noGraphs      bool // the driver has none, or DOVETAIL_CUDA_GRAPHS=off
 	graphLaunches int  // graphs launched, and nodes updated: what tests count

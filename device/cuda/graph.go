@@ -129,7 +129,9 @@ func (d *cudaDev) startRun(key any) *graphRun {
 	if g == nil || g.never {
 		return nil
 	}
-	r := &graphRun{g: g, mode: recording}
+	// A step's few hundred launches are collected into the last run's
+	// slices, not new ones.
+	r := &graphRun{g: g, mode: recording, recs: d.runRecs[:0], spans: d.runSpans[:0]}
 	if g.exec != 0 {
 		r.mode = replaying
 	}
@@ -210,7 +212,7 @@ func (d *cudaDev) flushReplay() {
 		for i := range r.recs {
 			d.launchNow(&r.recs[i])
 		}
-		r.recs = nil
+		r.recs = r.recs[:0]
 	}
 }
 
@@ -218,6 +220,7 @@ func (d *cudaDev) flushReplay() {
 // updates the nodes whose arguments changed and launches the graph.
 func (d *cudaDev) finish(r *graphRun) {
 	g := r.g
+	defer func() { d.runRecs, d.runSpans = r.recs[:0], r.spans[:0] }()
 	switch r.mode {
 	case recording:
 		d.run = nil
