@@ -131,25 +131,24 @@ func TestCUDAGraphedFallbacks(t *testing.T) {
 			t.Errorf("%s: %d graph launches, want %d", what, got, want)
 		}
 	}
-	graphs("record, then replay with new values", 2, func() {
-		run("a", 1, 1, false)
-		run("a", 2, 1, false)
-		run("a", 3, 1, false)
-	})
-	graphs("a replay that downloads midway, then a plain one", 1, func() {
-		run("a", 4, 1, true)
-		run("a", 5, 1, false)
-	})
-	graphs("a replay with another kernel, a recording, a replay", 1, func() {
-		run("a", 6, 2, false)
-		run("a", 7, 2, false)
-		run("a", 8, 2, false)
-	})
-	graphs("a replay with one kernel fewer, a recording, a replay", 1, func() {
-		run("a", 9, 1, false)
-		run("a", 10, 1, false)
-		run("a", 11, 1, false)
-	})
+	// Each case's runs of key "a" go after the ones before: the graph is
+	// the last recording's.
+	for _, c := range []struct {
+		what string
+		want int
+		runs [][2]int // adds, download (1)
+	}{
+		{"record, then replay with new values", 2, [][2]int{{1, 0}, {1, 0}, {1, 0}}},
+		{"a replay that downloads midway, then a plain one", 1, [][2]int{{1, 1}, {1, 0}}},
+		{"a replay with another kernel, a recording, a replay", 1, [][2]int{{2, 0}, {2, 0}, {2, 0}}},
+		{"a replay with one kernel fewer, a recording, a replay", 1, [][2]int{{1, 0}, {1, 0}, {1, 0}}},
+	} {
+		graphs(c.what, c.want, func() {
+			for i, r := range c.runs {
+				run("a", float32(i+1), r[0], r[1] == 1)
+			}
+		})
+	}
 	graphs("a replay whose first kernel is another, a recording, a replay", 1, func() {
 		// y = x, a concatenation of its halves, instead of x+x.
 		device.Graphed(dev, "a", func() {
