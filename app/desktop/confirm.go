@@ -3,6 +3,8 @@ package desktop
 import (
 	"fmt"
 
+	"dovetail/internal/plural"
+
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
 )
@@ -22,7 +24,7 @@ func (c *chatView) confirmDelete() {
 		return
 	}
 	what := fmt.Sprintf("“%s”", title(c.conv))
-	confirmThen(c.a.win, "Delete this chat?", fmt.Sprintf("%s and its %s are deleted for good.", what, plural(n, "message")),
+	confirmThen(c.a.win, "Delete this chat?", fmt.Sprintf("%s and its %s are deleted for good.", what, plural.Of(n, "message")),
 		"Delete", c.deleteConversation)
 }
 
@@ -34,7 +36,7 @@ func (l *learnView) confirmClear() {
 	}
 	what := "The verified text"
 	if st, ok := r.Adaptation(); ok && st.Remembered > 0 {
-		what = fmt.Sprintf("The %s of verified text", plural(st.Remembered, "token"))
+		what = fmt.Sprintf("The %s of verified text", plural.Of(st.Remembered, "token"))
 	}
 	confirmThen(l.a.win, "Clear the text memory?",
 		what+" that drafts propose continuations from will be forgotten. The model and its draft stay as they are.",

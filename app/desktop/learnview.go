@@ -13,6 +13,7 @@ import (
 
 	"dovetail/app/runner"
 	"dovetail/app/runner/store"
+	"dovetail/internal/plural"
 )
 
 // learnView is speed and learning: τ and tokens/s over the requests with
@@ -80,8 +81,8 @@ func (l *learnView) refresh() {
 			l.pause.SetText("Resume learning")
 		}
 		l.trainer.SetText(fmt.Sprintf("%s. Kept version %d after %s, %d published since the model loaded; %s held for training; %s.",
-			sentenceCase(trainerState(r)), st.Version, plural(st.Runs, "training run"), st.Published, plural(st.Records, "position"), tauNow(st.ShortTau, st.LongTau)))
-		l.memory.SetText(plural(st.Remembered, "token") + " remembered")
+			sentenceCase(trainerState(r)), st.Version, plural.Of(st.Runs, "training run"), st.Published, plural.Of(st.Records, "position"), tauNow(st.ShortTau, st.LongTau)))
+		l.memory.SetText(plural.Of(st.Remembered, "token") + " remembered")
 	}
 	if !ok {
 		l.memory.SetText("No text memory: the draft does not adapt")
@@ -108,16 +109,16 @@ func (l *learnView) showCharts(h []requestStat, herr error) {
 	speed, tau, marks := chartSeries(h)
 	speedSum, tauSum := "", ""
 	if n := len(h); n > 0 {
-		speedSum = fmt.Sprintf("last %s · %s", formatRate(h[n-1].TokensPerSec), plural(n, "reply"))
+		speedSum = fmt.Sprintf("last %s · %s", formatRate(h[n-1].TokensPerSec), plural.Of(n, "reply"))
 		drafted := 0
 		for _, v := range tau {
 			if !math.IsNaN(v) {
 				drafted++
 			}
 		}
-		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, plural(n, "reply"))
+		tauSum = fmt.Sprintf("%d of %s with draft rounds", drafted, plural.Of(n, "reply"))
 		if drafted == 0 {
-			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", plural(n, "reply"))
+			empty = fmt.Sprintf("None of the %s had draft rounds: speculation was off (the target alone was faster).", plural.Of(n, "reply"))
 		}
 	}
 	l.speed.set(speed, marks, speedSum, empty)

@@ -11,6 +11,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"dovetail/engine"
+	"dovetail/internal/plural"
 )
 
 // Where highlighted text came from, in its colour.
@@ -173,7 +174,7 @@ func statsLine(s *MsgStats, streaming bool) string {
 	if streaming {
 		return formatRate(s.TokensPerSec) + " tokens/s"
 	}
-	parts := []string{plural(s.Tokens, "token"), formatRate(s.TokensPerSec) + " tokens/s"}
+	parts := []string{plural.Of(s.Tokens, "token"), formatRate(s.TokensPerSec) + " tokens/s"}
 	if s.FirstTokenMs > 0 {
 		parts = append(parts, "first token "+formatMs(s.FirstTokenMs))
 	}

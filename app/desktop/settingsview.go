@@ -14,6 +14,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"dovetail/app/runner"
+	"dovetail/internal/plural"
 )
 
 // settingsView holds the local API server, the threads and context, where
@@ -57,7 +58,7 @@ func newSettingsView(a *App) *settingsView {
 	s.address.SetText(p.APIAddress)
 	s.address.OnSubmitted = func(string) { s.moveServer() }
 	s.useAddress = widget.NewButton("Use this address", s.moveServer)
-	s.threads.SetPlaceHolder(fmt.Sprintf("From the model's settings (this machine: %s)", plural(runtime.NumCPU(), "thread")))
+	s.threads.SetPlaceHolder(fmt.Sprintf("From the model's settings (this machine: %s)", plural.Of(runtime.NumCPU(), "thread")))
 	s.ctx.SetPlaceHolder("From the model's settings")
 	if p.Threads > 0 {
 		s.threads.SetText(strconv.Itoa(p.Threads))

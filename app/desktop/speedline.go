@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"dovetail/app/runner"
+	"dovetail/internal/plural"
 )
 
 // specOffWords is what a reply says when the planner kept drafting off:
@@ -26,9 +27,9 @@ func speculationWords(s *MsgStats) string {
 	case s.Rounds == 0:
 		return specOffWords
 	case s.PlainSteps > s.Rounds:
-		return fmt.Sprintf("%s (%s to keep measuring, τ %.2f)", specOffWords, plural(s.Rounds, "trial round"), s.Tau)
+		return fmt.Sprintf("%s (%s to keep measuring, τ %.2f)", specOffWords, plural.Of(s.Rounds, "trial round"), s.Tau)
 	}
-	line := fmt.Sprintf("%s, τ %.2f", plural(s.Rounds, "round"), s.Tau)
+	line := fmt.Sprintf("%s, τ %.2f", plural.Of(s.Rounds, "round"), s.Tau)
 	if s.DraftVersion > 0 {
 		line += fmt.Sprintf(", drafted by version %d", s.DraftVersion)
 	}

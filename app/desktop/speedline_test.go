@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"dovetail/app/runner"
+	"dovetail/internal/plural"
 )
 
 // belowOne is a ratio below 1 in a speed line.
@@ -62,8 +63,8 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("formatRate(%v) = %q, want %q", v, got, want)
 		}
 	}
-	if plural(1, "reply") != "1 reply" || plural(5, "round") != "5 rounds" || plural(2, "reply") != "2 replies" {
-		t.Error(plural(1, "reply"), plural(5, "round"), plural(2, "reply"))
+	if plural.Of(1, "reply") != "1 reply" || plural.Of(5, "round") != "5 rounds" || plural.Of(2, "reply") != "2 replies" {
+		t.Error(plural.Of(1, "reply"), plural.Of(5, "round"), plural.Of(2, "reply"))
 	}
 }
 

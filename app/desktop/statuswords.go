@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"dovetail/app/runner"
+	"dovetail/internal/plural"
 )
 
 // The chat's status line says what runs where in words: no file names,
@@ -26,7 +27,7 @@ func modelOn(m *runner.Model, r *runner.Runner) string {
 	if m.Embedded() {
 		name = "the embedded model"
 	}
-	return fmt.Sprintf("%s on the CPU (%s)", name, plural(r.Threads(), "thread"))
+	return fmt.Sprintf("%s on the CPU (%s)", name, plural.Of(r.Threads(), "thread"))
 }
 
 // draftWords is the draft and where it runs.

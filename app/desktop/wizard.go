@@ -15,6 +15,7 @@ import (
 	"dovetail/app/runner"
 	"dovetail/app/runner/discover"
 	"dovetail/app/runner/probe"
+	"dovetail/internal/plural"
 )
 
 // wizard is the setup, the steps of `dovetail setup` as screens: what
@@ -340,7 +341,7 @@ func (w *wizard) calibrationStep() {
 		return nil
 	}, func() {
 		w.progress.SetValue(1)
-		status.SetText("Calibrated " + plural(len(models), "model"))
+		status.SetText("Calibrated " + plural.Of(len(models), "model"))
 	})
 }
 
@@ -400,10 +401,10 @@ func fitCard(f fitted, machine probe.Report) fyne.CanvasObject {
 	if fit.Verdict != runner.NoFit {
 		layers := "all target layers on the CPU"
 		if p.GPULayers > 0 {
-			layers = plural(p.GPULayers, "target layer") + " on the GPU"
+			layers = plural.Of(p.GPULayers, "target layer") + " on the GPU"
 		}
 		l := widget.NewLabel(fmt.Sprintf("%s · %s · %s · %s · context %d · tree k %d, depth %d, γ %d",
-			plural(p.Threads, "CPU thread"), layers, placed("draft", p.DraftDevice), placed("trainer", p.TrainerDevice),
+			plural.Of(p.Threads, "CPU thread"), layers, placed("draft", p.DraftDevice), placed("trainer", p.TrainerDevice),
 			p.Ctx, p.Tree.TopK, p.Tree.Depth, p.Tree.Tokens))
 		l.Wrapping = fyne.TextWrapWord
 		box.Add(l)

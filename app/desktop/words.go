@@ -1,29 +1,10 @@
 package desktop
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 )
-
-// plural is a count with its noun, singular for one: plural(1, "thread")
-// is "1 thread", plural(4, "thread") "4 threads", plural(2, "reply") "2
-// replies"; a noun whose plural is none of those gives it: plural(2,
-// "child", "children").
-func plural(n int, one string, many ...string) string {
-	noun := one + "s"
-	if stem, ok := strings.CutSuffix(one, "y"); ok && !strings.HasSuffix(stem, "a") && !strings.HasSuffix(stem, "e") && !strings.HasSuffix(stem, "o") {
-		noun = stem + "ies"
-	}
-	if len(many) > 0 {
-		noun = many[0]
-	}
-	if n == 1 || n == -1 {
-		noun = one
-	}
-	return fmt.Sprintf("%d %s", n, noun)
-}
 
 // sentenceCase starts s with a capital, as labels and lines do.
 func sentenceCase(s string) string {

@@ -7,6 +7,7 @@ import (
 
 	"dovetail/device"
 	"dovetail/engine"
+	"dovetail/internal/plural"
 )
 
 // A GPU that fails in the middle of a run (out of memory, say: another
@@ -65,7 +66,7 @@ func (r *Runner) fewerLayers(off *gpuLayers, err error) bool {
 		return true
 	}
 	k := r.model.Config().Layers - off.layers.From
-	r.notify(Notice{Warning: true, Text: fmt.Sprintf("%s failed with %s on it (%v): trying %d", off.dev.Name(), plural(k, "target layer"), de, k/2)})
+	r.notify(Notice{Warning: true, Text: fmt.Sprintf("%s failed with %s on it (%v): trying %d", off.dev.Name(), plural.Of(k, "target layer"), de, k/2)})
 	r.closeTargets()
 	r.budget.drop("target layers", off.dev.Name())
 	r.budget.giveBack("weights", off.weights)

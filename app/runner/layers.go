@@ -9,6 +9,7 @@ import (
 	"dovetail/cpu"
 	"dovetail/device"
 	"dovetail/device/cuda"
+	"dovetail/internal/plural"
 	"dovetail/models"
 	"dovetail/offload"
 )
@@ -253,7 +254,7 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 			dev.Close()
 			return nil, err
 		}
-		r.notify(Notice{Warning: true, Text: fmt.Sprintf("%s did not fit on %s (%v): trying %d", plural(k, "target layer"), dev.Name(), err, k/2)})
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("%s did not fit on %s (%v): trying %d", plural.Of(k, "target layer"), dev.Name(), err, k/2)})
 		// The matrices a failed attempt uploaded stay the device's until
 		// it closes: the next one starts on a fresh one.
 		dev.Close()

@@ -7,6 +7,7 @@ import (
 
 	"dovetail/device"
 	"dovetail/engine/adapt"
+	"dovetail/internal/plural"
 	"dovetail/models"
 	"dovetail/offload"
 )
@@ -61,9 +62,9 @@ func TestOffloadOutOfMemory(t *testing.T) {
 		var want []string
 		k := L
 		for ; k > 0 && all(k) > limit; k /= 2 {
-			what := plural(k, "target layer") + " did not fit on tight GPU"
+			what := plural.Of(k, "target layer") + " did not fit on tight GPU"
 			if weights(k) <= limit {
-				what = "the caches of " + plural(k, "target layer") + " did not fit on tight GPU"
+				what = "the caches of " + plural.Of(k, "target layer") + " did not fit on tight GPU"
 			}
 			want = append(want, what+fmt.Sprintf(" (gpu: out of memory: %%s): trying %d", k/2))
 		}

@@ -18,6 +18,7 @@ import (
 	"dovetail/engine/adapt"
 	"dovetail/engine/plan"
 	"dovetail/engine/tree"
+	"dovetail/internal/plural"
 	"dovetail/internal/sysmem"
 )
 
@@ -393,7 +394,7 @@ func (r *Runner) openTargetAtMost(slots, most int) error {
 			return err
 		}
 		k := r.model.Config().Layers - off.layers.From
-		r.notify(Notice{Warning: true, Text: fmt.Sprintf("the caches of %s did not fit on %s (%v): trying %d", plural(k, "target layer"), off.dev.Name(), de, k/2)})
+		r.notify(Notice{Warning: true, Text: fmt.Sprintf("the caches of %s did not fit on %s (%v): trying %d", plural.Of(k, "target layer"), off.dev.Name(), de, k/2)})
 		r.closeTargets()
 		r.off.close()
 		r.off, r.budget, most = nil, budget, k/2
