@@ -54,7 +54,7 @@ var cudaKernels = []string{"gemm", "embed", "silu", "silu_backward", "swiglu", "
 func quantKernels() []string {
 	names := []string{"quantize_q8", "rmsnorm_q8", "mmvq3"}
 	for _, f := range blockFormats {
-		names = append(names, f.mmv, "dequant_"+f.name)
+		names = append(names, f.mmv, f.dequant)
 		if !f.float {
 			names = append(names, f.glu, f.gluq)
 		}

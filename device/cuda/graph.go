@@ -67,9 +67,12 @@ type graph struct {
 	host    []byte      // the arena's contents, as uploaded
 	used    uint64      // the device's graph clock at its last run
 	impure  int         // recordings that did more than launch kernels
-	never   bool        // its runs do more than launch kernels: no graph is made
 	stale   bool        // a replay found other launches: recorded afresh next run
 }
+
+// never says that g's runs do more than launch kernels: no graph is made,
+// and they run as they are.
+func (g *graph) never() bool { return g.impure >= maxImpure }
 
 type runMode int
 
@@ -126,7 +129,7 @@ func (d *cudaDev) startRun(key any) *graphRun {
 		return nil
 	}
 	g := d.graphFor(key)
-	if g == nil || g.never {
+	if g == nil || g.never() {
 		return nil
 	}
 	// A step's few hundred launches are collected into the last run's
@@ -221,29 +224,21 @@ func (d *cudaDev) flushReplay() {
 func (d *cudaDev) finish(r *graphRun) {
 	g := r.g
 	defer func() { d.runRecs, d.runSpans = r.recs[:0], r.spans[:0] }()
-	switch r.mode {
-	case recording:
-		d.run = nil
-		if r.impure || len(r.recs) == 0 {
-			// A first run often grows the scratch (a wait): a key's
-			// runs get a few recordings before they are left alone.
-			g.impure++
-			g.never = g.impure >= maxImpure
-			return
-		}
+	if r.mode == replaying && len(r.recs) != len(g.recs) {
+		g.stale = true
+		d.flushReplay()
+	}
+	d.run = nil
+	switch {
+	case r.mode == recording && (r.impure || len(r.recs) == 0):
+		// A first run often grows the scratch (a wait): a key's runs get
+		// a few recordings before they are left alone.
+		g.impure++
+	case r.mode == recording:
 		d.makeGraph(g, r.recs)
-	case replaying:
-		if len(r.recs) != len(g.recs) {
-			g.stale = true
-			d.streamWork()
-			d.run = nil
-			return
-		}
-		d.run = nil
+	case r.mode == replaying:
 		d.uploadDirty(r)
 		d.replay(g, r.recs)
-	default:
-		d.run = nil
 	}
 }
 
@@ -291,7 +286,6 @@ func (d *cudaDev) makeGraph(g *graph, recs []launchRec) {
 		if r != 0 {
 			d.noGraphs = true
 			d.dropExec(g)
-			g.never = true
 		}
 		return r == 0
 	}

@@ -27,7 +27,7 @@ func (m *cudaMat) Cols() int { return m.cols }
 
 // blockFormat is how quant.cu names a format's kernels.
 type blockFormat struct {
-	name      string // dequant_NAME
+	dequant   string // dequant_NAME
 	mmv       string // the product: mmvq_NAME over 8-bit activations, mmv_NAME over floats
 	glu, gluq string // gate and up with SwiGLU (8-bit formats): mmvq_glu_NAME, mmvq_gluq_NAME
 	float     bool   // no sub-blocks (F16, BF16): the product reads float activations
@@ -37,13 +37,19 @@ type blockFormat struct {
 var blockFormats = map[quant.Type]blockFormat{
 	quant.Q4_0: q8Format("q4_0"), quant.Q8_0: q8Format("q8_0"), quant.Q4_K: q8Format("q4_k"),
 	quant.Q5_K: q8Format("q5_k"), quant.Q6_K: q8Format("q6_k"), quant.IQ4_XS: q8Format("iq4_xs"),
-	quant.F16: {name: "f16", mmv: "mmv_f16", float: true}, quant.BF16: {name: "bf16", mmv: "mmv_bf16", float: true},
+	quant.F16: floatFormat("f16"), quant.BF16: floatFormat("bf16"),
 }
 
 // q8Format names the kernels of a format whose products read 8-bit
 // activations.
 func q8Format(name string) blockFormat {
-	return blockFormat{name: name, mmv: "mmvq_" + name, glu: "mmvq_glu_" + name, gluq: "mmvq_gluq_" + name}
+	return blockFormat{dequant: "dequant_" + name, mmv: "mmvq_" + name, glu: "mmvq_glu_" + name,
+		gluq: "mmvq_gluq_" + name}
+}
+
+// floatFormat names the kernels of a format without sub-blocks.
+func floatFormat(name string) blockFormat {
+	return blockFormat{dequant: "dequant_" + name, mmv: "mmv_" + name, float: true}
 }
 
 // quant.cu's launch shapes: a warp per weight row, mmvWarps rows a block,
@@ -317,5 +323,5 @@ func (d *cudaDev) dequantRows(out uint64, m *cudaMat, rowIdx uint64, r0, n int) 
 	if !f.float {
 		threads /= 32 // a thread per 32 values
 	}
-	d.elems("dequant_"+f.name, threads, out, m.raw, rowIdx, i32(r0), i32(n), i32(m.cols), i32(m.rowBytes))
+	d.elems(f.dequant, threads, out, m.raw, rowIdx, i32(r0), i32(n), i32(m.cols), i32(m.rowBytes))
 }

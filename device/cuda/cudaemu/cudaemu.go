@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,12 +103,7 @@ func sources(emuDir, srcDir string, srcs map[string][]string) (units map[string]
 		}
 	}
 	units = map[string]string{}
-	names := make([]string, 0, len(srcs))
-	for f := range srcs {
-		names = append(names, f)
-	}
-	slices.Sort(names)
-	for _, f := range names {
+	for _, f := range slices.Sorted(maps.Keys(srcs)) {
 		path := f
 		if !filepath.IsAbs(f) {
 			path = filepath.Join(srcDir, f)
