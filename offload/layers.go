@@ -39,8 +39,8 @@ type Layers struct {
 	pass sync.Mutex
 }
 
-// layerRows is the most rows one pass runs (the CPU's batch).
-const layerRows = 64
+// LayerRows is the most rows one pass runs (the CPU's batch).
+const LayerRows = 64
 
 // ErrUnsupported says the model has something the device's layer path
 // does not run; its message names what.
@@ -152,7 +152,7 @@ type Seq struct {
 	l                               *Layers
 	ctx                             int
 	kc, vc                          []device.Buffer // per layer: ctx × KVDim (device.AllocKV: halves on a GPU)
-	x, xn, q, att, ao, g, u, hh, dn device.Buffer   // layerRows rows
+	x, xn, q, att, ao, g, u, hh, dn device.Buffer   // LayerRows rows
 	k, v                            device.Buffer   // a pass's new keys and values, before the cache takes them
 	hid, logits, probs              device.Buffer
 }
@@ -169,7 +169,7 @@ func (l *Layers) NewSeq(ctx int) (_ *Seq, err error) {
 		s.kc = append(s.kc, device.AllocKV(dev, ctx*KV))
 		s.vc = append(s.vc, device.AllocKV(dev, ctx*KV))
 	}
-	r := layerRows
+	r := LayerRows
 	s.k, s.v = dev.Alloc(r*KV), dev.Alloc(r*KV)
 	s.x, s.xn, s.q, s.att, s.ao = dev.Alloc(r*H), dev.Alloc(r*H), dev.Alloc(r*Q), dev.Alloc(r*Q), dev.Alloc(r*H)
 	s.g, s.u, s.hh, s.dn = dev.Alloc(r*F), dev.Alloc(r*F), dev.Alloc(r*F), dev.Alloc(r*H)
@@ -201,8 +201,8 @@ func (s *Seq) Forward(x []float32, n int, pos []int, past, base int, mask []uint
 	H, KV, Q, F := c.Hidden, c.KVHeads*c.HeadDim, c.Heads*c.HeadDim, c.FFN
 	m := base + n
 	switch {
-	case n < 1 || n > layerRows || len(x) < n*H || len(pos) < n || len(hidden) < n*H:
-		return fmt.Errorf("offloaded layers: a pass of %d rows (at most %d)", n, layerRows)
+	case n < 1 || n > LayerRows || len(x) < n*H || len(pos) < n || len(hidden) < n*H:
+		return fmt.Errorf("offloaded layers: a pass of %d rows (at most %d)", n, LayerRows)
 	case past+m > s.ctx:
 		return fmt.Errorf("offloaded layers: context full: %d + %d > %d", past, m, s.ctx)
 	case mask != nil && len(mask) < n*m:

@@ -125,7 +125,7 @@ func plannedCard(vram, rate string) (*probe.GPU, error) {
 
 // fitOptions reads --gpu-layers and --tau.
 func fitOptions(f setupFlags) (runner.FitOptions, error) {
-	o := runner.FitOptions{GPULayers: runner.GPULayersAuto}
+	var o runner.FitOptions
 	var err error
 	if o.GPULayers, err = runner.ParseGPULayers(f.layers); err != nil {
 		return o, usageError{err}

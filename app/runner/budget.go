@@ -83,10 +83,11 @@ func (b *Budget) add(name, device string, bytes uint64) {
 	}
 }
 
-// takeWeights takes n bytes off the CPU's weights: what went to a GPU.
-func (b *Budget) takeWeights(n uint64) {
+// take takes n bytes off the CPU's part called name (weights, kv cache):
+// what went to a GPU.
+func (b *Budget) take(name string, n uint64) {
 	for i, p := range b.Parts {
-		if p.Name == "weights" && p.Device == "cpu" {
+		if p.Name == name && p.Device == "cpu" {
 			b.Parts[i].Bytes -= min(n, p.Bytes)
 		}
 	}
@@ -105,16 +106,6 @@ func (b *Budget) giveBack(name string, n uint64) {
 // drop removes the part called name on device.
 func (b *Budget) drop(name, device string) {
 	b.Parts = slices.DeleteFunc(b.Parts, func(p Part) bool { return p.Name == name && p.Device == device })
-}
-
-// takeKV takes n bytes off the CPU's KV cache: the layers a GPU took,
-// whose keys and values the CPU no longer holds.
-func (b *Budget) takeKV(n uint64) {
-	for i, p := range b.Parts {
-		if p.Name == "kv cache" && p.Device == "cpu" {
-			b.Parts[i].Bytes -= min(n, p.Bytes)
-		}
-	}
 }
 
 // fits reports whether the host parts fit in the memory available.

@@ -255,8 +255,8 @@ func fitLayers(f *Fit, m *Model, machine probe.Report, want int, draftHead bool)
 	}
 	f.Placement.GPULayers = k
 	f.Budget.add("target layers", g.Name, bytes)
-	f.Budget.takeWeights(offloadedFileBytes(m.Llama, L-k))
-	f.Budget.takeKV(cpuKVBytes(m.Llama, f.Placement.Ctx, 1, k))
+	f.Budget.take("weights", offloadedFileBytes(m.Llama, L-k))
+	f.Budget.take("kv cache", cpuKVBytes(m.Llama, f.Placement.Ctx, 1, k))
 	f.Verdict = FitsPartly
 	if k == L && f.Placement.DraftDevice == g.Name {
 		f.Verdict = FitsGPU

@@ -74,11 +74,8 @@ func measureLayers(m *models.Llama, ctx, seqs int) (layerArith, error) {
 	if err != nil {
 		return layerArith{}, err
 	}
-	hc := device.NewCounter(true)
-	if _, err := hc.UploadMatrix(m.Output); err != nil {
-		return layerArith{}, err
-	}
-	a := layerArith{head: hc.Held() + 4*uint64(len(m.OutputNorm))}
+	// Measure of no layers has uploaded the head: headBytes cannot fail.
+	a := layerArith{head: headBytes(m) + 4*uint64(len(m.OutputNorm))}
 	a.scratch = prev - min(prev, a.head)
 	c := m.Config
 	// A layer's keys and values as a GPU keeps them (device.AllocKV).

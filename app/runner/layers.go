@@ -38,7 +38,7 @@ func layerBytes(m *models.Llama) uint64 {
 	}
 	all := offloadedFileBytes(m, 0)
 	if m.Output != m.TokenEmbd {
-		all -= uint64(m.Output.Rows) * uint64(m.Output.RowBytes)
+		all -= tensorBytes(m.Output)
 	}
 	return all / L
 }
@@ -239,13 +239,13 @@ func (r *Runner) placeLayers(seqs, most int) (*gpuLayers, error) {
 		if err == nil {
 			bytes, _ := offload.Measure(m, L-k, r.ctx, seqs, !device.OnHost(dev))
 			if head != nil {
-				bytes -= headBytes(m) // the draft's, counted with it
+				bytes -= min(bytes, headBytes(m)) // the draft's, counted with it
 			}
 			r.budget.add("target layers", dev.Name(), bytes)
 			g := &gpuLayers{dev: dev, layers: layers}
 			if !device.OnHost(dev) {
 				g.weights, g.kv = r.leaveFile(L-k), cpuKVBytes(m, r.ctx, seqs, k)
-				r.budget.takeKV(g.kv)
+				r.budget.take("kv cache", g.kv)
 			}
 			return g, nil
 		}
@@ -293,7 +293,7 @@ func (r *Runner) leaveFile(from int) uint64 {
 		}
 	}
 	n := offloadedFileBytes(m, from)
-	r.budget.takeWeights(n)
+	r.budget.take("weights", n)
 	return n
 }
 
@@ -314,9 +314,5 @@ func offloadedTensors(m *models.Llama, from int) []*models.Tensor {
 
 // offloadedFileBytes is the file's bytes of offloadedTensors.
 func offloadedFileBytes(m *models.Llama, from int) uint64 {
-	var n uint64
-	for _, t := range offloadedTensors(m, from) {
-		n += uint64(t.Rows) * uint64(t.RowBytes)
-	}
-	return n
+	return tensorBytes(offloadedTensors(m, from)...)
 }

@@ -361,10 +361,8 @@ func (r *Runner) Close() error {
 }
 
 func (r *Runner) closeSlots() {
+	r.closeTargets()
 	for _, s := range r.slots {
-		if s.target != nil {
-			s.target.Close()
-		}
 		s.pool.Close()
 	}
 	r.off.close()

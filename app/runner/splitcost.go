@@ -8,6 +8,8 @@ import (
 	"dovetail/engine/plan"
 	"dovetail/models"
 	"dovetail/models/draft"
+	"dovetail/offload"
+	"dovetail/quant"
 )
 
 // What setup assumes of a GPU's share of a forward: the last measured
@@ -19,10 +21,10 @@ const (
 	// block kernels are measured (BenchmarkCUDABlockProduct).
 	gpuEfficiency = 0.7
 	// gpuLayerLaunch is what a layer on a GPU costs beside reading its
-	// weights: its kernels' launches and the waits between them. The
-	// device path took about 95 µs a layer on an H200
-	// (docs/measurements/gpu.md, "The CUDA tests and the target's layers
-	// on a GPU, measured on one"); issue #38's goal is 15 µs.
+	// weights: its kernels' launches and the waits between them, as the
+	// device path last measured it (docs/measurements/gpu.md, "The CUDA
+	// tests and the target's layers on a GPU, measured on one"), until a
+	// card measures the fused, graphed path (BenchmarkCUDALayerStep).
 	gpuLayerLaunch = 95 * time.Microsecond
 	// assumedPCIeGBs is the rate of copies between the host and a card
 	// whose copies no probe timed (a card planned for): what a PCIe 3.0
@@ -97,9 +99,6 @@ func cpuShare(m *models.Llama, k int) float64 {
 		}
 	}
 	all += tensorBytes(m.Output)
-	if k <= 0 {
-		cpu = all
-	}
 	if all == 0 {
 		return 1
 	}
@@ -108,7 +107,7 @@ func cpuShare(m *models.Llama, k int) float64 {
 
 // gpuForward is what the GPU's part of a forward over n rows costs,
 // seconds: reading the last k layers' weights and the head (once for each
-// pass of up to layerRows rows, as the CPU hands them over), each layer's
+// pass of up to offload.LayerRows rows, as the CPU hands them over), each layer's
 // launches, the rows' residual stream up and their hidden states and
 // logits back over PCIe.
 func gpuForward(m *models.Llama, k int, g gpuSpeed, n int) float64 {
@@ -118,22 +117,19 @@ func gpuForward(m *models.Llama, k int, g gpuSpeed, n int) float64 {
 		weights += layerFileBytes(m, i)
 	}
 	weights += tensorBytes(m.Output)
-	passes := float64((n + gpuPassRows - 1) / gpuPassRows)
+	passes := float64((n + offload.LayerRows - 1) / offload.LayerRows)
 	up := float64(n*c.Hidden*4) / g.h2d
 	down := float64(n*(c.Hidden+c.Vocab)*4) / g.d2h
 	return passes*(g.read(weights)+float64(k)*gpuLayerLaunch.Seconds()) + up + down
 }
-
-// gpuPassRows is the most rows one pass over the GPU's layers carries (the
-// CPU's batch: offload's layerRows).
-const gpuPassRows = 64
 
 // gpuDraftStep is a step of a draft of shape cfg on a GPU of speed g,
 // where none was timed (a card planned for): its matrices read in Q8_0
 // (the copies a GPU drafts with) and the LM head it shares with m in its
 // stored format, and a launch for each block and the fusion before them.
 func gpuDraftStep(cfg draft.Config, m *models.Llama, g gpuSpeed) time.Duration {
-	weights := uint64(math.Ceil(float64(cfg.Params()) * q8Bytes))
+	q8 := float64(quant.Q8_0.TypeSize()) / float64(quant.Q8_0.BlockSize()) // bytes a value
+	weights := uint64(math.Ceil(float64(cfg.Params()) * q8))
 	if cfg.Kind != draft.EAGLE3 {
 		weights += tensorBytes(m.Output) // EAGLE-3's head is among its own
 	}
@@ -141,23 +137,19 @@ func gpuDraftStep(cfg draft.Config, m *models.Llama, g gpuSpeed) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// q8Bytes is the bytes of a value in Q8_0: 34 bytes a block of 32.
-const q8Bytes = 34.0 / 32
-
 // layerFileBytes is the bytes of layer i's matrices in m's file.
 func layerFileBytes(m *models.Llama, i int) uint64 {
 	l := &m.Layers[i]
-	var n uint64
-	for _, t := range []*models.Tensor{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
-		n += tensorBytes(t)
-	}
-	return n
+	return tensorBytes(l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
 }
 
-// tensorBytes is t's bytes in its file (0 for none).
-func tensorBytes(t *models.Tensor) uint64 {
-	if t == nil {
-		return 0
+// tensorBytes is ts' bytes in their file (0 for a nil one).
+func tensorBytes(ts ...*models.Tensor) uint64 {
+	var n uint64
+	for _, t := range ts {
+		if t != nil {
+			n += uint64(t.Rows) * uint64(t.RowBytes)
+		}
 	}
-	return uint64(t.Rows) * uint64(t.RowBytes)
+	return n
 }
