@@ -75,30 +75,16 @@ func openShards(dir, index string) (*Dir, error) {
 	return d, nil
 }
 
-func (d *Dir) openAll(idx Index) error {
-	shards, err := idx.Shards()
-	if err != nil {
-		return err
-	}
-	for _, name := range shards {
-		f, err := Open(filepath.Join(d.Path, name))
+func (d *Dir) openAll(idx Index) (err error) {
+	d.Tensors, err = idx.Load(func(path string) (map[string]*Tensor, error) {
+		f, err := Open(path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d.Files = append(d.Files, f)
-	}
-	for _, f := range d.Files {
-		for _, k := range f.Names() {
-			if prev, ok := d.Tensors[k]; ok {
-				return fmt.Errorf("%s: tensor %q is also in %s", f.Path, k, prev.File)
-			}
-			if err := idx.Place(f.Path, k); err != nil {
-				return err
-			}
-			d.Tensors[k] = f.Tensors[k]
-		}
-	}
-	return idx.Missing(func(k string) bool { return d.Tensors[k] != nil })
+		return f.Tensors, nil
+	})
+	return err
 }
 
 // Names lists the tensors in name order.

@@ -3,6 +3,7 @@ package safetensors
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,40 +37,58 @@ func ReadIndex(path, what string) (Index, error) {
 	return Index{Path: path, WeightMap: idx.WeightMap}, nil
 }
 
-// Shards lists the distinct files the index names, in name order: each a
+// Load reads the shards the index names, each with read (a shard's path:
+// its tensors by name), and checks that they hold exactly the index's
+// tensors, each once, in the shard the index places it.
+func (x Index) Load(read func(path string) (map[string]*Tensor, error)) (map[string]*Tensor, error) {
+	shards, err := x.shards()
+	if err != nil {
+		return nil, err
+	}
+	all := map[string]*Tensor{}
+	for _, s := range shards {
+		path := filepath.Join(filepath.Dir(x.Path), s)
+		ts, err := read(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(ts)) {
+			if prev, ok := all[k]; ok {
+				return nil, fmt.Errorf("%s: tensor %q is also in %s", path, k, prev.File)
+			}
+			if err := x.place(path, k); err != nil {
+				return nil, err
+			}
+			all[k] = ts[k]
+		}
+	}
+	return all, x.missing(func(k string) bool { return all[k] != nil })
+}
+
+// shards lists the distinct files the index names, in name order: each a
 // file beside the index.
-func (x Index) Shards() ([]string, error) {
-	var s []string
+func (x Index) shards() ([]string, error) {
 	for _, name := range x.WeightMap {
 		if name != filepath.Base(name) || strings.HasPrefix(name, ".") {
 			return nil, fmt.Errorf("%s: shard %q is not a file name in the directory", x.Path, name)
 		}
-		if !slices.Contains(s, name) {
-			s = append(s, name)
-		}
 	}
-	slices.Sort(s)
-	return s, nil
+	return slices.Compact(slices.Sorted(maps.Values(x.WeightMap))), nil
 }
 
-// Place reports an error where tensor name, read from file, is not where
+// place reports an error where tensor name, read from file, is not where
 // the index places it.
-func (x Index) Place(file, name string) error {
+func (x Index) place(file, name string) error {
 	if x.WeightMap[name] != filepath.Base(file) {
 		return fmt.Errorf("%s: tensor %q is not the index's (%s names %q)", file, name, filepath.Base(x.Path), x.WeightMap[name])
 	}
 	return nil
 }
 
-// Missing reports the first tensor (in name order) the index names that
+// missing reports the first tensor (in name order) the index names that
 // has says was not read, naming the shard it should be in.
-func (x Index) Missing(has func(name string) bool) error {
-	names := make([]string, 0, len(x.WeightMap))
-	for k := range x.WeightMap {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+func (x Index) missing(has func(name string) bool) error {
+	for _, k := range slices.Sorted(maps.Keys(x.WeightMap)) {
 		if !has(k) {
 			return fmt.Errorf("%s: tensor %q, which %s places there, is missing",
 				filepath.Join(filepath.Dir(x.Path), x.WeightMap[k]), k, filepath.Base(x.Path))

@@ -36,24 +36,8 @@ func ReadDir(dir string, data bool) (*safetensors.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	shards, err := idx.Shards()
+	all, err := idx.Load(func(path string) (map[string]*safetensors.Tensor, error) { return Read(path, data) })
 	if err != nil {
-		return nil, err
-	}
-	all := map[string]*safetensors.Tensor{}
-	for _, s := range shards {
-		ts, err := Read(filepath.Join(dir, s), data)
-		if err != nil {
-			return nil, err
-		}
-		for name, t := range ts {
-			if err := idx.Place(t.File, name); err != nil {
-				return nil, err
-			}
-			all[name] = t
-		}
-	}
-	if err := idx.Missing(func(name string) bool { return all[name] != nil }); err != nil {
 		return nil, err
 	}
 	return &safetensors.Dir{Path: dir, Tensors: all}, nil
