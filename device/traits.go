@@ -184,9 +184,8 @@ func RoPEQK(d Device, q, k Buffer, pos []int, heads, kvHeads, hd int, theta floa
 // StoreKVPair is StoreKV of a pass's keys and values (k into dk, v into
 // dv, of one length) in one operation where d fuses them; elsewhere two.
 func StoreKVPair(d Device, dk, k, dv, v Buffer) {
-	if s, ok := d.(interface {
-		StoreKVPair(dk, k, dv, v Buffer) bool
-	}); ok && s.StoreKVPair(dk, k, dv, v) {
+	if s, ok := d.(interface{ StoreKVPair(dk, k, dv, v Buffer) }); ok {
+		s.StoreKVPair(dk, k, dv, v)
 		return
 	}
 	StoreKV(d, dk, k)

@@ -57,6 +57,8 @@ type Draft struct {
 	outNorm, out        *Param // EAGLE-3
 	blocks              []block.Weights
 	residualEnds        []*Param // each block's attn_output and ffn_down: the ends of its two residual branches
+
+	qbuf []byte // where a GPU's Q8_0 copies are made before it takes them (freezeRows), reused
 }
 
 // NewDraft allocates a draft of shape c for target m (whose embeddings and

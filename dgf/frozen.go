@@ -58,9 +58,8 @@ func (d *Draft) DropFloat() {
 }
 
 // quantizes reports whether FreezeForDrafting gives p a Q8_0 copy: not
-// where the device would hold the copy as float32 anyway (a GPU; the host
-// for small matrices), which would only round the weights and gain
-// nothing.
+// where the device would hold the copy as float32 anyway (the host, for
+// small matrices), which would only round the weights and gain nothing.
 func (d *Draft) quantizes(p *Param) bool {
 	if p.Rows == 1 || device.KeepsFloat32(d.Dev, p.Size()) {
 		return false
@@ -115,7 +114,14 @@ func (d *Draft) freezeRows(p *Param, row func(r int) ([]float32, error)) error {
 		p.qt = t
 	}
 	if t.Data == nil && !device.Counting(d.Dev) {
-		t.Data = make([]byte, p.Rows*rb)
+		if copies {
+			// The device keeps its own copy: the bytes serve each
+			// matrix in turn, at every publication.
+			d.qbuf = slices.Grow(d.qbuf[:0], p.Rows*rb)
+			t.Data = d.qbuf[:p.Rows*rb]
+		} else {
+			t.Data = make([]byte, p.Rows*rb)
+		}
 	}
 	if copies {
 		defer func() { t.Data = nil }()

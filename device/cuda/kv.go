@@ -37,12 +37,14 @@ func (d *cudaDev) StoreKV(dst, src device.Buffer) {
 }
 
 // StoreKVPair is StoreKV of keys and values in one launch
-// (device.StoreKVPair); false where the caches are not in halves.
-func (d *cudaDev) StoreKVPair(dk, k, dv, v device.Buffer) bool {
+// (device.StoreKVPair); caches in float32 take copies.
+func (d *cudaDev) StoreKVPair(dk, k, dv, v device.Buffer) {
 	kb, vb := d.f32("StoreKVPair", k), d.f32("StoreKVPair", v)
 	dkb, dvb := d.b(dk), d.b(dv)
 	if !dkb.half || !dvb.half {
-		return false
+		d.Copy(dk, k)
+		d.Copy(dv, v)
+		return
 	}
 	if dkb.n != kb.n || dvb.n != vb.n || kb.n != vb.n {
 		panic(fmt.Sprintf("cuda: StoreKVPair of %d and %d values into %d and %d", kb.n, vb.n, dkb.n, dvb.n))
@@ -58,7 +60,6 @@ func (d *cudaDev) StoreKVPair(dk, k, dv, v device.Buffer) bool {
 	}
 	offs := hostArgs(d, []int32{int32(offK), int32(offV)})
 	d.elems("store_half2", 2*kb.n, rk, kb.p, rv, vb.p, kb.n, offs)
-	return true
 }
 
 // downloadHalf reads a cache's halves as float32 (tests look at them).

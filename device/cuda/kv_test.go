@@ -68,3 +68,44 @@ func TestCUDAHalfKV(t *testing.T) {
 		p.dev.Free(vc)
 	}
 }
+
+// StoreKVPair rounds keys and values into caches of halves at an offset,
+// as StoreKV does each, and copies them into float32 caches.
+func TestCUDAStoreKVPair(t *testing.T) {
+	dev := cudaOrSkip(t)
+	const n, off = 37, 5
+	kf, vf := make([]float32, n), make([]float32, n)
+	for i := range kf {
+		kf[i], vf[i] = float32(i)/3, -float32(i)/7
+	}
+	k, v := dev.Alloc(n), dev.Alloc(n)
+	defer dev.Free(k)
+	defer dev.Free(v)
+	dev.Upload(k, kf)
+	dev.Upload(v, vf)
+	round := func(x []float32) []float32 {
+		out := make([]float32, len(x))
+		for i, f := range x {
+			out[i] = quant.F16ToF32(quant.F32ToF16(f))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		what  string
+		alloc func(int) device.Buffer
+		want  func([]float32) []float32
+	}{
+		{"halves", func(m int) device.Buffer { return device.AllocKV(dev, m) }, round},
+		{"float32", dev.Alloc, func(x []float32) []float32 { return x }},
+	} {
+		kc, vc := c.alloc(n+off), c.alloc(n+off)
+		device.StoreKVPair(dev, dev.View(kc, off, n), k, dev.View(vc, off, n), v)
+		got := make([]float32, n)
+		dev.Download(got, dev.View(kc, off, n))
+		compare(t, "keys into "+c.what, got, c.want(kf), 0)
+		dev.Download(got, dev.View(vc, off, n))
+		compare(t, "values into "+c.what, got, c.want(vf), 0)
+		dev.Free(kc)
+		dev.Free(vc)
+	}
+}

@@ -5,7 +5,6 @@
 package synth
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -201,8 +200,12 @@ func addMatrix(w *gguf.Writer, name string, t quant.Type, cols, rows int, std fl
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// Every chunk fails alike (a type that cannot be quantized): the
+	// first says it.
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return w.AddTensor(name, t, []uint64{uint64(cols), uint64(rows)}, data)
 }
