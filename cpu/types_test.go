@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"dovetail/cpu/reference"
 	"dovetail/models"
 	"dovetail/models/synth"
+	"dovetail/models/synth/synthtest"
 	"dovetail/quant"
 )
 
@@ -22,21 +22,7 @@ var typesShape = synth.Shape{Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 512
 // typesModel writes typesShape in weight type typ (seed 7: the same floats
 // before quantization for every type) and loads it.
 func typesModel(t *testing.T, typ quant.Type) *models.Llama {
-	t.Helper()
-	w, err := synth.Build(typesShape, synth.Options{Type: typ, Seed: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), typ.String()+".gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	m, err := models.LoadLlama(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return synthtest.Model(t, typesShape, synth.Options{Type: typ, Seed: 7})
 }
 
 // typesLogits decodes prompt one batch, then two tokens one at a time, and

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"dovetail/models/synth"
+	"dovetail/models/synth/synthtest"
 	"dovetail/quant"
 )
 
@@ -105,19 +106,8 @@ func TestChatCtrlCStopsReply(t *testing.T) {
 // stand-in vocabulary's end token is one of 4096, and its context long.
 func slowModel(t *testing.T) string {
 	t.Helper()
-	sh, err := synth.ParseShape("dim=256,layers=4,heads=4,ffn=768,vocab=4096,ctx=8192")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := synth.Build(sh, synth.Options{Type: quant.Q8_0, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "slow.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	sh := synthtest.Shape(t, "dim=256,layers=4,heads=4,ffn=768,vocab=4096,ctx=8192")
+	return synthtest.File(t, sh, synth.Options{Type: quant.Q8_0, Seed: 1})
 }
 
 func readConversation(t *testing.T, path string) conversation {

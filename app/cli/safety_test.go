@@ -26,6 +26,7 @@ import (
 	"dovetail/models/draft"
 	"dovetail/models/gguf"
 	"dovetail/models/synth"
+	"dovetail/models/synth/synthtest"
 	"dovetail/quant"
 )
 
@@ -170,20 +171,7 @@ func TestContextAndThreads(t *testing.T) {
 // synthModel writes a random-weight model of shape (synth's syntax) and
 // returns its path.
 func synthModel(t *testing.T, shape string) string {
-	t.Helper()
-	sh, err := synth.ParseShape(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := synth.Build(sh, synth.Options{Type: quant.Q8_0, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "synth.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return synthtest.File(t, synthtest.Shape(t, shape), synth.Options{Type: quant.Q8_0, Seed: 1})
 }
 
 // installAt saves a draft for a made-up target named target under

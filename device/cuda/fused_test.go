@@ -3,12 +3,12 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"dovetail/device"
 	"dovetail/models"
 	"dovetail/models/synth"
+	"dovetail/models/synth/synthtest"
 	"dovetail/offload"
 	"dovetail/quant"
 )
@@ -216,25 +216,7 @@ func TestCUDALayerLaunches(t *testing.T) {
 // synthModel is a model of synth's shape (its -shape syntax) with random
 // weights of type typ, closed at the test's end.
 func synthModel(t *testing.T, shape string, typ quant.Type) *models.Llama {
-	t.Helper()
-	sh, err := synth.ParseShape(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := synth.Build(sh, synth.Options{Type: typ, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	m, err := models.LoadLlama(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return synthtest.Model(t, synthtest.Shape(t, shape), synth.Options{Type: typ, Seed: 1})
 }
 
 // layerLaunches is how many kernels a decoder layer of m launches in a
