@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"dovetail/device"
+	"dovetail/models"
 	"dovetail/offload"
 	"dovetail/quant"
 )
@@ -18,11 +19,7 @@ import (
 // cache slot, the count of keys) goes to the graph's arena, at fixed
 // addresses.
 func TestCUDAGraphedSteps(t *testing.T) {
-	dev := cudaOrSkip(t).(*cudaDev)
-	ref := openAnother(t).(*cudaDev)
-	defer ref.Close()
-	ref.noGraphs = true
-	m := synthModel(t, "dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", quant.Q4_K)
+	dev, ref, m := graphsAndNot(t)
 	c := m.Config
 	type side struct {
 		d *cudaDev
@@ -84,6 +81,16 @@ func TestCUDAGraphedSteps(t *testing.T) {
 	if got := dev.graphLaunches - launches; got != 3 {
 		t.Errorf("three trees of one shape and a decode step launched %d graphs, want 3", got)
 	}
+}
+
+// graphsAndNot is the tests' device, another of its GPU with graphs off,
+// and a model to run on both.
+func graphsAndNot(t *testing.T) (dev, ref *cudaDev, m *models.Llama) {
+	dev = cudaOrSkip(t).(*cudaDev)
+	ref = openAnother(t).(*cudaDev)
+	t.Cleanup(ref.Close)
+	ref.noGraphs = true
+	return dev, ref, synthModel(t, "dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", quant.Q4_K)
 }
 
 // What a replay cannot launch as its graph it launches one by one, in
@@ -255,11 +262,7 @@ func TestCUDAGraphedFallbacks(t *testing.T) {
 // replay their steps as graphs, and give what they give one after the
 // other on a device with graphs off.
 func TestCUDAGraphedParallelSequences(t *testing.T) {
-	dev := cudaOrSkip(t).(*cudaDev)
-	ref := openAnother(t).(*cudaDev)
-	defer ref.Close()
-	ref.noGraphs = true
-	m := synthModel(t, "dim=256,layers=3,heads=4,kv=2,ffn=512,vocab=300", quant.Q4_K)
+	dev, ref, m := graphsAndNot(t)
 	c := m.Config
 	const seqs, steps = 3, 6
 	// decode runs steps decode steps of sequence i on l, returning each
